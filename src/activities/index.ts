@@ -1,0 +1,16 @@
+import type pg from 'pg';
+import type { ModelProvider } from '../models/provider';
+import { createRunActivities } from './run-activities';
+
+export interface ActivityDeps {
+  pool: pg.Pool;
+  provider: ModelProvider;
+  workerId: string;
+}
+
+/** Every activity the worker registers. Workflows import only this type, never the implementations. */
+export const createActivities = (deps: ActivityDeps) => ({
+  ...createRunActivities(deps),
+});
+
+export type Activities = ReturnType<typeof createActivities>;

@@ -1,0 +1,38 @@
+import { Command, CommanderError } from 'commander';
+import { UserError } from '../errors';
+import { registerBackfillCommand } from './commands/backfill';
+import { registerDevCommands } from './commands/dev';
+import { registerLedgerCommands } from './commands/ledger';
+import { registerPricesCommands } from './commands/prices';
+import { registerReportCommands } from './commands/report';
+import { registerRunsCommand } from './commands/runs';
+import { registerTasksCommands } from './commands/tasks';
+
+const program = new Command('cronledger')
+  .description('Scheduled LLM agent runs on Temporal, exactly once per slot, with an exact USD ledger')
+  .showHelpAfterError()
+  .exitOverride();
+
+registerDevCommands(program);
+registerTasksCommands(program);
+registerBackfillCommand(program);
+registerRunsCommand(program);
+registerPricesCommands(program);
+registerLedgerCommands(program);
+registerReportCommands(program);
+
+try {
+  await program.parseAsync(process.argv);
+} catch (err) {
+  process.exitCode = exitCodeFor(err);
+}
+
+function exitCodeFor(err: unknown): number {
+  if (err instanceof CommanderError) return err.exitCode === 0 ? 0 : 2; // commander already printed the message
+  if (err instanceof UserError) {
+    process.stderr.write(`cronledger: ${err.message}\n`);
+    return err.exitCode;
+  }
+  process.stderr.write(`cronledger: unexpected error: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+  return 1;
+}

@@ -1,0 +1,16 @@
+import { Client, Connection } from '@temporalio/client';
+import { loadClientConnectConfig } from '@temporalio/envconfig';
+import { definedEnv, type Connections } from './config';
+
+/**
+ * A Temporal client for the resolved stack. TLS, API keys and profiles come from @temporalio/envconfig
+ * (TEMPORAL_API_KEY, TEMPORAL_TLS_*, TEMPORAL_PROFILE), so the same code reaches a dev server or Temporal Cloud.
+ */
+export async function connectClient(conn: Pick<Connections, 'temporalAddress' | 'namespace'>): Promise<Client> {
+  const config = loadClientConnectConfig({
+    overrideEnvVars: { ...definedEnv(), TEMPORAL_ADDRESS: conn.temporalAddress, TEMPORAL_NAMESPACE: conn.namespace },
+  });
+  const connection = await Connection.connect(config.connectionOptions);
+  return new Client({ connection, namespace: conn.namespace });
+}
+

@@ -1,0 +1,25 @@
+/** Names shared by the worker, the client, the CLI and the workflows. Workflows may import this file: it has no Node imports. */
+
+export const DEFAULT_TASK_QUEUE = 'cronledger';
+
+/** Custom search attributes, registered on the dev server with `--search-attribute NAME=Keyword`. */
+export const SEARCH_ATTRIBUTES = {
+  taskId: 'TaskId',
+  userId: 'UserId',
+} as const;
+
+/** Prefix of every schedule and scheduled workflow ID that cronledger owns. */
+export const TASK_SCHEDULE_PREFIX = 'cron-';
+export const REPORT_SCHEDULE_ID = 'report-monthly';
+
+/** Memo key that marks a schedule as created by cronledger, so `tasks apply` never deletes anyone else's. */
+export const MANAGED_BY_MEMO_KEY = 'managedBy';
+export const MANAGED_BY_VALUE = 'cronledger';
+
+export const DEFAULT_CHAT_MODEL = 'openai/gpt-4o-mini';
+export const DEFAULT_EMBEDDING_MODEL = 'openai/text-embedding-3-small';
+
+/** Any single call reporting more tokens than this in one class is treated as corrupt usage data. */
+export const MAX_TOKENS_PER_CALL = 10_000_000;
+
+export const taskScheduleId = (taskId: string): string => `${TASK_SCHEDULE_PREFIX}${taskId}`;

@@ -1,0 +1,94 @@
+import { randomUUID } from 'node:crypto';
+import type pg from 'pg';
+import { UserError } from '../errors';
+import { parseUsd, toExactString } from '../money';
+
+/** A usage_ledger row as read from PostgreSQL: counts and money stay exact strings. */
+export interface LedgerEntry {
+  id: string;
+  idempotency_key: string;
+  entry_type: 'usage' | 'adjustment' | 'credit' | 'reconciliation';
+  original_entry_id: string | null;
+  reason: string | null;
+  user_id: string;
+  run_id: string | null;
+  task_id: string | null;
+  model: string | null;
+  provider_model: string | null;
+  kind: 'chat' | 'embedding' | null;
+  status: 'ok' | 'failed';
+  attempt: number | null;
+  prompt_tokens: string;
+  cached_prompt_tokens: string;
+  completion_tokens: string;
+  reasoning_tokens: string;
+  cost_usd: string;
+  price_version: string | null;
+  provider_request_id: string | null;
+  worker_id: string | null;
+  created_at: Date;
+}
+
+export async function listEntries(
+  db: pg.Pool,
+  filter: { runId?: string; userId?: string; limit?: number } = {},
+): Promise<LedgerEntry[]> {
+  const { rows } = await db.query<LedgerEntry>(
+    `select * from usage_ledger
+      where ($1::text is null or run_id = $1) and ($2::text is null or user_id = $2)
+      order by id desc limit $3`,
+    [filter.runId ?? null, filter.userId ?? null, filter.limit ?? 1000],
+  );
+  return rows.reverse();
+}
+
+/**
+ * Corrects an entry by appending a signed adjustment that points at it; the original is never touched.
+ * The adjustment inherits who, which run and which model, so reports slice it with what it corrects.
+ */
+export async function adjustEntry(
+  db: pg.Pool,
+  input: { entryId: string; amount: string; reason: string; idempotencyKey?: string },
+): Promise<LedgerEntry> {
+  if (!/^\d+$/.test(input.entryId)) throw new UserError(`--entry ${JSON.stringify(input.entryId)} is not a ledger entry id (a whole number)`);
+  const amount = toExactString(parseUsd(input.amount, '--amount'));
+  requireReason(input.reason);
+  const { rows } = await db.query<LedgerEntry>(
+    `insert into usage_ledger (idempotency_key, entry_type, original_entry_id, reason, user_id, run_id, task_id, model, kind, cost_usd)
+     select $1, 'adjustment', o.id, $3, o.user_id, o.run_id, o.task_id, o.model, o.kind, $4
+       from usage_ledger o where o.id = $2
+     on conflict (idempotency_key) do nothing
+     returning *`,
+    [input.idempotencyKey ?? `adjustment:${input.entryId}:${randomUUID()}`, input.entryId, input.reason, amount],
+  );
+  if (rows.length === 1) return rows[0];
+  const exists = await db.query('select 1 from usage_ledger where id = $1', [input.entryId]);
+  if (exists.rowCount === 0) throw new UserError(`ledger entry ${input.entryId} does not exist; see \`cronledger ledger --json\` for ids`);
+  return (await db.query<LedgerEntry>('select * from usage_ledger where idempotency_key = $1', [input.idempotencyKey])).rows[0];
+}
+
+/** Credits a user: a negative entry with a reason, optionally pointing at the entry it makes good. */
+export async function creditUser(
+  db: pg.Pool,
+  input: { userId: string; amount: string; reason: string; originalEntryId?: string; idempotencyKey?: string },
+): Promise<LedgerEntry> {
+  const amount = parseUsd(input.amount, '--amount');
+  if (toExactString(amount).startsWith('-')) {
+    throw new UserError(`--amount ${input.amount} must be positive: a credit of 5.00 lowers what the user owes by $5.00`);
+  }
+  requireReason(input.reason);
+  if (!input.userId.trim()) throw new UserError('--user must name a user id');
+  const { rows } = await db.query<LedgerEntry>(
+    `insert into usage_ledger (idempotency_key, entry_type, original_entry_id, reason, user_id, cost_usd)
+     values ($1, 'credit', $2, $3, $4, $5)
+     on conflict (idempotency_key) do nothing
+     returning *`,
+    [input.idempotencyKey ?? `credit:${input.userId}:${randomUUID()}`, input.originalEntryId ?? null, input.reason, input.userId,
+      `-${toExactString(amount)}`],
+  );
+  return rows[0] ?? (await db.query<LedgerEntry>('select * from usage_ledger where idempotency_key = $1', [input.idempotencyKey])).rows[0];
+}
+
+function requireReason(reason: string): void {
+  if (!reason || !reason.trim()) throw new UserError('--reason is required: say why the ledger is being corrected');
+}

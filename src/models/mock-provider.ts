@@ -1,0 +1,69 @@
+import { createHash } from 'node:crypto';
+import { countTokens as countEmbeddingTokens } from 'gpt-tokenizer/model/text-embedding-3-small';
+import { countTokens as countChatTokens } from 'gpt-tokenizer/model/gpt-4o-mini';
+import {
+  BilledCallError,
+  type ChatRequest,
+  type ChatResult,
+  type EmbeddingRequest,
+  type EmbeddingResult,
+  type ModelProvider,
+  type TokenUsage,
+} from './provider';
+
+const EMBEDDING_DIMENSIONS = 16;
+
+/**
+ * The offline default. Replies are a pure function of (model, prompt), and usage is the real token count of the
+ * prompt and reply under the model's own tokenizer, unless the task's `simulate` profile overrides it to cost a
+ * planned workload. `simulate.failFirstAttempts: N` makes the first N attempts fail after usage was produced.
+ */
+export class MockProvider implements ModelProvider {
+  readonly name = 'mock';
+
+  async chat(req: ChatRequest): Promise<ChatResult> {
+    const digest = sha256(`${req.model}\n${req.prompt}`);
+    const text = `[mock ${bareModel(req.model)}] Done: ${summarise(req.prompt)} (ref ${digest.slice(0, 8)})`;
+    const s = req.simulate ?? {};
+    const usage: TokenUsage = {
+      promptTokens: s.promptTokens ?? countChatTokens(req.prompt),
+      cachedPromptTokens: s.cachedPromptTokens ?? 0,
+      completionTokens: s.completionTokens ?? countChatTokens(text),
+      reasoningTokens: s.reasoningTokens ?? 0,
+    };
+    const requestId = `mock-chat-${sha256(`${digest}:${req.attempt}`).slice(0, 16)}`;
+    failIfAsked(req.attempt, req.simulate?.failFirstAttempts, usage, bareModel(req.model), requestId);
+    return { text, usage, providerModel: bareModel(req.model), requestId };
+  }
+
+  async embed(req: EmbeddingRequest): Promise<EmbeddingResult> {
+    const digest = createHash('sha256').update(`${req.model}\n${req.input}`).digest();
+    // Deterministic unit-range components from the digest bytes: a stand-in vector, not money.
+    const vector = Array.from({ length: EMBEDDING_DIMENSIONS }, (_, i) => (digest[i] - 127.5) / 127.5);
+    const usage: TokenUsage = {
+      promptTokens: req.simulate?.embeddingTokens ?? countEmbeddingTokens(req.input),
+      cachedPromptTokens: 0,
+      completionTokens: 0,
+      reasoningTokens: 0,
+    };
+    const requestId = `mock-embed-${sha256(`${digest.toString('hex')}:${req.attempt}`).slice(0, 16)}`;
+    failIfAsked(req.attempt, req.simulate?.failFirstAttempts, usage, bareModel(req.model), requestId);
+    return { vector, usage, providerModel: bareModel(req.model), requestId };
+  }
+}
+
+function failIfAsked(attempt: number, failFirst: number | undefined, usage: TokenUsage, model: string, requestId: string): void {
+  if (failFirst !== undefined && attempt <= failFirst) {
+    throw new BilledCallError(`mock failure on attempt ${attempt} of the first ${failFirst} (usage was produced)`, usage, model, requestId);
+  }
+}
+
+const sha256 = (text: string): string => createHash('sha256').update(text).digest('hex');
+
+/** `openai/gpt-4o-mini` → `gpt-4o-mini`: price keys carry a provider prefix, APIs want the bare name. */
+export const bareModel = (model: string): string => model.slice(model.indexOf('/') + 1);
+
+function summarise(prompt: string): string {
+  const oneLine = prompt.replace(/\s+/g, ' ').trim();
+  return oneLine.length > 80 ? `${oneLine.slice(0, 77)}...` : oneLine;
+}

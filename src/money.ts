@@ -1,0 +1,67 @@
+import { add, dinero, halfEven, multiply, toSnapshot, transformScale, USD, type Dinero } from 'dinero.js/bigint';
+import { UserError } from './errors';
+
+/**
+ * Exact USD money on Dinero's bigint calculator. Nothing here ever touches a JS number or a float:
+ * decimal strings come in (prices files, SQL numeric, CLI flags), decimal strings go out (JSON, CSV, SQL).
+ */
+export type Money = Dinero<bigint>;
+
+/** Fractional digits of usage_ledger.cost_usd (numeric(38,18)); every per-token price in the table is exact at this scale. */
+export const LEDGER_SCALE = 18n;
+/** Fractional digits people see. Rounding happens only here, half-even. */
+export const DISPLAY_SCALE = 6n;
+
+const DECIMAL = /^(-)?(\d+)(?:\.(\d+))?$/;
+
+export const zero = (): Money => dinero({ amount: 0n, currency: USD, scale: LEDGER_SCALE });
+
+/** Parses an exact decimal string such as "0.15" or "-12.000000000000000001". */
+export function parseUsd(text: string, what = 'amount'): Money {
+  const m = DECIMAL.exec(text.trim());
+  if (!m) throw new UserError(`${what} ${JSON.stringify(text)} is not a decimal number; write it like 0.15 or -2.50`);
+  const [, sign, whole, frac = ''] = m;
+  if (BigInt(frac.length) > LEDGER_SCALE) {
+    throw new UserError(`${what} ${text} has ${frac.length} fractional digits; at most ${LEDGER_SCALE} are kept exactly`);
+  }
+  const amount = BigInt(`${sign ?? ''}${whole}${frac}`);
+  return dinero({ amount, currency: USD, scale: BigInt(frac.length) });
+}
+
+/** Cost of `tokens` at a per-million price: price × tokens / 10^6, exact (the division only raises the scale). */
+export function costAtPerMillion(pricePerMillion: Money, tokens: bigint): Money {
+  return multiply(pricePerMillion, { amount: tokens, scale: 6n });
+}
+
+export function sumMoney(values: Iterable<Money>): Money {
+  let total = zero();
+  for (const v of values) total = add(total, v);
+  return total;
+}
+
+/** Amount as integer units of 10^-18 USD: the plain BigInt form the exactness tests compare. */
+export function toAttoUsd(value: Money): bigint {
+  const { amount, scale } = toSnapshot(value);
+  if (scale > LEDGER_SCALE) throw new Error(`money at scale ${scale} cannot be stored exactly at scale ${LEDGER_SCALE}`);
+  return amount * 10n ** (LEDGER_SCALE - scale);
+}
+
+/** Exact decimal string at the ledger scale, the same text PostgreSQL prints for numeric(38,18). */
+export function toExactString(value: Money): string {
+  return formatScaled(toAttoUsd(value), LEDGER_SCALE);
+}
+
+/** `$0.000996`: rounded half-even to 6 decimals, for tables and prose only. */
+export function displayUsd(value: Money): string {
+  const { amount, scale } = toSnapshot(transformScale(value, DISPLAY_SCALE, halfEven));
+  const text = formatScaled(amount, scale);
+  return text.startsWith('-') ? `-$${text.slice(1)}` : `$${text}`;
+}
+
+export function formatScaled(amount: bigint, scale: bigint): string {
+  const negative = amount < 0n;
+  const digits = (negative ? -amount : amount).toString().padStart(Number(scale) + 1, '0');
+  const cut = digits.length - Number(scale);
+  const text = scale > 0n ? `${digits.slice(0, cut)}.${digits.slice(cut)}` : digits;
+  return negative ? `-${text}` : text;
+}

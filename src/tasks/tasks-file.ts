@@ -1,0 +1,99 @@
+import { readFileSync } from 'node:fs';
+import { z } from 'zod';
+import { DEFAULT_CHAT_MODEL, DEFAULT_EMBEDDING_MODEL, MAX_TOKENS_PER_CALL } from '../constants';
+import { UserError } from '../errors';
+import { validateCron, validateTimeZone } from './cron';
+import { parseDuration } from './duration';
+
+const tokenCount = z.number().int().min(0).max(MAX_TOKENS_PER_CALL);
+
+/** Token counts the mock model reports instead of tokenizing, to cost a planned workload; and failures to rehearse retries. */
+export const simulateSchema = z
+  .object({
+    promptTokens: tokenCount.optional(),
+    cachedPromptTokens: tokenCount.optional(),
+    completionTokens: tokenCount.optional(),
+    reasoningTokens: tokenCount.optional(),
+    embeddingTokens: tokenCount.optional(),
+    /** The mock fails this many attempts of each call after usage was produced (and booked as failed). */
+    failFirstAttempts: z.number().int().min(0).max(10).optional(),
+  })
+  .strict();
+
+const duration = z.string().refine((s) => parseDuration(s) !== undefined, {
+  message: 'must be a duration like "30s", "10m" or "1h"',
+});
+
+export const taskSchema = z
+  .object({
+    id: z
+      .string()
+      .regex(/^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?$/, 'must be lowercase letters, digits and "-", 1-64 characters'),
+    cron: z.string(),
+    timezone: z.string().default('UTC'),
+    userId: z.string().min(1).max(200),
+    input: z.string().min(1).max(100_000),
+    model: z.string().min(1).default(DEFAULT_CHAT_MODEL),
+    embeddingModel: z.string().min(1).default(DEFAULT_EMBEDDING_MODEL),
+    catchupWindow: duration.default('10m'),
+    jitter: duration.optional(),
+    paused: z.boolean().default(false),
+    simulate: simulateSchema.optional(),
+  })
+  .strict();
+
+export const tasksFileSchema = z
+  .object({
+    tasks: z.array(taskSchema),
+    /** The monthly report schedule `tasks apply` keeps; false leaves it alone. */
+    monthlyReport: z.union([z.literal(false), z.object({ timezone: z.string().default('UTC') }).strict()]).optional(),
+  })
+  .strict();
+
+export type Task = z.infer<typeof taskSchema>;
+export type SimulateProfile = z.infer<typeof simulateSchema>;
+export type TasksFile = z.infer<typeof tasksFileSchema>;
+
+/** Reads and validates a tasks file; every problem is a UserError naming the file, the task and the fix. */
+export function loadTasksFile(path: string): TasksFile {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (err) {
+    throw new UserError(`cannot read tasks file ${path}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+  }
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch (err) {
+    throw new UserError(`tasks file ${path} is not valid JSON: ${(err as Error).message}`);
+  }
+  return parseTasksFile(json, path);
+}
+
+export function parseTasksFile(json: unknown, source = 'tasks file'): TasksFile {
+  const parsed = tasksFileSchema.safeParse(json);
+  if (!parsed.success) {
+    const issues = parsed.error.issues.map((i) => `  - ${describePath(json, i.path)}: ${i.message}`).join('\n');
+    throw new UserError(`${source} is invalid:\n${issues}\nSee examples/tasks.json for the format.`);
+  }
+  const seen = new Set<string>();
+  for (const task of parsed.data.tasks) {
+    if (seen.has(task.id)) throw new UserError(`${source}: task id "${task.id}" appears more than once; task ids must be unique`);
+    seen.add(task.id);
+    validateCron(task.cron, `task "${task.id}": cron`);
+    validateTimeZone(task.timezone, `task "${task.id}": timezone`);
+  }
+  if (parsed.data.monthlyReport) validateTimeZone(parsed.data.monthlyReport.timezone, `${source}: monthlyReport.timezone`);
+  return parsed.data;
+}
+
+/** `tasks[2].cron` becomes `task "digest" (tasks[2]) cron`, so the user sees which task is wrong. */
+function describePath(json: unknown, path: PropertyKey[]): string {
+  const text = path.map((p) => (typeof p === 'number' ? `[${p}]` : `.${String(p)}`)).join('').replace(/^\./, '');
+  if (path[0] === 'tasks' && typeof path[1] === 'number') {
+    const id = (json as { tasks?: { id?: unknown }[] }).tasks?.[path[1]]?.id;
+    if (typeof id === 'string') return `task "${id}" (${text})`;
+  }
+  return text || '(file)';
+}

@@ -1,0 +1,2 @@
+// Everything the worker's workflow bundle contains. Workflow code is deterministic: no Node imports, no I/O, no clocks.
+export { scheduledRun } from './scheduled-run';
