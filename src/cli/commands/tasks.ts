@@ -1,0 +1,66 @@
+import type { Command } from 'commander';
+import { applyTasks } from '../../tasks/apply-tasks';
+import { listTasks, operateOnTask, type TaskOperation } from '../../tasks/manage-task';
+import { loadTasksFile } from '../../tasks/tasks-file';
+import { withConnections } from '../connect';
+import { printJson, printTable } from '../output';
+
+export function registerTasksCommands(program: Command): void {
+  const tasks = program.command('tasks').description('cron tasks as Temporal Schedules');
+
+  tasks
+    .command('apply <file>')
+    .description('create, update and delete schedules so they match the tasks file (safe to run again)')
+    .option('--json', 'print the changes as JSON')
+    .action(async (file: string, opts: { json?: boolean }) => {
+      const parsed = loadTasksFile(file); // everything is validated before any schedule changes
+      await withConnections({ temporal: true }, async ({ client, conn }) => {
+        const changes = await applyTasks(client, parsed, conn.taskQueue);
+        if (opts.json) return printJson({ changes });
+        for (const c of changes) process.stdout.write(`${c.action.padEnd(9)} ${c.scheduleId}\n`);
+        const changed = changes.filter((c) => c.action !== 'unchanged').length;
+        process.stdout.write(`${changed} change${changed === 1 ? '' : 's'}, ${changes.length - changed} unchanged\n`);
+      });
+    });
+
+  tasks
+    .command('list')
+    .description('each task with its next fire times and last runs')
+    .option('--json', 'print JSON')
+    .action(async (opts: { json?: boolean }) => {
+      await withConnections({ temporal: true, db: true }, async ({ client, pool }) => {
+        const listing = await listTasks(client, pool);
+        if (opts.json) return printJson({ tasks: listing });
+        printTable(
+          ['TASK', 'CRON', 'ZONE', 'USER', 'STATE', 'NEXT', 'LAST RUNS'],
+          listing.map((t) => [
+            t.id,
+            t.cron,
+            t.timezone,
+            t.userId,
+            t.paused ? 'paused' : 'active',
+            t.nextFireTimes.slice(0, 2).join(', ') || '-',
+            t.lastRuns.map((r) => `${r.scheduledMinute.slice(0, 16)}Z ${r.status}`).join(', ') || '-',
+          ]),
+        );
+      });
+    });
+
+  const operations: [TaskOperation, string][] = [
+    ['pause', 'pause a task schedule'],
+    ['resume', 'resume a paused task schedule'],
+    ['trigger', 'start a run of a task now'],
+    ['delete', 'delete a task schedule (tasks apply recreates it if the task is still in the file)'],
+  ];
+  for (const [op, description] of operations) {
+    tasks
+      .command(`${op} <id>`)
+      .description(description)
+      .action(async (id: string) => {
+        await withConnections({ temporal: true }, async ({ client }) => {
+          await operateOnTask(client, id, op);
+          process.stdout.write(`${op}${op.endsWith('e') ? 'd' : 'ed'} ${id}\n`);
+        });
+      });
+  }
+}

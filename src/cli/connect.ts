@@ -1,0 +1,35 @@
+import type { Client } from '@temporalio/client';
+import type pg from 'pg';
+import { connectClient } from '../client';
+import { resolveConnections, type Connections } from '../config';
+import { createPool } from '../db/pool';
+import { UserError } from '../errors';
+
+/**
+ * Runs a command body with the connections it asks for and always closes them, so the CLI exits promptly.
+ * A stack that is down becomes a UserError with the fix instead of a gRPC stack trace.
+ */
+export async function withConnections<T>(
+  needs: { temporal?: boolean; db?: boolean },
+  body: (c: { conn: Connections; client: Client; pool: pg.Pool }) => Promise<T>,
+): Promise<T> {
+  const conn = resolveConnections();
+  let client: Client | undefined;
+  let pool: pg.Pool | undefined;
+  try {
+    if (needs.temporal) {
+      try {
+        client = await connectClient(conn);
+      } catch (err) {
+        throw new UserError(
+          `cannot reach Temporal at ${conn.temporalAddress} (${(err as Error).message}); start it with \`npx cronledger dev up\` or fix TEMPORAL_ADDRESS`,
+        );
+      }
+    }
+    if (needs.db) pool = createPool(conn.databaseUrl, 4);
+    return await body({ conn, client: client as Client, pool: pool as pg.Pool });
+  } finally {
+    await client?.connection.close();
+    await pool?.end();
+  }
+}

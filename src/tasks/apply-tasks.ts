@@ -1,0 +1,71 @@
+import { ScheduleAlreadyRunning, ScheduleNotFoundError, type Client } from '@temporalio/client';
+import { TASK_SCHEDULE_PREFIX, taskScheduleId } from '../constants';
+import { UserError } from '../errors';
+import { describeOrUndefined } from './describe-task';
+import { ensureReportSchedule } from '../reports/report-schedule';
+import { appliedTaskOf, isManagedTaskSchedule, scheduleOptionsFor, taskFingerprint } from './task-schedule';
+import type { Task, TasksFile } from './tasks-file';
+
+export type Change =
+  | { action: 'created' | 'updated' | 'paused' | 'resumed' | 'deleted' | 'unchanged'; scheduleId: string };
+
+/**
+ * Reconciles Temporal Schedules with a tasks file: creates what is missing, updates what changed, deletes the
+ * cronledger task schedules whose task is gone, and never touches a schedule cronledger did not create. Applying the
+ * same file again changes nothing; two concurrent applies converge, because each step moves towards the same state.
+ */
+export async function applyTasks(client: Client, file: TasksFile, taskQueue: string): Promise<Change[]> {
+  const changes: Change[] = [];
+  for (const task of file.tasks) changes.push(...(await applyTask(client, task, taskQueue)));
+
+  const wanted = new Set(file.tasks.map((t) => taskScheduleId(t.id)));
+  for await (const summary of client.schedule.list()) {
+    if (!summary.scheduleId.startsWith(TASK_SCHEDULE_PREFIX) || wanted.has(summary.scheduleId)) continue;
+    if (!isManagedTaskSchedule(summary.memo)) continue;
+    try {
+      await client.schedule.getHandle(summary.scheduleId).delete();
+      changes.push({ action: 'deleted', scheduleId: summary.scheduleId });
+    } catch (err) {
+      if (!(err instanceof ScheduleNotFoundError)) throw err; // a concurrent apply deleted it first
+    }
+  }
+
+  if (file.monthlyReport !== false) {
+    const timezone = file.monthlyReport?.timezone ?? 'UTC';
+    const outcome = await ensureReportSchedule(client, { timezone, taskQueue });
+    changes.push({ action: outcome, scheduleId: 'report-monthly' });
+  }
+  return changes;
+}
+
+async function applyTask(client: Client, task: Task, taskQueue: string): Promise<Change[]> {
+  const options = scheduleOptionsFor(task, taskQueue);
+  const scheduleId = options.scheduleId;
+  const handle = client.schedule.getHandle(scheduleId);
+  let current = await describeOrUndefined(client, scheduleId);
+  if (!current) {
+    try {
+      await client.schedule.create(options);
+      return [{ action: 'created', scheduleId }];
+    } catch (err) {
+      if (!(err instanceof ScheduleAlreadyRunning)) throw err;
+      current = await handle.describe(); // a concurrent apply created it a moment ago: reconcile with what it made
+    }
+  }
+  if (!isManagedTaskSchedule(current.memo)) {
+    throw new UserError(
+      `schedule ${scheduleId} exists but was not created by cronledger; rename task "${task.id}" or delete that schedule yourself`,
+    );
+  }
+  const changes: Change[] = [];
+  if (appliedTaskOf(current)?.fingerprint !== taskFingerprint(task, taskQueue)) {
+    await handle.update((prev) => ({ ...prev, spec: options.spec, action: options.action, policies: options.policies }));
+    changes.push({ action: 'updated', scheduleId });
+  }
+  if (current.state.paused !== task.paused) {
+    if (task.paused) await handle.pause('paused by cronledger tasks apply');
+    else await handle.unpause('resumed by cronledger tasks apply');
+    changes.push({ action: task.paused ? 'paused' : 'resumed', scheduleId });
+  }
+  return changes.length > 0 ? changes : [{ action: 'unchanged', scheduleId }];
+}

@@ -1,0 +1,22 @@
+import { ScheduleNotFoundError, type Client, type ScheduleDescription } from '@temporalio/client';
+import { taskScheduleId } from '../constants';
+import { UserError } from '../errors';
+import { isManagedTaskSchedule } from './task-schedule';
+
+export async function describeOrUndefined(client: Client, scheduleId: string): Promise<ScheduleDescription | undefined> {
+  try {
+    return await client.schedule.getHandle(scheduleId).describe();
+  } catch (err) {
+    if (err instanceof ScheduleNotFoundError) return undefined;
+    throw err;
+  }
+}
+
+/** The description of a task's schedule, or a UserError saying how to create it. */
+export async function describeTaskSchedule(client: Client, taskId: string): Promise<ScheduleDescription> {
+  const d = await describeOrUndefined(client, taskScheduleId(taskId));
+  if (!d || !isManagedTaskSchedule(d.memo)) {
+    throw new UserError(`task "${taskId}" has no cronledger schedule (${taskScheduleId(taskId)}); add it to your tasks file and run \`cronledger tasks apply FILE\``);
+  }
+  return d;
+}

@@ -1,0 +1,66 @@
+import type { Client } from '@temporalio/client';
+import type pg from 'pg';
+import { TASK_SCHEDULE_PREFIX, taskScheduleId } from '../constants';
+import { listRuns } from '../db/runs';
+import { describeTaskSchedule } from './describe-task';
+import { appliedTaskOf, isManagedTaskSchedule } from './task-schedule';
+
+export interface TaskListing {
+  id: string;
+  scheduleId: string;
+  cron: string;
+  timezone: string;
+  userId: string;
+  paused: boolean;
+  nextFireTimes: string[];
+  lastRuns: { scheduledMinute: string; status: string; workflowId: string }[];
+}
+
+/** Every cronledger task schedule with its next fire times (from Temporal) and its last runs (from PostgreSQL). */
+export async function listTasks(client: Client, pool: pg.Pool): Promise<TaskListing[]> {
+  const ids: string[] = [];
+  for await (const s of client.schedule.list()) {
+    if (s.scheduleId.startsWith(TASK_SCHEDULE_PREFIX) && isManagedTaskSchedule(s.memo)) ids.push(s.scheduleId);
+  }
+  const listings: TaskListing[] = [];
+  for (const scheduleId of ids.sort()) {
+    const taskId = scheduleId.slice(TASK_SCHEDULE_PREFIX.length);
+    const d = await describeTaskSchedule(client, taskId);
+    const task = appliedTaskOf(d)?.task;
+    const runs = await listRuns(pool, { taskId, limit: 3 });
+    listings.push({
+      id: taskId,
+      scheduleId,
+      cron: task?.cron ?? '?',
+      timezone: task?.timezone ?? '?',
+      userId: task?.userId ?? '?',
+      paused: d.state.paused,
+      nextFireTimes: d.info.nextActionTimes.slice(0, 3).map((t) => t.toISOString()),
+      lastRuns: runs.map((r) => ({
+        scheduledMinute: r.scheduled_minute.toISOString(),
+        status: r.status,
+        workflowId: r.workflow_id,
+      })),
+    });
+  }
+  return listings;
+}
+
+export type TaskOperation = 'pause' | 'resume' | 'trigger' | 'delete';
+
+/** Pause, resume, trigger now, or delete one task's schedule. Refuses schedules cronledger did not create. */
+export async function operateOnTask(client: Client, taskId: string, op: TaskOperation): Promise<void> {
+  await describeTaskSchedule(client, taskId); // throws a UserError with the fix if the task has no schedule
+  const handle = client.schedule.getHandle(taskScheduleId(taskId));
+  switch (op) {
+    case 'pause':
+      return handle.pause('paused with cronledger tasks pause');
+    case 'resume':
+      return handle.unpause('resumed with cronledger tasks resume');
+    case 'trigger':
+      // The run's slot is the trigger time; it is claimed like any other slot, so it runs once.
+      return handle.trigger('ALLOW_ALL');
+    case 'delete':
+      return handle.delete();
+  }
+}

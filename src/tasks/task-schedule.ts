@@ -1,0 +1,78 @@
+import type { ScheduleDescription, ScheduleOptions } from '@temporalio/client';
+import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
+import { createHash } from 'node:crypto';
+import { MANAGED_BY_MEMO_KEY, MANAGED_BY_VALUE, SEARCH_ATTRIBUTES, taskScheduleId } from '../constants';
+import type { ScheduledRunInput } from '../workflows/scheduled-run';
+import { parseDuration } from './duration';
+import type { Task } from './tasks-file';
+
+export const TASK_ID_KEY = defineSearchAttributeKey(SEARCH_ATTRIBUTES.taskId, SearchAttributeType.KEYWORD);
+export const USER_ID_KEY = defineSearchAttributeKey(SEARCH_ATTRIBUTES.userId, SearchAttributeType.KEYWORD);
+
+/** What a scheduled run of this task receives as its argument. */
+export const runInputOf = (task: Task): ScheduledRunInput => ({
+  taskId: task.id,
+  userId: task.userId,
+  input: task.input,
+  model: task.model,
+  embeddingModel: task.embeddingModel,
+  ...(task.simulate ? { simulate: task.simulate } : {}),
+});
+
+/**
+ * Fingerprint of everything in a task that shapes its schedule, except `paused` (compared against the schedule's
+ * state instead). Stored in the action memo, since Temporal compiles cron strings into calendars and can't give them back.
+ */
+export function taskFingerprint(task: Task, taskQueue: string): string {
+  const { paused: _paused, ...shape } = task;
+  const canonical = JSON.stringify({ taskQueue, ...shape }, Object.keys({ taskQueue, ...shape }).sort());
+  return createHash('sha256').update(canonical).digest('hex').slice(0, 32);
+}
+
+/** The memo every scheduled run carries (visible in the Web UI), including the task as applied. */
+export interface TaskActionMemo {
+  fingerprint: string;
+  task: Task;
+  input: string;
+}
+
+/**
+ * The schedule for a task. The action's workflow ID is `cron-<taskId>`; the server appends the nominal time, so each
+ * slot's workflow is `cron-<taskId>-<RFC3339 time>`. Overlap ALLOW_ALL: slots are independent work, and a slow run
+ * must not make the next slot (or a caught-up one) be skipped; duplicates are stopped by IDs and the slot claim.
+ */
+export function scheduleOptionsFor(task: Task, taskQueue: string): ScheduleOptions {
+  const memo: TaskActionMemo = { fingerprint: taskFingerprint(task, taskQueue), task, input: task.input };
+  return {
+    scheduleId: taskScheduleId(task.id),
+    spec: {
+      cronExpressions: [task.cron],
+      timezone: task.timezone,
+      ...(task.jitter ? { jitter: parseDuration(task.jitter) } : {}),
+    },
+    action: {
+      type: 'startWorkflow',
+      workflowType: 'scheduledRun',
+      workflowId: taskScheduleId(task.id),
+      taskQueue,
+      args: [runInputOf(task)],
+      memo: memo as unknown as Record<string, unknown>,
+      typedSearchAttributes: [
+        { key: TASK_ID_KEY, value: task.id },
+        { key: USER_ID_KEY, value: task.userId },
+      ],
+    },
+    policies: { catchupWindow: parseDuration(task.catchupWindow), overlap: 'ALLOW_ALL' },
+    state: { paused: task.paused, note: 'managed by cronledger tasks apply' },
+    memo: { [MANAGED_BY_MEMO_KEY]: MANAGED_BY_VALUE, kind: 'task', taskId: task.id },
+  };
+}
+
+export const isManagedTaskSchedule = (memo: Record<string, unknown> | undefined): boolean =>
+  memo?.[MANAGED_BY_MEMO_KEY] === MANAGED_BY_VALUE && memo?.kind === 'task';
+
+/** The task as last applied, read back from a schedule's action memo. */
+export function appliedTaskOf(description: ScheduleDescription): TaskActionMemo | undefined {
+  const memo = description.action.memo as unknown as TaskActionMemo | undefined;
+  return memo?.fingerprint && memo.task ? memo : undefined;
+}
