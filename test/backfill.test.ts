@@ -1,0 +1,98 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { applyPrices, loadPricesFile } from '../src/ledger/prices';
+import { createTestContext, type TestContext } from './support/context';
+import { runCli } from './support/cli';
+import { waitFor } from './support/wait';
+import { startWorkers } from './support/workers';
+
+// The window 08:58..09:12 holds 09:00, 09:05, 09:10 for */5 and 09:00 for the daily 9 o'clock task.
+const FROM = '2026-11-02T08:58:00Z';
+const TO = '2026-11-02T09:12:00Z';
+
+let ctx: TestContext;
+
+beforeAll(async () => {
+  ctx = await createTestContext(import.meta.url);
+  await applyPrices(ctx.pool, loadPricesFile('prices/standard.json'), 'test');
+  const applied = await runCli(['tasks', 'apply', 'test/fixtures/two-tasks.json'], ctx.env);
+  expect(applied.code, applied.stderr).toBe(0);
+});
+
+afterAll(async () => ctx?.close());
+
+const backfillJson = async () => {
+  const r = await runCli(['backfill', '--all', '--from', FROM, '--to', TO, '--json'], ctx.env);
+  expect(r.code, r.stderr).toBe(0);
+  return JSON.parse(r.stdout) as { results: { taskId: string; slot: string; outcome: string; workflowId: string }[]; summary: Record<string, number> };
+};
+
+const countRows = async (sql: string): Promise<number> => Number((await ctx.pool.query<{ n: string }>(sql)).rows[0].n);
+
+describe('backfill', () => {
+  it('runs each slot of the window once, however often it is backfilled, natively or by cronledger', async () => {
+    const fleet = await startWorkers(ctx, 2);
+    await fleet.runWhile(async () => {
+      const first = await backfillJson();
+      expect(first.summary).toEqual({ slots: 4, executed: 4, alreadyRan: 0, rejected: 0, claimed: 0, failed: 0 });
+      expect(first.results.map((r) => r.workflowId).sort()).toEqual([
+        'cron-every-five-2026-11-02T09:00:00Z',
+        'cron-every-five-2026-11-02T09:05:00Z',
+        'cron-every-five-2026-11-02T09:10:00Z',
+        'cron-nine-daily-2026-11-02T09:00:00Z',
+      ]);
+
+      const second = await backfillJson();
+      expect(second.summary).toMatchObject({ slots: 4, executed: 0, alreadyRan: 4, failed: 0 });
+
+      // Temporal's own backfill uses ALLOW_DUPLICATE, so it really starts a second execution of each closed slot...
+      for (const id of ['cron-every-five', 'cron-nine-daily']) {
+        await ctx.client.schedule.getHandle(id).backfill({ start: new Date(FROM), end: new Date(TO), overlap: 'ALLOW_ALL' });
+      }
+      // ...and each of those stops at the PostgreSQL claim as a duplicate, before any model call.
+      await waitFor(async () => (await countRows('select count(*) as n from run_duplicates')) === 4, 60_000);
+      const started = await ctx.client.workflow.count(`WorkflowId = 'cron-every-five-2026-11-02T09:05:00Z'`);
+      expect(started.count).toBe(2);
+    });
+
+    expect(await countRows(`select count(*) as n from runs where status = 'completed'`)).toBe(4);
+    expect(await countRows('select count(*) as n from runs')).toBe(4);
+    // two model calls per executed slot, none for the duplicates
+    expect(await countRows(`select count(*) as n from usage_ledger where entry_type = 'usage'`)).toBe(8);
+    const keys = await ctx.pool.query<{ scheduled_minute: Date; idempotency_key: string }>(
+      'select scheduled_minute, idempotency_key from runs order by idempotency_key',
+    );
+    expect(keys.rows.map((r) => r.idempotency_key)).toEqual([
+      'cron:every-five:2026-11-02T09:00Z',
+      'cron:every-five:2026-11-02T09:05Z',
+      'cron:every-five:2026-11-02T09:10Z',
+      'cron:nine-daily:2026-11-02T09:00Z',
+    ]);
+  });
+
+  it('prints one line per slot and a summary in its text form', async () => {
+    const r = await runCli(['backfill', '--task', 'nine-daily', '--from', FROM, '--to', TO], ctx.env);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toContain('2026-11-02T09:00:00Z  nine-daily  already ran');
+    expect(r.stdout).toContain('slots: 1, executed: 0, already ran: 1');
+  });
+
+  it.each([
+    [['--from', '2026-11-02T10:00:00Z', '--to', '2026-11-02T09:00:00Z'], /--from 2026-11-02T10:00:00Z is after --to/],
+    [['--from', '2026-01-01T00:00:00Z', '--to', '2026-03-01T00:00:00Z'], /longer than 31 days/],
+    [['--from', 'yesterday', '--to', '2026-11-02T09:00:00Z'], /--from "yesterday" is not an ISO 8601 time/],
+  ])('refuses a bad range %j with a clear message and starts nothing', async (range, message) => {
+    const before = await ctx.client.workflow.count();
+    const r = await runCli(['backfill', '--all', ...range], ctx.env);
+    expect(r.code).not.toBe(0);
+    expect(r.stderr).toMatch(message);
+    expect(r.stderr).not.toMatch(/\n\s+at /); // no stack trace for a user error
+    expect((await ctx.client.workflow.count()).count).toBe(before.count);
+  });
+
+  it('refuses a task that has no schedule, naming it and the fix', async () => {
+    const r = await runCli(['backfill', '--task', 'no-such-task', '--from', FROM, '--to', TO], ctx.env);
+    expect(r.code).not.toBe(0);
+    expect(r.stderr).toMatch(/task "no-such-task" has no cronledger schedule .* tasks apply/);
+  });
+});
+

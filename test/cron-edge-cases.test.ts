@@ -1,0 +1,131 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { slotTimes } from '../src/backfill/backfill';
+import { applyTasks } from '../src/tasks/apply-tasks';
+import { validateCron } from '../src/tasks/cron';
+import { parseTasksFile } from '../src/tasks/tasks-file';
+import { createTestContext, type TestContext } from './support/context';
+
+/**
+ * Slot times come from the Temporal server's schedule engine (ListScheduleMatchingTimes), the same code that fires
+ * the schedules. These tests pin down what it does with the cron features and the DST cases we document in README.
+ */
+let ctx: TestContext;
+
+const tasks: Record<string, [cron: string, timezone?: string]> = {
+  list: ['0,30 9 * * *'],
+  range: ['0 9-11 * * *'],
+  step: ['*/20 * * * *'],
+  'range-step': ['10-50/20 8 * * *'],
+  'sunday-0': ['0 12 * * 0'],
+  'sunday-7': ['0 12 * * 7'],
+  'weekdays': ['0 8 * * 1-5'],
+  'day-31': ['0 12 31 * *'],
+  'day-29': ['0 12 29 2 *'],
+  'dom-and-dow': ['0 0 1,15 * 0'],
+  'berlin-0230': ['30 2 * * *', 'Europe/Berlin'],
+  'new-york-0130': ['30 1 * * *', 'America/New_York'],
+};
+
+beforeAll(async () => {
+  ctx = await createTestContext(import.meta.url);
+  const file = parseTasksFile({
+    tasks: Object.entries(tasks).map(([id, [cron, timezone]]) => ({ id, cron, timezone, userId: 'u', input: 'x', paused: true })),
+    monthlyReport: false,
+  });
+  await applyTasks(ctx.client, file, ctx.taskQueue);
+});
+
+afterAll(async () => ctx?.close());
+
+const slots = async (id: string, from: string, to: string): Promise<string[]> =>
+  (await slotTimes(ctx.client, `cron-${id}`, new Date(from), new Date(to))).map((d) => d.toISOString().replace('.000', ''));
+
+describe('cron features, as the Temporal server fires them', () => {
+  it('lists, ranges and steps', async () => {
+    expect(await slots('list', '2026-11-02T00:00:00Z', '2026-11-02T23:59:00Z')).toEqual(['2026-11-02T09:00:00Z', '2026-11-02T09:30:00Z']);
+    expect(await slots('range', '2026-11-02T00:00:00Z', '2026-11-02T23:59:00Z')).toEqual([
+      '2026-11-02T09:00:00Z',
+      '2026-11-02T10:00:00Z',
+      '2026-11-02T11:00:00Z',
+    ]);
+    expect(await slots('step', '2026-11-02T09:00:00Z', '2026-11-02T10:00:00Z')).toEqual([
+      '2026-11-02T09:00:00Z',
+      '2026-11-02T09:20:00Z',
+      '2026-11-02T09:40:00Z',
+      '2026-11-02T10:00:00Z',
+    ]);
+    expect(await slots('range-step', '2026-11-02T00:00:00Z', '2026-11-02T23:59:00Z')).toEqual([
+      '2026-11-02T08:10:00Z',
+      '2026-11-02T08:30:00Z',
+      '2026-11-02T08:50:00Z',
+    ]);
+  });
+
+  it('day-of-week 0 and 7 are both Sunday; 1-5 are the weekdays', async () => {
+    const week = ['2026-11-01T00:00:00Z', '2026-11-07T23:59:00Z'] as const; // Sunday 1st .. Saturday 7th
+    expect(await slots('sunday-0', ...week)).toEqual(['2026-11-01T12:00:00Z']);
+    expect(await slots('sunday-7', ...week)).toEqual(['2026-11-01T12:00:00Z']);
+    expect(await slots('weekdays', ...week)).toEqual(['02', '03', '04', '05', '06'].map((d) => `2026-11-${d}T08:00:00Z`));
+  });
+
+  it('month ends: day 31 only fires in 31-day months, 29 February only in leap years', async () => {
+    const year = await slots('day-31', '2026-01-01T00:00:00Z', '2026-12-31T23:59:00Z');
+    expect(year.map((t) => t.slice(5, 7))).toEqual(['01', '03', '05', '07', '08', '10', '12']);
+    expect(await slots('day-29', '2027-01-01T00:00:00Z', '2027-12-31T23:59:00Z')).toEqual([]);
+    expect(await slots('day-29', '2028-01-01T00:00:00Z', '2028-12-31T23:59:00Z')).toEqual(['2028-02-29T12:00:00Z']);
+  });
+
+  it('day-of-month and day-of-week together must BOTH match (unlike Vixie cron, which fires on either)', async () => {
+    // November 2026: the 1st and the 15th are Sundays; December 2026 has no Sunday on the 1st or 15th.
+    expect(await slots('dom-and-dow', '2026-11-01T00:00:00Z', '2026-11-30T23:59:00Z')).toEqual([
+      '2026-11-01T00:00:00Z',
+      '2026-11-15T00:00:00Z',
+    ]);
+    expect(await slots('dom-and-dow', '2026-12-01T00:00:00Z', '2026-12-31T23:59:00Z')).toEqual([]);
+  });
+
+  it('DST in Europe/Berlin: 02:30 is skipped the night it does not exist, and fires once in the repeated hour', async () => {
+    // 29 March 2026 clocks jump 02:00 -> 03:00 CEST: no 02:30 that night.
+    expect(await slots('berlin-0230', '2026-03-28T00:00:00Z', '2026-03-30T23:59:00Z')).toEqual([
+      '2026-03-28T01:30:00Z', // 02:30 CET
+      '2026-03-30T00:30:00Z', // 02:30 CEST
+    ]);
+    // 25 October 2026 clocks fall 03:00 CEST -> 02:00 CET: 02:30 happens twice, the schedule fires on the second.
+    expect(await slots('berlin-0230', '2026-10-24T00:00:00Z', '2026-10-26T23:59:00Z')).toEqual([
+      '2026-10-24T00:30:00Z', // 02:30 CEST
+      '2026-10-25T01:30:00Z', // 02:30 CET, the second 02:30
+      '2026-10-26T01:30:00Z', // 02:30 CET
+    ]);
+  });
+
+  it('DST in America/New_York: 01:30 fires twice in the repeated hour, as two distinct UTC slots', async () => {
+    // 1 November 2026 clocks fall 02:00 EDT -> 01:00 EST: 01:30 EDT (05:30Z) and 01:30 EST (06:30Z) both fire.
+    expect(await slots('new-york-0130', '2026-10-31T00:00:00Z', '2026-11-02T23:59:00Z')).toEqual([
+      '2026-10-31T05:30:00Z',
+      '2026-11-01T05:30:00Z',
+      '2026-11-01T06:30:00Z',
+      '2026-11-02T06:30:00Z',
+    ]);
+  });
+});
+
+describe('cron validation before anything reaches Temporal', () => {
+  it.each([
+    ['* * * *', /has 4 fields, not 5/],
+    ['* * * * * *', /has 6 fields, not 5/],
+    ['60 * * * *', /minute value 60 is outside 0-59/],
+    ['0 24 * * *', /hour value 24 is outside 0-23/],
+    ['0 0 0 * *', /day-of-month value 0 is outside 1-31/],
+    ['0 0 * 13 *', /month value 13 is outside 1-12/],
+    ['0 0 * * 8', /day-of-week value 8 is outside 0-7/],
+    ['5-1 * * * *', /minute range 5-1 runs backwards/],
+    ['*/0 * * * *', /minute step \/0 must be 1-59/],
+    ['@hourly * * * *', /minute field "@hourly" has "@hourly"/],
+  ])('%s', (cron, message) => {
+    expect(() => validateCron(cron)).toThrow(message);
+  });
+
+  it.each(['*/5 * * * *', '0 9 * * 1-5', '0,30 8-18/2 1,15 * 0', '0 0 * * 7', '10-50/20 8 31 12 *'])('accepts %s', (cron) => {
+    expect(() => validateCron(cron)).not.toThrow();
+  });
+});

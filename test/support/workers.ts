@@ -1,0 +1,54 @@
+import { bundleWorkflowCode, NativeConnection, type Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import type pg from 'pg';
+import { MockProvider } from '../../src/models/mock-provider';
+import type { ModelProvider } from '../../src/models/provider';
+import { createCronledgerWorker, workflowsPath } from '../../src/worker-setup';
+
+let bundle: Promise<WorkflowBundleWithSourceMap> | undefined;
+
+/** The workflow bundle, built once per test file (webpack is the slow part of starting a worker). */
+export const workflowBundle = (): Promise<WorkflowBundleWithSourceMap> => (bundle ??= bundleWorkflowCode({ workflowsPath, logger: quietLogger }));
+
+const quietLogger = { trace() {}, debug() {}, info() {}, warn() {}, error: (m: string) => process.stderr.write(`${m}\n`) } as never;
+
+export interface WorkerFleet {
+  workers: Worker[];
+  /** Runs fn while every worker polls, then shuts them all down. */
+  runWhile<T>(fn: () => Promise<T>): Promise<T>;
+}
+
+/** N real workers on one task queue, each with its own identity (worker-1..N) recorded on claims and ledger rows. */
+export async function startWorkers(
+  ctx: { temporalAddress: string; namespace: string; taskQueue: string; pool: pg.Pool },
+  count = 1,
+  provider: ModelProvider = new MockProvider(),
+): Promise<WorkerFleet> {
+  const connection = await NativeConnection.connect({ address: ctx.temporalAddress });
+  const workflowBundleCode = await workflowBundle();
+  const workers = await Promise.all(
+    Array.from({ length: count }, (_, i) =>
+      createCronledgerWorker({
+        connection,
+        namespace: ctx.namespace,
+        taskQueue: ctx.taskQueue,
+        workflowBundle: workflowBundleCode,
+        deps: { pool: ctx.pool, provider, workerId: `worker-${i + 1}` },
+      }),
+    ),
+  );
+  return {
+    workers,
+    async runWhile<T>(fn: () => Promise<T>): Promise<T> {
+      let result!: T;
+      const runAll = workers.map((w, i) => (i === 0 ? w.runUntil(fn().then((r) => void (result = r))) : w.run()));
+      try {
+        await runAll[0];
+      } finally {
+        for (const w of workers.slice(1)) w.shutdown();
+        await Promise.allSettled(runAll);
+        await connection.close();
+      }
+      return result;
+    },
+  };
+}

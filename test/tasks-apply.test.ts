@@ -1,0 +1,161 @@
+import { writeFileSync, mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createTestContext, type TestContext } from './support/context';
+import { runCli } from './support/cli';
+
+let ctx: TestContext;
+const dir = mkdtempSync(join(tmpdir(), 'cronledger-tasks-'));
+
+const task = (id: string, extra: Record<string, unknown> = {}) => ({ id, cron: '*/15 * * * *', userId: 'u1', input: `run ${id}`, ...extra });
+
+/** Writes a tasks file (or raw text) and returns its path. */
+function tasksFile(name: string, content: unknown): string {
+  const path = join(dir, name);
+  writeFileSync(path, typeof content === 'string' ? content : JSON.stringify(content));
+  return path;
+}
+
+/** Every schedule in the namespace with the fields apply controls, for before/after comparisons. */
+async function scheduleState(): Promise<Record<string, unknown>> {
+  const state: Record<string, unknown> = {};
+  const ids: string[] = [];
+  for await (const s of ctx.client.schedule.list()) ids.push(s.scheduleId);
+  for (const id of ids.sort()) {
+    const d = await ctx.client.schedule.getHandle(id).describe();
+    state[id] = { paused: d.state.paused, memo: d.action.memo, args: d.action.type === 'startWorkflow' ? d.action.args : null, tz: d.spec.timezone };
+  }
+  return state;
+}
+
+async function waitForListed(count: number): Promise<void> {
+  // schedule listing comes from visibility, which is eventually consistent
+  for (let i = 0; i < 80; i++) {
+    let n = 0;
+    for await (const _ of ctx.client.schedule.list()) n++;
+    if (n === count) return;
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
+
+beforeAll(async () => {
+  ctx = await createTestContext(import.meta.url);
+  // A schedule someone else made, with an ID that looks like ours: apply must never touch it.
+  await ctx.client.schedule.create({
+    scheduleId: 'cron-not-ours',
+    spec: { cronExpressions: ['0 0 * * *'] },
+    action: { type: 'startWorkflow', workflowType: 'somethingElse', taskQueue: 'elsewhere', args: [] },
+    state: { paused: true },
+  });
+});
+
+afterAll(async () => ctx?.close());
+
+describe('tasks apply', () => {
+  it('creates, then changes nothing on a second run, then updates, pauses and deletes only its own schedules', async () => {
+    const v1 = tasksFile('v1.json', { tasks: [task('alpha'), task('beta'), task('gamma')], monthlyReport: false });
+    const first = await runCli(['tasks', 'apply', v1], ctx.env);
+    expect(first.code, first.stderr).toBe(0);
+    expect(first.stdout).toMatch(/created\s+cron-alpha/);
+    expect(first.stdout).toContain('3 changes, 0 unchanged');
+
+    const again = await runCli(['tasks', 'apply', v1, '--json'], ctx.env);
+    expect(again.code, again.stderr).toBe(0);
+    expect(JSON.parse(again.stdout).changes.map((c: { action: string }) => c.action)).toEqual(['unchanged', 'unchanged', 'unchanged']);
+
+    await waitForListed(4);
+    const v2 = tasksFile('v2.json', {
+      tasks: [task('alpha', { input: 'a new prompt' }), task('beta', { paused: true })],
+      monthlyReport: false,
+    });
+    const second = await runCli(['tasks', 'apply', v2, '--json'], ctx.env);
+    expect(second.code, second.stderr).toBe(0);
+    expect(JSON.parse(second.stdout).changes).toEqual([
+      { action: 'updated', scheduleId: 'cron-alpha' },
+      { action: 'paused', scheduleId: 'cron-beta' },
+      { action: 'deleted', scheduleId: 'cron-gamma' },
+    ]);
+
+    const state = await scheduleState();
+    expect(Object.keys(state)).toEqual(['cron-alpha', 'cron-beta', 'cron-not-ours']);
+    expect((state['cron-alpha'] as { args: { input: string }[] }).args[0].input).toBe('a new prompt');
+    expect((state['cron-beta'] as { paused: boolean }).paused).toBe(true);
+    expect((state['cron-not-ours'] as { paused: boolean }).paused).toBe(true);
+  });
+
+  it('ends in the same state when two applies run at once', async () => {
+    const file = tasksFile('concurrent.json', {
+      tasks: [task('alpha'), task('delta', { timezone: 'Europe/Berlin' }), task('epsilon', { cron: '0 9 * * 1-5' })],
+      monthlyReport: false,
+    });
+    const [a, b] = await Promise.all([runCli(['tasks', 'apply', file], ctx.env), runCli(['tasks', 'apply', file], ctx.env)]);
+    expect(a.code, a.stderr).toBe(0);
+    expect(b.code, b.stderr).toBe(0);
+    const afterBoth = await scheduleState();
+    const third = await runCli(['tasks', 'apply', file, '--json'], ctx.env);
+    expect(JSON.parse(third.stdout).changes.every((c: { action: string }) => c.action === 'unchanged')).toBe(true);
+    expect(await scheduleState()).toEqual(afterBoth);
+    expect(Object.keys(afterBoth)).toEqual(['cron-alpha', 'cron-delta', 'cron-epsilon', 'cron-not-ours']);
+  });
+
+  it('lists tasks with next fire times, and pauses, resumes, triggers and deletes one', async () => {
+    await waitForListed(4);
+    const list = await runCli(['tasks', 'list', '--json'], ctx.env);
+    expect(list.code, list.stderr).toBe(0);
+    const tasks = JSON.parse(list.stdout).tasks as { id: string; nextFireTimes: string[]; paused: boolean }[];
+    expect(tasks.map((t) => t.id)).toEqual(['alpha', 'delta', 'epsilon']);
+    const next = tasks[0].nextFireTimes.map((t) => new Date(t));
+    expect(next.length).toBeGreaterThan(0);
+    expect(next.every((t) => t.getUTCMinutes() % 15 === 0 && t.getUTCSeconds() === 0)).toBe(true);
+
+    expect((await runCli(['tasks', 'pause', 'delta'], ctx.env)).code).toBe(0);
+    expect((await ctx.client.schedule.getHandle('cron-delta').describe()).state.paused).toBe(true);
+    expect((await runCli(['tasks', 'resume', 'delta'], ctx.env)).code).toBe(0);
+    expect((await ctx.client.schedule.getHandle('cron-delta').describe()).state.paused).toBe(false);
+
+    expect((await runCli(['tasks', 'trigger', 'epsilon'], ctx.env)).code).toBe(0);
+    const triggered = await ctx.client.schedule.getHandle('cron-epsilon').describe();
+    expect(triggered.info.numActionsTaken).toBe(1);
+    expect(triggered.info.recentActions[0].action.workflow.workflowId).toMatch(/^cron-epsilon-\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/);
+
+    expect((await runCli(['tasks', 'delete', 'epsilon'], ctx.env)).code).toBe(0);
+    const gone = await runCli(['tasks', 'pause', 'epsilon'], ctx.env);
+    expect(gone.code).not.toBe(0);
+    expect(gone.stderr).toMatch(/task "epsilon" has no cronledger schedule/);
+  });
+
+  it('never pauses or deletes a schedule it did not create', async () => {
+    const r = await runCli(['tasks', 'delete', 'not-ours'], ctx.env);
+    expect(r.code).not.toBe(0);
+    expect(r.stderr).toMatch(/has no cronledger schedule/);
+    await ctx.client.schedule.getHandle('cron-not-ours').describe(); // still there
+  });
+});
+
+describe('tasks apply refuses bad input and changes nothing', () => {
+  const cases: [string, unknown, RegExp][] = [
+    ['invalid cron', { tasks: [task('ok-one'), task('bad-cron', { cron: '61 * * * *' })] }, /task "bad-cron": cron "61 \* \* \* \*" .* minute value 61 is outside 0-59/],
+    ['four-field cron', { tasks: [task('bad-cron', { cron: '* * * *' })] }, /has 4 fields, not 5/],
+    ['unknown time zone', { tasks: [task('bad-zone', { timezone: 'Mars/Olympus' })] }, /"Mars\/Olympus" is not a known IANA time zone/],
+    ['duplicate task ids', { tasks: [task('twice'), task('twice')] }, /task id "twice" appears more than once/],
+    ['bad task id', { tasks: [task('Has_Upper')] }, /tasks\[0\]\.id: must be lowercase letters, digits and "-"/],
+    ['unknown field', { tasks: [task('typo', { crno: '* * * * *' })] }, /task "typo" \(tasks\[0\]\)/],
+    ['malformed JSON', '{ "tasks": [ { "id": "x", ', /is not valid JSON/],
+    ['not an object', '[1, 2, 3]', /is invalid/],
+  ];
+  it.each(cases)('%s', async (_name, content, message) => {
+    const before = await scheduleState();
+    const r = await runCli(['tasks', 'apply', tasksFile(`bad-${_name.replace(/\W+/g, '-')}.json`, content)], ctx.env);
+    expect(r.code).not.toBe(0);
+    expect(r.stderr).toMatch(message);
+    expect(r.stderr).not.toMatch(/\n\s+at /);
+    expect(await scheduleState()).toEqual(before);
+  });
+
+  it('a missing file', async () => {
+    const r = await runCli(['tasks', 'apply', join(dir, 'nope.json')], ctx.env);
+    expect(r.code).not.toBe(0);
+    expect(r.stderr).toMatch(/cannot read tasks file .*nope\.json: ENOENT/);
+  });
+});
