@@ -2,7 +2,7 @@ import { ApplicationFailure, Context, log } from '@temporalio/activity';
 import type pg from 'pg';
 import { claimRun, completeRun } from '../db/runs';
 import { UserError } from '../errors';
-import type { CallKind } from '../ledger/cost';
+import { costOfUsage, type CallKind } from '../ledger/cost';
 import { priceInForce } from '../ledger/prices';
 import { recordUsage } from '../ledger/record-usage';
 import { BilledCallError, type ModelProvider, type TokenUsage } from '../models/provider';
@@ -90,8 +90,10 @@ async function callAndBook(
   const { attempt } = Context.current().info;
   const booking = { runId: input.runId, step: input.step, attempt, userId: input.userId, taskId: input.taskId, model: input.model, kind, workerId: deps.workerId };
   try {
-    // No call without a price: refuse before any spend.
-    await priceInForce(deps.pool, input.model, new Date());
+    // No call without a price: refuse before any spend. Pricing zero tokens also refuses a model whose version lacks
+    // the rates this kind of call needs (an embedding-only model used for chat), which recordUsage would hit only after the call.
+    const now = new Date();
+    costOfUsage(kind, { promptTokens: 0, cachedPromptTokens: 0, completionTokens: 0, reasoningTokens: 0 }, await priceInForce(deps.pool, input.model, now), now);
     let answer: ProviderAnswer;
     try {
       answer = await call(attempt);

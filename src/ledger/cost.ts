@@ -16,11 +16,11 @@ export function costOfUsage(kind: CallKind, usage: TokenUsage, price: PriceRow, 
     return parseUsd(value, `${what} price`);
   };
   if (kind === 'embedding') {
-    return costAtPerMillion(rate(price.embedding_input_per_million, 'an embedding input'), BigInt(usage.promptTokens));
+    return costAtPerMillion(rate(price.embedding_input_per_million, 'embedding input'), BigInt(usage.promptTokens));
   }
-  const input = rate(price.input_per_million, 'an input');
-  const cached = price.cached_input_per_million === null ? input : rate(price.cached_input_per_million, 'a cached input');
-  const output = rate(price.output_per_million, 'an output');
+  const input = rate(price.input_per_million, 'input');
+  const cached = price.cached_input_per_million === null ? input : rate(price.cached_input_per_million, 'cached input');
+  const output = rate(price.output_per_million, 'output');
   const uncached = BigInt(usage.promptTokens - usage.cachedPromptTokens);
   return [
     costAtPerMillion(input, uncached),

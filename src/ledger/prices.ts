@@ -130,7 +130,7 @@ export async function listPrices(db: pg.Pool | pg.PoolClient): Promise<PriceRow[
 
 /** No call without a price: thrown before any spend. Non-retryable when it surfaces in an activity. */
 export class NoPriceError extends UserError {
-  constructor(model: string, at: Date, what = 'a price') {
+  constructor(model: string, at: Date, what = 'price') {
     super(
       `no ${what} in force for model "${model}" at ${at.toISOString()}; add the model to a prices file ` +
         `(see ${DEFAULT_PRICES_FILE}) and run \`cronledger prices apply FILE\``,

@@ -1,0 +1,137 @@
+import type { Command } from 'commander';
+import { UserError } from '../../errors';
+import { adjustEntry, creditUser, listEntries, type LedgerEntry } from '../../ledger/entries';
+import { displayUsd, parseUsd } from '../../money';
+import { withConnections } from '../connect';
+import { printJson, printTable } from '../output';
+
+/**
+ * `cronledger ledger` lists entries; `ledger adjust` and `ledger credit` append corrections that point at what they
+ * correct. Nothing here edits a row: the table is append-only in the database itself.
+ */
+export function registerLedgerCommands(program: Command): void {
+  const ledger = program
+    .command('ledger')
+    .description('the append-only usage ledger: list entries (default), append adjustments and credits');
+
+  // The listing is the default subcommand, so `ledger --user u` lists while `ledger credit --user u` credits:
+  // options of a parent command would swallow the subcommands' options of the same name.
+  ledger
+    .command('list', { isDefault: true })
+    .description('entries oldest first, with cost per entry (the default: `cronledger ledger [--run ID | --user ID]`)')
+    .option('--run <workflowId>', 'only entries of this run (its workflow ID)')
+    .option('--user <id>', 'only entries of this user')
+    .option('--limit <n>', 'at most this many, newest', '1000')
+    .option('--json', 'print JSON (money as exact decimal strings)')
+    .action(async (opts: { run?: string; user?: string; limit: string; json?: boolean }) => {
+      if (opts.run && opts.user) throw new UserError('give --run or --user, not both');
+      if (!/^\d{1,9}$/.test(opts.limit) || opts.limit === '0') throw new UserError(`--limit ${opts.limit} must be a whole number from 1`);
+      await withConnections({ db: true }, async ({ pool }) => {
+        const entries = await listEntries(pool, { runId: opts.run, userId: opts.user, limit: Number.parseInt(opts.limit, 10) });
+        if (opts.json) return printJson({ entries: entries.map(entryJson) });
+        if (entries.length === 0) {
+          process.stdout.write('no ledger entries match\n');
+          return;
+        }
+        printTable(
+          ['ID', 'CREATED', 'TYPE', 'USER', 'RUN', 'MODEL', 'KIND', 'STATUS', 'ATTEMPT', 'TOKENS', 'COST'],
+          entries.map((e) => [
+            e.id,
+            e.created_at.toISOString().replace(/\.\d{3}Z$/, 'Z'),
+            e.entry_type === 'usage' ? 'usage' : `${e.entry_type}→${e.original_entry_id ?? '-'}`,
+            e.user_id,
+            e.run_id ?? '-',
+            e.model ?? '-',
+            e.kind ?? '-',
+            e.entry_type === 'usage' ? e.status : '-',
+            e.attempt === null ? '-' : String(e.attempt),
+            e.entry_type === 'usage' ? tokens(e) : '-',
+            displayUsd(parseUsd(e.cost_usd)),
+          ]),
+          [0, 8, 10],
+        );
+      });
+    });
+
+  ledger
+    .command('adjust')
+    .description('append a signed correction to an entry (the original is never changed)')
+    .requiredOption('--entry <id>', 'the ledger entry to correct')
+    .requiredOption('--amount <usd>', 'signed USD amount, e.g. -0.0004 or 0.25 (use --amount=-0.0004 if your shell needs it)')
+    .requiredOption('--reason <text>', 'why')
+    .option('--json', 'print JSON')
+    .action(async (opts: { entry: string; amount: string; reason: string; json?: boolean }) => {
+      parseUsd(opts.amount, '--amount'); // a bad amount fails before connecting
+      await withConnections({ db: true }, async ({ pool }) => {
+        const entry = await adjustEntry(pool, { entryId: opts.entry, amount: opts.amount, reason: opts.reason });
+        printAppended(entry, opts.json);
+      });
+    });
+
+  ledger
+    .command('credit')
+    .description("append a credit to a user: a negative entry lowering what they owe")
+    .requiredOption('--user <id>', 'the user credited')
+    .requiredOption('--amount <usd>', 'positive USD amount credited, e.g. 5.00')
+    .requiredOption('--reason <text>', 'why')
+    .option('--entry <id>', 'the ledger entry this credit makes good')
+    .option('--json', 'print JSON')
+    .action(async (opts: { user: string; amount: string; reason: string; entry?: string; json?: boolean }) => {
+      parseUsd(opts.amount, '--amount');
+      if (opts.entry !== undefined && !/^\d+$/.test(opts.entry)) {
+        throw new UserError(`--entry ${JSON.stringify(opts.entry)} is not a ledger entry id (a whole number)`);
+      }
+      await withConnections({ db: true }, async ({ pool }) => {
+        if (opts.entry !== undefined) {
+          const found = await pool.query('select 1 from usage_ledger where id = $1', [opts.entry]);
+          if (found.rowCount === 0) throw new UserError(`ledger entry ${opts.entry} does not exist; see \`cronledger ledger --json\` for ids`);
+        }
+        const entry = await creditUser(pool, { userId: opts.user, amount: opts.amount, reason: opts.reason, originalEntryId: opts.entry });
+        printAppended(entry, opts.json);
+      });
+    });
+}
+
+function printAppended(entry: LedgerEntry, json: boolean | undefined): void {
+  if (json) return printJson({ entry: entryJson(entry) });
+  const target = entry.original_entry_id ? ` correcting entry ${entry.original_entry_id}` : '';
+  process.stdout.write(
+    `appended ${entry.entry_type} entry ${entry.id} for user ${entry.user_id}${target}: ${displayUsd(parseUsd(entry.cost_usd))} ` +
+      `(exact ${entry.cost_usd} USD), reason: ${entry.reason}\n`,
+  );
+}
+
+function tokens(e: LedgerEntry): string {
+  if (e.kind === 'embedding') return `${e.prompt_tokens} emb`;
+  const cached = e.cached_prompt_tokens === '0' ? '' : ` (${e.cached_prompt_tokens} cached)`;
+  const reasoning = e.reasoning_tokens === '0' ? '' : ` (${e.reasoning_tokens} reasoning)`;
+  return `${e.prompt_tokens} in${cached} / ${e.completion_tokens} out${reasoning}`;
+}
+
+/** Every field as stored: counts and money stay exact decimal strings. */
+function entryJson(e: LedgerEntry) {
+  return {
+    id: e.id,
+    idempotencyKey: e.idempotency_key,
+    entryType: e.entry_type,
+    originalEntryId: e.original_entry_id,
+    reason: e.reason,
+    userId: e.user_id,
+    runId: e.run_id,
+    taskId: e.task_id,
+    model: e.model,
+    providerModel: e.provider_model,
+    kind: e.kind,
+    status: e.status,
+    attempt: e.attempt,
+    promptTokens: e.prompt_tokens,
+    cachedPromptTokens: e.cached_prompt_tokens,
+    completionTokens: e.completion_tokens,
+    reasoningTokens: e.reasoning_tokens,
+    costUsd: e.cost_usd,
+    priceVersion: e.price_version,
+    providerRequestId: e.provider_request_id,
+    workerId: e.worker_id,
+    createdAt: e.created_at.toISOString(),
+  };
+}

@@ -1,0 +1,213 @@
+import { WorkflowFailedError } from '@temporalio/client';
+import { NativeConnection } from '@temporalio/worker';
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { UserError } from '../src/errors';
+import type { LedgerEntry } from '../src/ledger/entries';
+import { applyPrices, loadPricesFile } from '../src/ledger/prices';
+import { createOpenAIProvider } from '../src/models/openai-provider';
+import { BilledCallError, type ModelProvider } from '../src/models/provider';
+import { createCronledgerWorker } from '../src/worker-setup';
+import type { ScheduledRunInput, ScheduledRunResult } from '../src/workflows/scheduled-run';
+import { createTestContext, type TestContext } from './support/context';
+import { startFakeOpenAI, type FakeOpenAI } from './support/fake-openai';
+import { workflowBundle } from './support/workers';
+
+// The OpenAI provider over real HTTP against a local fake of the OpenAI API; Temporal and PostgreSQL are real.
+
+let ctx: TestContext;
+let fake: FakeOpenAI;
+
+beforeAll(async () => {
+  ctx = await createTestContext(import.meta.url);
+  await applyPrices(ctx.pool, loadPricesFile('prices/standard.json'), 'test');
+  fake = await startFakeOpenAI();
+});
+
+afterAll(async () => {
+  await fake?.close();
+  await ctx?.close();
+});
+
+beforeEach(() => fake.reset());
+
+const provider = (extra: Record<string, string> = {}): ModelProvider =>
+  createOpenAIProvider({ OPENAI_BASE_URL: fake.baseURL, OPENAI_API_KEY: 'sk-test-fake', ...extra });
+
+const chatRequest = { model: 'openai/gpt-4o-mini', prompt: 'Summarise my inbox', taskId: 't1', userId: 'u1', attempt: 1 };
+
+describe('createOpenAIProvider over HTTP', () => {
+  it('maps every usage field (cached and reasoning included) and keeps the request id and served model', async () => {
+    fake.script('chat', { kind: 'ok', text: 'Inbox: 3 items', usage: { prompt_tokens: 1200, cached_tokens: 1024, completion_tokens: 300, reasoning_tokens: 128 } });
+    const r = await provider().chat(chatRequest);
+
+    expect(r.text).toBe('Inbox: 3 items');
+    expect(r.usage).toEqual({ promptTokens: 1200, cachedPromptTokens: 1024, completionTokens: 300, reasoningTokens: 128 });
+    expect(r.requestId).toBe(fake.requests[0].billedId);
+    expect(r.requestId).toMatch(/^chatcmpl-fake-/);
+    expect(r.providerModel).toBe('gpt-4o-mini-2024-07-18');
+    // The API got the bare model name and the key.
+    expect(fake.requests).toHaveLength(1);
+    expect(fake.requests[0].path).toBe('/v1/chat/completions');
+    expect(fake.requests[0].body.model).toBe('gpt-4o-mini');
+    expect(fake.requests[0].headers.authorization).toBe('Bearer sk-test-fake');
+  });
+
+  it('maps embedding usage and keeps x-request-id as the request id', async () => {
+    fake.script('embeddings', { kind: 'ok', usage: { prompt_tokens: 37 } });
+    const r = await provider().embed({ model: 'openai/text-embedding-3-small', input: 'remember this', taskId: 't1', userId: 'u1', attempt: 1 });
+
+    expect(r.usage).toEqual({ promptTokens: 37, cachedPromptTokens: 0, completionTokens: 0, reasoningTokens: 0 });
+    expect(r.requestId).toBe(fake.requests[0].requestId);
+    expect(r.vector).toEqual([0.25, -0.5, 0.125, 1]);
+    expect(fake.requests[0].body.model).toBe('text-embedding-3-small');
+  });
+
+  it('retries a 429 after its retry-after and succeeds: the fake saw 2 requests', async () => {
+    fake.script('chat', { kind: 'error', status: 429, retryAfter: '1' }, { kind: 'ok' });
+    const started = Date.now();
+    const r = await provider().chat(chatRequest);
+
+    expect(r.requestId).toBe(fake.requests[1].billedId);
+    expect(fake.requests.map((q) => q.status)).toEqual([429, 200]);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(900); // waited the 1 s it was told to
+  });
+
+  it('retries a 429 with retry-after: 0 at once', async () => {
+    fake.script('chat', { kind: 'error', status: 429, retryAfter: '0' }, { kind: 'ok' });
+    await provider().chat(chatRequest);
+    expect(fake.requests.map((q) => q.status)).toEqual([429, 200]);
+  });
+
+  it('gives up on a persistent 500 after OPENAI_MAX_RETRIES retries', async () => {
+    fake.setDefault('chat', { kind: 'error', status: 500, retryAfter: '0', message: 'upstream exploded' });
+    await expect(provider({ OPENAI_MAX_RETRIES: '1' }).chat(chatRequest)).rejects.toMatchObject({ status: 500 });
+    expect(fake.requests.map((q) => q.status)).toEqual([500, 500]);
+  });
+
+  it('turns a billed but unusable reply (usage, no choices) into a BilledCallError carrying the usage', async () => {
+    fake.script('chat', { kind: 'empty', usage: { prompt_tokens: 50, completion_tokens: 7 } });
+    const err = await provider()
+      .chat(chatRequest)
+      .then(() => undefined, (e: unknown) => e);
+
+    expect(err).toBeInstanceOf(BilledCallError);
+    const billed = err as BilledCallError;
+    expect(billed.usage).toEqual({ promptTokens: 50, cachedPromptTokens: 0, completionTokens: 7, reasoningTokens: 0 });
+    expect(billed.requestId).toBe(fake.requests[0].billedId);
+    expect(billed.message).toMatch(/no choices/);
+  });
+
+  it('refuses a reply without usage, naming it', async () => {
+    fake.script('chat', { kind: 'ok', usage: null });
+    await expect(provider().chat(chatRequest)).rejects.toThrow(/no usage/);
+  });
+
+  it('needs OPENAI_API_KEY, with a clear UserError', () => {
+    expect(() => createOpenAIProvider({ OPENAI_BASE_URL: fake.baseURL })).toThrow(UserError);
+    expect(() => createOpenAIProvider({ OPENAI_BASE_URL: fake.baseURL })).toThrow(/OPENAI_API_KEY/);
+  });
+});
+
+describe('through a real worker and the scheduledRun workflow', () => {
+  const ledgerOf = async (runId: string) =>
+    (await ctx.pool.query<LedgerEntry>('select * from usage_ledger where run_id = $1 order by id', [runId])).rows;
+
+  /** A real worker on a fresh task queue with the OpenAI provider pointed at the fake; starts one run and waits for it. */
+  async function runOnce(taskId: string, extraEnv: Record<string, string> = {}) {
+    const taskQueue = `${ctx.taskQueue}-openai-${randomUUID().slice(0, 8)}`;
+    const workflowId = `cron-${taskId}-2026-11-02T09:00:00Z`;
+    const input: ScheduledRunInput = {
+      taskId,
+      userId: 'u-openai',
+      input: 'What changed in my repositories today?',
+      model: 'openai/gpt-4o-mini',
+      embeddingModel: 'openai/text-embedding-3-small',
+    };
+    const connection = await NativeConnection.connect({ address: ctx.temporalAddress });
+    try {
+      const worker = await createCronledgerWorker({
+        connection,
+        namespace: ctx.namespace,
+        taskQueue,
+        workflowBundle: await workflowBundle(),
+        deps: { pool: ctx.pool, provider: provider(extraEnv), workerId: 'worker-openai' },
+      });
+      const outcome = await worker.runUntil(async () => {
+        const handle = await ctx.client.workflow.start('scheduledRun', { args: [input], workflowId, taskQueue });
+        return handle.result().then(
+          (result: ScheduledRunResult) => ({ result, error: undefined }),
+          (error: unknown) => ({ result: undefined, error }),
+        );
+      });
+      return { workflowId, ...outcome };
+    } finally {
+      await connection.close();
+    }
+  }
+
+  it('books exactly the two calls the fake answered, with its request ids and the standard prices', async () => {
+    fake.script('chat', { kind: 'ok', usage: { prompt_tokens: 1000, cached_tokens: 400, completion_tokens: 200, reasoning_tokens: 50 } });
+    fake.script('embeddings', { kind: 'ok', usage: { prompt_tokens: 12 } });
+    const { workflowId, result, error } = await runOnce(`oa-e2e-${randomUUID().slice(0, 6)}`);
+
+    expect(error).toBeUndefined();
+    expect(result?.status).toBe('completed');
+    const rows = await ledgerOf(workflowId);
+    expect(rows).toHaveLength(2);
+    const [chat, embed] = rows;
+    const billed = fake.billedIds();
+    expect(billed).toHaveLength(2);
+    expect(chat).toMatchObject({
+      idempotency_key: `${workflowId}:chat:1`,
+      kind: 'chat',
+      status: 'ok',
+      provider_request_id: billed[0],
+      provider_model: 'gpt-4o-mini-2024-07-18',
+      prompt_tokens: '1000',
+      cached_prompt_tokens: '400',
+      completion_tokens: '200',
+      reasoning_tokens: '50',
+      price_version: 'v1',
+      // 600 × 0.15 + 400 × 0.075 + 200 × 0.60, per million
+      cost_usd: '0.000240000000000000',
+    });
+    expect(embed).toMatchObject({
+      idempotency_key: `${workflowId}:embed:1`,
+      kind: 'embedding',
+      status: 'ok',
+      provider_request_id: billed[1],
+      prompt_tokens: '12',
+      cost_usd: '0.000000240000000000', // 12 × 0.02 per million
+    });
+    expect(result?.chatCostUsd).toBe(chat.cost_usd);
+    expect(result?.embeddingCostUsd).toBe(embed.cost_usd);
+  }, 60_000);
+
+  it('books an unusable but billed reply as failed, then the retried attempt as ok', async () => {
+    fake.script('chat', { kind: 'empty', usage: { prompt_tokens: 80, completion_tokens: 0 } }, { kind: 'ok' });
+    const { workflowId, error } = await runOnce(`oa-empty-${randomUUID().slice(0, 6)}`);
+
+    expect(error).toBeUndefined();
+    const rows = await ledgerOf(workflowId);
+    expect(rows.map((r) => [r.idempotency_key, r.status])).toEqual([
+      [`${workflowId}:chat:1`, 'failed'],
+      [`${workflowId}:chat:2`, 'ok'],
+      [`${workflowId}:embed:1`, 'ok'],
+    ]);
+    expect(rows[0].cost_usd).toBe('0.000012000000000000'); // 80 prompt tokens × 0.15 per million
+  }, 60_000);
+
+  it('a persistent 500 fails the run with no ledger row (nothing was billed)', async () => {
+    fake.setDefault('chat', { kind: 'error', status: 500, retryAfter: '0' });
+    const { workflowId, error } = await runOnce(`oa-500-${randomUUID().slice(0, 6)}`, { OPENAI_MAX_RETRIES: '1' });
+
+    expect(error).toBeInstanceOf(WorkflowFailedError);
+    // 5 activity attempts (the workflow's retry policy), each with one SDK retry.
+    expect(fake.requests.filter((q) => q.path === '/v1/chat/completions').map((q) => q.status)).toEqual(Array(10).fill(500));
+    expect(fake.requests.some((q) => q.path === '/v1/embeddings')).toBe(false);
+    expect(await ledgerOf(workflowId)).toHaveLength(0);
+    const run = await ctx.pool.query<{ status: string }>('select status from runs where workflow_id = $1', [workflowId]);
+    expect(run.rows.map((r) => r.status)).toEqual(['failed']);
+  }, 90_000);
+});

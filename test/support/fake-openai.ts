@@ -1,0 +1,179 @@
+import { once } from 'node:events';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+/**
+ * A local stand-in for the OpenAI HTTP API (the only thing tests stand in for): /v1/chat/completions and
+ * /v1/embeddings on 127.0.0.1, answering from a per-endpoint script and recording every request it saw.
+ * When a script runs out, the endpoint's default reply is used (ok with default usage).
+ */
+
+export interface FakeUsage {
+  prompt_tokens: number;
+  completion_tokens?: number;
+  cached_tokens?: number;
+  reasoning_tokens?: number;
+}
+
+export type FakeReply =
+  /** 200 with a normal reply and this usage (omit usage to send none). */
+  | { kind: 'ok'; usage?: FakeUsage | null; text?: string; model?: string }
+  /** 200, usage present, but no choices (chat) / no data (embeddings): billed yet unusable. */
+  | { kind: 'empty'; usage: FakeUsage; model?: string }
+  /** An error status (429, 500, ...) with an OpenAI-style error body and optional retry-after header (seconds). */
+  | { kind: 'error'; status: number; retryAfter?: string; message?: string };
+
+export interface RecordedRequest {
+  path: string;
+  method: string;
+  headers: IncomingMessage['headers'];
+  body: Record<string, unknown>;
+  /** The x-request-id header sent back. */
+  requestId: string;
+  /** HTTP status answered. */
+  status: number;
+  /** The id a client should keep for a 200: the completion id for chat, x-request-id for embeddings. */
+  billedId: string | null;
+}
+
+type Endpoint = 'chat' | 'embeddings';
+
+export interface FakeOpenAI {
+  /** e.g. http://127.0.0.1:43121/v1, for OPENAI_BASE_URL. */
+  baseURL: string;
+  requests: RecordedRequest[];
+  /** Queue replies for one endpoint; each request takes the next one. */
+  script(endpoint: Endpoint, ...replies: FakeReply[]): void;
+  /** What an endpoint answers once its script is empty (default: ok). */
+  setDefault(endpoint: Endpoint, reply: FakeReply): void;
+  /** The billedId of every 200 answered so far, in order. */
+  billedIds(): string[];
+  reset(): void;
+  close(): Promise<void>;
+}
+
+export const DEFAULT_CHAT_USAGE: FakeUsage = { prompt_tokens: 21, completion_tokens: 9 };
+export const DEFAULT_EMBEDDING_USAGE: FakeUsage = { prompt_tokens: 12 };
+
+export async function startFakeOpenAI(): Promise<FakeOpenAI> {
+  const scripts: Record<Endpoint, FakeReply[]> = { chat: [], embeddings: [] };
+  const defaults: Record<Endpoint, FakeReply> = { chat: { kind: 'ok' }, embeddings: { kind: 'ok' } };
+  const requests: RecordedRequest[] = [];
+  let counter = 0;
+
+  const server: Server = createServer((req, res) => {
+    void handle(req, res).catch((err: unknown) => {
+      res.writeHead(500, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ error: { message: `fake-openai crashed: ${String(err)}`, type: 'server_error' } }));
+    });
+  });
+
+  async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const chunks: Buffer[] = [];
+    for await (const chunk of req) chunks.push(chunk as Buffer);
+    const text = Buffer.concat(chunks).toString('utf8');
+    const body = text ? (JSON.parse(text) as Record<string, unknown>) : {};
+    const path = (req.url ?? '').split('?')[0];
+    counter += 1;
+    const requestId = `req_fake_${counter}`;
+    const record: RecordedRequest = { path, method: req.method ?? '', headers: req.headers, body, requestId, status: 0, billedId: null };
+    requests.push(record);
+    const send = (status: number, payload: unknown, headers: Record<string, string> = {}): void => {
+      record.status = status;
+      res.writeHead(status, { 'content-type': 'application/json', 'x-request-id': requestId, ...headers });
+      res.end(JSON.stringify(payload));
+    };
+
+    const endpoint: Endpoint | undefined =
+      path === '/v1/chat/completions' ? 'chat' : path === '/v1/embeddings' ? 'embeddings' : undefined;
+    if (!endpoint || req.method !== 'POST') {
+      return send(404, { error: { message: `fake-openai: no route ${req.method} ${path}`, type: 'invalid_request_error' } });
+    }
+    if (req.headers.authorization !== undefined && !/^Bearer \S+/.test(req.headers.authorization)) {
+      return send(401, { error: { message: 'bad Authorization header', type: 'invalid_request_error' } });
+    }
+    const reply = scripts[endpoint].shift() ?? defaults[endpoint];
+    if (reply.kind === 'error') {
+      const headers: Record<string, string> = reply.retryAfter === undefined ? {} : { 'retry-after': reply.retryAfter };
+      const type = reply.status === 429 ? 'rate_limit_exceeded' : 'server_error';
+      return send(reply.status, { error: { message: reply.message ?? `fake ${reply.status}`, type, code: type } }, headers);
+    }
+    const requested = String(body.model ?? 'unknown');
+    if (endpoint === 'chat') {
+      const model = reply.model ?? resolvedModel(requested);
+      const usage = reply.kind === 'ok' && reply.usage === undefined ? DEFAULT_CHAT_USAGE : reply.usage;
+      const choices =
+        reply.kind === 'empty'
+          ? []
+          : [
+              {
+                index: 0,
+                message: { role: 'assistant', content: reply.text ?? `fake reply ${counter}`, refusal: null },
+                finish_reason: 'stop',
+                logprobs: null,
+              },
+            ];
+      record.billedId = `chatcmpl-fake-${counter}`;
+      return send(200, {
+        id: record.billedId,
+        object: 'chat.completion',
+        created: 1_790_000_000,
+        model,
+        choices,
+        ...(usage ? { usage: chatUsage(usage) } : {}),
+      });
+    }
+    const model = reply.model ?? requested;
+    const usage = reply.kind === 'ok' && reply.usage === undefined ? DEFAULT_EMBEDDING_USAGE : reply.usage;
+    const vector = [0.25, -0.5, 0.125, 1];
+    const embedding = body.encoding_format === 'base64' ? Buffer.from(new Float32Array(vector).buffer).toString('base64') : vector;
+    record.billedId = requestId;
+    return send(200, {
+      object: 'list',
+      data: reply.kind === 'empty' ? [] : [{ object: 'embedding', index: 0, embedding }],
+      model,
+      ...(usage ? { usage: { prompt_tokens: usage.prompt_tokens, total_tokens: usage.prompt_tokens } } : {}),
+    });
+  }
+
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const { port } = server.address() as AddressInfo;
+
+  return {
+    baseURL: `http://127.0.0.1:${port}/v1`,
+    requests,
+    billedIds: () => requests.filter((r) => r.status === 200 && r.billedId).map((r) => r.billedId as string),
+    script(endpoint, ...replies) {
+      scripts[endpoint].push(...replies);
+    },
+    setDefault(endpoint, reply) {
+      defaults[endpoint] = reply;
+    },
+    reset() {
+      scripts.chat.length = 0;
+      scripts.embeddings.length = 0;
+      defaults.chat = { kind: 'ok' };
+      defaults.embeddings = { kind: 'ok' };
+      requests.length = 0;
+    },
+    async close() {
+      server.closeAllConnections();
+      await new Promise<void>((resolve, reject) => server.close((err) => (err ? reject(err) : resolve())));
+    },
+  };
+}
+
+function chatUsage(u: FakeUsage) {
+  const completion = u.completion_tokens ?? 0;
+  return {
+    prompt_tokens: u.prompt_tokens,
+    completion_tokens: completion,
+    total_tokens: u.prompt_tokens + completion,
+    prompt_tokens_details: { cached_tokens: u.cached_tokens ?? 0, audio_tokens: 0 },
+    completion_tokens_details: { reasoning_tokens: u.reasoning_tokens ?? 0, audio_tokens: 0 },
+  };
+}
+
+/** What a real endpoint reports as the model it ran: a dated snapshot of the requested alias. */
+const resolvedModel = (requested: string): string => (/-\d{4}-\d{2}-\d{2}$/.test(requested) ? requested : `${requested}-2024-07-18`);
