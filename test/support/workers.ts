@@ -23,10 +23,11 @@ export async function startWorkers(
   count = 1,
   provider: ModelProvider = new MockProvider(),
 ): Promise<WorkerFleet> {
-  const connection = await NativeConnection.connect({ address: ctx.temporalAddress });
   const workflowBundleCode = await workflowBundle();
+  // One connection per worker, like separate replicas: the SDK refuses two workers on one connection and task queue.
+  const connections = await Promise.all(Array.from({ length: count }, () => NativeConnection.connect({ address: ctx.temporalAddress })));
   const workers = await Promise.all(
-    Array.from({ length: count }, (_, i) =>
+    connections.map((connection, i) =>
       createCronledgerWorker({
         connection,
         namespace: ctx.namespace,
@@ -46,7 +47,7 @@ export async function startWorkers(
       } finally {
         for (const w of workers.slice(1)) w.shutdown();
         await Promise.allSettled(runAll);
-        await connection.close();
+        await Promise.all(connections.map((c) => c.close()));
       }
       return result;
     },
