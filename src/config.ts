@@ -7,8 +7,10 @@ import { UserError } from './errors';
 /** The checkout this code runs from (migrations, prices and examples are found relative to it). */
 export const repoRoot = (): string => resolve(dirname(fileURLToPath(import.meta.url)), '..');
 
+export const defaultDataDir = (): string => join(repoRoot(), '.cronledger');
+
 /** CRONLEDGER_DATA_DIR, else `.cronledger/` in the checkout. Everything `dev up` starts lives here. */
-export const dataDir = (): string => resolve(process.env.CRONLEDGER_DATA_DIR ?? join(repoRoot(), '.cronledger'));
+export const dataDir = (): string => resolve(process.env.CRONLEDGER_DATA_DIR ?? defaultDataDir());
 
 /** What `dev up` wrote about the stack it started; every other command finds the stack through it. */
 export interface StackFile {

@@ -1,5 +1,112 @@
 import type { Command } from 'commander';
+import { dataDir } from '../../config';
+import { DEFAULT_TASK_QUEUE } from '../../constants';
+import { ensurePostgresBinDir } from '../../dev/postgres';
+import { redact, stackStatus, startStack, stopStack, type StackStatus } from '../../dev/stack';
+import { resolveTemporalCli } from '../../dev/temporal-cli';
+import { UserError } from '../../errors';
+import { printJson, printTable } from '../output';
+
+const DEFAULT_WORKERS = 2;
+const MAX_WORKERS = 32;
 
 export function registerDevCommands(program: Command): void {
-  program.command('dev').description('start, stop and inspect the local stack');
+  const dev = program.command('dev').description('start, stop and inspect the local stack (Temporal dev server with Web UI, PostgreSQL, workers)');
+
+  dev
+    .command('up')
+    .description('start the local stack in CRONLEDGER_DATA_DIR (default .cronledger/); parts already running are left running')
+    .option('--workers <n>', `worker processes to run (0-${MAX_WORKERS})`, String(DEFAULT_WORKERS))
+    .action(async (opts: { workers: string }) => {
+      const workers = parseWorkerCount(opts.workers);
+      const dir = dataDir();
+      const up = await startStack({
+        dataDir: dir,
+        workers,
+        externalDatabaseUrl: process.env.DATABASE_URL,
+        taskQueue: process.env.CRONLEDGER_TASK_QUEUE ?? DEFAULT_TASK_QUEUE,
+      });
+      const state = (alreadyRunning: boolean, pid?: number) => `${alreadyRunning ? 'already running' : 'started'}${pid ? `, pid ${pid}` : ''}`;
+      const lines = [
+        `Temporal     ${up.stack.temporal.address}  (${state(up.temporal.alreadyRunning, up.temporal.pid)})`,
+        `Web UI       ${up.stack.temporal.uiUrl}`,
+        `PostgreSQL   ${redact(up.stack.postgres.databaseUrl)}  (${up.postgres.external ? 'external, from DATABASE_URL' : state(up.postgres.alreadyRunning, up.postgres.pid)})`,
+        `Migrations   ${up.migrationsApplied.length ? `applied ${up.migrationsApplied.join(', ')}` : 'up to date'}`,
+        `Workers      ${up.workers.length ? up.workers.map((w) => `${w.id} (${state(w.alreadyRunning, w.pid)})`).join(', ') : 'none'}` +
+          (up.workers.length ? ` on task queue ${up.taskQueue}` : ''),
+        `Data dir     ${dir} (logs in ${dir}/logs)`,
+        '',
+        'Every cronledger command in this checkout finds this stack through the data dir. Elsewhere:',
+        `  export TEMPORAL_ADDRESS=${up.stack.temporal.address}` +
+          (up.postgres.external ? ' (DATABASE_URL as you set it)' : ` DATABASE_URL=${up.stack.postgres.databaseUrl}`),
+      ];
+      const extra = up.workers.length - workers;
+      if (extra > 0) lines.push(`Note: ${extra} worker(s) beyond --workers ${workers} are still running; \`dev down\` stops them.`);
+      process.stdout.write(`${lines.join('\n')}\n`);
+    });
+
+  dev
+    .command('down')
+    .description('stop the workers, Temporal and PostgreSQL of the local stack (data and ports are kept for the next `dev up`)')
+    .action(async () => {
+      const dir = dataDir();
+      const down = await stopStack(dir);
+      if (!down.found) {
+        process.stdout.write(`no stack in ${dir}; nothing to stop\n`);
+        return;
+      }
+      const stopped = [
+        ...down.workers.map((w) => `${w.id} (pid ${w.pid})`),
+        ...(down.temporalPid ? [`Temporal (pid ${down.temporalPid})`] : []),
+        ...(down.postgresPid ? [`PostgreSQL (pid ${down.postgresPid})`] : []),
+      ];
+      process.stdout.write(stopped.length ? `stopped ${stopped.join(', ')}\n` : `nothing was running in ${dir}\n`);
+    });
+
+  dev
+    .command('status')
+    .description('show each part of the local stack: running or not, pid, address')
+    .option('--json', 'machine-readable output')
+    .action(async (opts: { json?: boolean }) => {
+      const status = await stackStatus(dataDir());
+      if (opts.json) printJson(status);
+      else printStatus(status);
+    });
+
+  dev
+    .command('install')
+    .description('install what `dev up` needs (the temporal CLI, PostgreSQL) without starting anything')
+    .action(async () => {
+      const cli = await resolveTemporalCli();
+      const pgBin = await ensurePostgresBinDir((line) => process.stderr.write(`${line}\n`));
+      process.stdout.write(`temporal CLI  ${cli.path} (from ${cli.source})\nPostgreSQL    ${pgBin}\n`);
+    });
+}
+
+export function parseWorkerCount(value: string): number {
+  if (!/^\d+$/.test(value.trim()) || Number(value) > MAX_WORKERS) {
+    throw new UserError(`--workers ${JSON.stringify(value)} is not a worker count; use a whole number from 0 to ${MAX_WORKERS}, e.g. --workers 3`);
+  }
+  return Number(value);
+}
+
+function printStatus(s: StackStatus): void {
+  if (!s.exists) {
+    process.stdout.write(`no stack in ${s.dataDir}; start one with \`npx cronledger dev up\`\n`);
+    return;
+  }
+  const state = (running: boolean) => (running ? 'running' : 'stopped');
+  const rows = [
+    ['Temporal', state(s.temporal.running), String(s.temporal.pid ?? '-'), s.temporalAddress ?? '-'],
+    ['Web UI', state(s.temporal.running), String(s.temporal.pid ?? '-'), s.uiUrl ?? '-'],
+    [
+      'PostgreSQL',
+      s.postgres.external ? `${state(s.postgres.running)} (external)` : state(s.postgres.running),
+      String(s.postgres.pid ?? '-'),
+      s.databaseUrl ? redact(s.databaseUrl) : '-',
+    ],
+    ...s.workers.map((w) => [w.id, state(w.running), String(w.pid), w.log]),
+  ];
+  printTable(['part', 'state', 'pid', 'where'], rows);
+  process.stdout.write(`\ndata dir ${s.dataDir}, temporal CLI ${s.temporalCli ?? 'not installed'}\n`);
 }

@@ -1,0 +1,22 @@
+# The cronledger worker, as docker-compose.yml runs it (3 replicas). TypeScript runs through tsx: no build step.
+FROM node:20-bookworm-slim
+
+WORKDIR /app
+ENV NODE_ENV=production
+
+# Dependencies first, so editing the source does not reinstall them. No install scripts are needed:
+# esbuild and @swc/core get their native binaries from optional platform packages, and protobufjs's script
+# only prints a version warning.
+COPY package.json package-lock.json ./
+RUN npm ci --omit=dev --ignore-scripts && npm cache clean --force
+
+COPY tsconfig.json ./
+COPY src ./src
+COPY migrations ./migrations
+COPY prices ./prices
+
+# Report artifacts go to a volume shared by the replicas; a new named volume takes this directory's owner.
+RUN mkdir -p /reports && chown node:node /reports
+USER node
+
+CMD ["node", "--import", "tsx", "src/worker.ts"]

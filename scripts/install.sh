@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Installs what cronledger needs on a Debian machine with Node 20 and Go, skipping whatever is already there:
+#   Debian packages: postgresql (and chromium with --with-chromium, for the report tests)
+#   npm packages:    npm ci, when node_modules is missing or older than package-lock.json
+#   temporal CLI:    the same resolution `dev up` uses (CRONLEDGER_TEMPORAL_CLI, PATH, ~/.cache/cronledger, else go install)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+with_chromium=false
+for arg in "$@"; do
+  case "$arg" in
+    --with-chromium) with_chromium=true ;;
+    *) echo "install.sh: unknown option $arg (known: --with-chromium)" >&2; exit 2 ;;
+  esac
+done
+
+node_ok=$(node -e 'const [a, b] = process.versions.node.split(".").map(Number); console.log(a > 20 || (a === 20 && b >= 19))' 2>/dev/null || echo false)
+if [ "$node_ok" != true ]; then
+  echo "install.sh: Node.js >= 20.19 is required (found $(node --version 2>/dev/null || echo none))" >&2
+  exit 1
+fi
+
+missing=()
+compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || command -v initdb >/dev/null || missing+=(postgresql)
+if $with_chromium && ! command -v chromium >/dev/null; then missing+=(chromium); fi
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" -eq 0 ]; then sudo=(); elif command -v sudo >/dev/null; then sudo=(sudo); else
+    echo "install.sh: missing Debian packages: ${missing[*]}; install them as root: apt-get install -y ${missing[*]}" >&2
+    exit 1
+  fi
+  echo "==> apt-get install ${missing[*]}"
+  "${sudo[@]}" apt-get update -qq
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# No dependency needs its install script (esbuild and @swc/core take their binaries from optional platform
+# packages; protobufjs's only prints a version hint), so none run: installs behave the same whether or not
+# this npm version blocks unreviewed scripts.
+if [ -f package-lock.json ]; then
+  if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ] || [ package.json -nt node_modules/.package-lock.json ]; then
+    echo "==> npm ci"
+    npm ci --ignore-scripts --no-audit --no-fund
+  fi
+elif [ ! -d node_modules ]; then
+  echo "==> npm install (no package-lock.json)"
+  npm install --ignore-scripts --no-audit --no-fund
+fi
+
+# Builds the temporal CLI into ~/.cache/cronledger on first use (minutes, with progress); instant afterwards.
+node bin/cronledger.js dev install

@@ -1,0 +1,32 @@
+import { createServer } from 'node:net';
+
+/** Local TCP ports for the stack. Everything binds 127.0.0.1 only: a dev stack has no business on the network. */
+export const LOCALHOST = '127.0.0.1';
+
+/** Whether port can be bound on 127.0.0.1 right now (also false when something holds it on 0.0.0.0). */
+export function isPortFree(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const server = createServer();
+    server.once('error', () => resolve(false));
+    server.listen({ port, host: LOCALHOST, exclusive: true }, () => server.close(() => resolve(true)));
+  });
+}
+
+/** A port the kernel considers free now. Another process could take it before we bind it; that is rare and fails loudly. */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen({ port: 0, host: LOCALHOST, exclusive: true }, () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+/** n distinct free ports. */
+export async function freePorts(n: number): Promise<number[]> {
+  const ports = new Set<number>();
+  while (ports.size < n) ports.add(await freePort());
+  return [...ports];
+}

@@ -1,0 +1,243 @@
+import { execFileSync, spawn } from 'node:child_process';
+import { appendFileSync, chmodSync, chownSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { dirname, join, parse } from 'node:path';
+import pg from 'pg';
+import { UserError } from '../errors';
+import { LOCALHOST } from './ports';
+import { isOurProcess, logTail } from './processes';
+import { findOnPath } from './temporal-cli';
+
+/**
+ * A private PostgreSQL cluster for the dev stack and the tests, from Debian's `postgresql` package: its own
+ * directory, its own port on 127.0.0.1, trust auth (nothing but this machine can reach it), no system service touched.
+ */
+
+export const LEDGER_DATABASE = 'cronledger';
+const DEBIAN_PG_ROOT = '/usr/lib/postgresql';
+
+export const clusterDirOf = (dataDir: string): string => join(dataDir, 'postgres');
+export const postgresLogOf = (dataDir: string): string => join(dataDir, 'logs', 'postgres.log');
+
+export function databaseUrlFor(port: number, database = LEDGER_DATABASE): string {
+  return `postgres://postgres@${LOCALHOST}:${port}/${database}`;
+}
+
+/** Debian installs each major version side by side under /usr/lib/postgresql/<major>/bin; take the newest. */
+export function findPostgresBinDir(): string | undefined {
+  const majors = existsSync(DEBIAN_PG_ROOT)
+    ? readdirSync(DEBIAN_PG_ROOT)
+        .filter((v) => /^\d+$/.test(v) && existsSync(join(DEBIAN_PG_ROOT, v, 'bin', 'initdb')))
+        .sort((a, b) => Number(b) - Number(a))
+    : [];
+  if (majors.length > 0) return join(DEBIAN_PG_ROOT, majors[0], 'bin');
+  const initdb = findOnPath('initdb'); // other systems (Homebrew, Fedora) put them on PATH
+  return initdb && existsSync(join(dirname(initdb), 'pg_ctl')) ? dirname(initdb) : undefined;
+}
+
+/** The server binaries, installing Debian's `postgresql` package when we are root and may. */
+export async function ensurePostgresBinDir(log: (line: string) => void): Promise<string> {
+  const found = findPostgresBinDir();
+  if (found) return found;
+  const aptGet = findOnPath('apt-get');
+  if (!isRoot() || !aptGet) {
+    throw new UserError(
+      `PostgreSQL server binaries (initdb, pg_ctl) were not found in ${DEBIAN_PG_ROOT}/*/bin or on PATH.\n` +
+        (aptGet ? 'Install them with `sudo apt-get install -y postgresql`' : 'Install the PostgreSQL server package') +
+        ', or set DATABASE_URL to a PostgreSQL you already run.',
+    );
+  }
+  log('PostgreSQL not found: installing the Debian package `postgresql` (apt-get)...');
+  const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
+  for (const args of [['update'], ['install', '-y', '--no-install-recommends', 'postgresql']]) {
+    const { code, output } = await run(aptGet, args, { env, echo: true });
+    if (code !== 0) throw new UserError(`apt-get ${args.join(' ')} failed (exit ${code}):\n${tail(output)}\nFix apt and retry, or set DATABASE_URL.`);
+  }
+  const installed = findPostgresBinDir();
+  if (!installed) throw new UserError(`apt-get installed postgresql but no initdb appeared under ${DEBIAN_PG_ROOT}/*/bin`);
+  return installed;
+}
+
+/** The running postmaster of the cluster in dataDir, from its postmaster.pid (pid on line 1, port on line 4). */
+function runningPostmaster(dataDir: string): { pid: number; port: number } | undefined {
+  try {
+    const lines = readFileSync(join(clusterDirOf(dataDir), 'postmaster.pid'), 'utf8').split('\n');
+    const pid = Number(lines[0]);
+    return isOurProcess(pid, ['postgres']) ? { pid, port: Number(lines[3]) } : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+export const postgresPid = (dataDir: string): number | undefined => runningPostmaster(dataDir)?.pid;
+
+export interface StartedPostgres {
+  databaseUrl: string;
+  port: number;
+  pid: number;
+  alreadyRunning: boolean;
+}
+
+/** Creates (first time) and starts the cluster in <dataDir>/postgres on port, and makes sure database `cronledger` exists. */
+export async function startPostgres(opts: { dataDir: string; port: number; log: (line: string) => void }): Promise<StartedPostgres> {
+  const { dataDir, port, log } = opts;
+  const clusterDir = clusterDirOf(dataDir);
+  const running = runningPostmaster(dataDir);
+  if (running) {
+    // Its own port wins over the one asked for: it may have been started before stack.json was lost.
+    await ensureDatabase(running.port);
+    return { databaseUrl: databaseUrlFor(running.port), port: running.port, pid: running.pid, alreadyRunning: true };
+  }
+  const binDir = await ensurePostgresBinDir(log);
+  const owner = checkClusterReachable(dataDir);
+  const logFile = postgresLogOf(dataDir);
+  mkdirSync(dirname(logFile), { recursive: true });
+  appendFileSync(logFile, '');
+  if (owner) chownSync(logFile, owner.uid, owner.gid); // pg_ctl opens the log as the postgres user
+
+  if (!existsSync(join(clusterDir, 'PG_VERSION'))) {
+    log(`creating the PostgreSQL cluster in ${clusterDir}`);
+    rmSync(clusterDir, { recursive: true, force: true }); // what a killed initdb left behind is worth nothing
+    mkdirSync(clusterDir, { recursive: true, mode: 0o700 });
+    if (owner) chownSync(clusterDir, owner.uid, owner.gid);
+    const init = await run(join(binDir, 'initdb'), ['-D', clusterDir, '-U', 'postgres', '-A', 'trust', '-E', 'UTF8', '--locale=C', '--no-sync'], {
+      cwd: clusterDir,
+      as: owner,
+    });
+    if (init.code !== 0) throw new UserError(`initdb failed in ${clusterDir} (exit ${init.code}):\n${tail(init.output)}`);
+    appendFileSync(join(clusterDir, 'postgresql.conf'), "\n# cronledger: port, address and socket dir, rewritten at every start\ninclude_if_exists = 'cronledger.conf'\n");
+  }
+  writeFileSync(join(clusterDir, 'cronledger.conf'), clusterSettings(clusterDir, port));
+
+  const start = await run(join(binDir, 'pg_ctl'), ['-D', clusterDir, '-l', logFile, '-w', '-t', '60', 'start'], { cwd: clusterDir, as: owner });
+  const pid = postgresPid(dataDir);
+  if (start.code !== 0 || !pid) {
+    throw new UserError(`PostgreSQL did not start on ${LOCALHOST}:${port} (pg_ctl exit ${start.code}). From ${logFile}:\n${logTail(logFile)}`);
+  }
+  await ensureDatabase(port);
+  return { databaseUrl: databaseUrlFor(port), port, pid, alreadyRunning: false };
+}
+
+/** Fast shutdown (disconnects clients, no crash recovery on the next start). Returns whether it was running. */
+export async function stopPostgres(dataDir: string): Promise<boolean> {
+  if (!postgresPid(dataDir)) return false;
+  const binDir = findPostgresBinDir();
+  if (!binDir) throw new UserError(`PostgreSQL is running in ${clusterDirOf(dataDir)} but pg_ctl is gone; stop it with kill ${postgresPid(dataDir)}`);
+  const clusterDir = clusterDirOf(dataDir);
+  const stop = await run(join(binDir, 'pg_ctl'), ['-D', clusterDir, '-m', 'fast', '-w', '-t', '60', 'stop'], {
+    cwd: clusterDir,
+    as: isRoot() ? postgresAccount() : undefined,
+  });
+  if (stop.code !== 0) throw new UserError(`pg_ctl stop failed for ${clusterDir} (exit ${stop.code}):\n${tail(stop.output)}`);
+  return true;
+}
+
+function clusterSettings(clusterDir: string, port: number): string {
+  // A Unix socket path may not exceed 107 bytes; for deep data dirs go TCP-only rather than fail.
+  const socketDir = join(clusterDir, `.s.PGSQL.${port}`).length <= 107 ? clusterDir : '';
+  const quote = (s: string) => `'${s.replaceAll("'", "''")}'`;
+  return [
+    `port = ${port}`,
+    `listen_addresses = ${quote(LOCALHOST)}`,
+    // Inside the cluster dir, so several clusters (and the system one) never fight over /var/run/postgresql.
+    `unix_socket_directories = ${quote(socketDir)}`,
+    '',
+  ].join('\n');
+}
+
+async function ensureDatabase(port: number): Promise<void> {
+  const client = new pg.Client({ connectionString: databaseUrlFor(port, 'postgres') });
+  await client.connect();
+  try {
+    const exists = await client.query('select 1 from pg_database where datname = $1', [LEDGER_DATABASE]);
+    if (exists.rowCount === 0) await client.query(`create database ${LEDGER_DATABASE}`);
+  } finally {
+    await client.end();
+  }
+}
+
+interface Account {
+  uid: number;
+  gid: number;
+  groups: number[];
+}
+
+const isRoot = (): boolean => process.getuid?.() === 0;
+
+/** initdb and postgres refuse to run as root, so as root the cluster belongs to Debian's `postgres` user. */
+function postgresAccount(): Account {
+  try {
+    const [uid, gid] = ['-u', '-g'].map((flag) => Number(runSync('id', [flag, 'postgres'])));
+    const groups = runSync('id', ['-G', 'postgres']).split(/\s+/).map(Number);
+    return { uid, gid, groups };
+  } catch {
+    throw new UserError(
+      'running as root, PostgreSQL must run as the `postgres` user, which does not exist. Install Debian\'s `postgresql` package (it creates the user) or run as a normal user.',
+    );
+  }
+}
+
+/**
+ * As root, the account the cluster runs as, once it is sure to reach <dataDir>/postgres (so that `dev up` can
+ * check this before starting anything). Not root: the cluster runs as us, nothing to check.
+ */
+export function checkClusterReachable(dataDir: string): Account | undefined {
+  if (!isRoot()) return undefined;
+  const account = postgresAccount();
+  makeTraversable(dataDir, clusterDirOf(dataDir), account);
+  return account;
+}
+
+/**
+ * The postgres user must be able to walk down to its cluster. The data dir is ours, so it gets traverse (not read)
+ * permission for others; any directory above it is the user's to change, so we only name it.
+ */
+function makeTraversable(dataDir: string, clusterDir: string, account: Account): void {
+  const mode = statSync(dataDir).mode;
+  if (!canTraverse(dataDir, account)) chmodSync(dataDir, (mode & 0o7777) | 0o001);
+  for (let dir = dirname(dataDir); ; dir = dirname(dir)) {
+    if (!canTraverse(dir, account)) {
+      throw new UserError(
+        `PostgreSQL runs as the postgres user, which cannot enter ${dir} (mode ${(statSync(dir).mode & 0o777).toString(8)}) ` +
+          `on the way to ${clusterDir}.\nPut the data dir somewhere it can reach (CRONLEDGER_DATA_DIR=/var/tmp/cronledger), ` +
+          `or allow it with \`chmod o+x ${dir}\`.`,
+      );
+    }
+    if (dir === parse(dir).root) break;
+  }
+}
+
+function canTraverse(dir: string, account: Account): boolean {
+  const st = statSync(dir);
+  if (st.uid === account.uid) return (st.mode & 0o100) !== 0;
+  if (account.groups.includes(st.gid)) return (st.mode & 0o010) !== 0;
+  return (st.mode & 0o001) !== 0;
+}
+
+function runSync(command: string, args: string[]): string {
+  return execFileSync(command, args, { encoding: 'utf8' }).trim();
+}
+
+interface RunResult {
+  code: number;
+  output: string;
+}
+
+/** Runs a command to completion, as the postgres account when given (via runuser), collecting its output. */
+function run(command: string, args: string[], opts: { cwd?: string; env?: NodeJS.ProcessEnv; as?: Account; echo?: boolean }): Promise<RunResult> {
+  const [cmd, argv] = opts.as ? ['runuser', ['-u', 'postgres', '--', command, ...args]] : [command, args];
+  return new Promise((resolve, reject) => {
+    // detached: a Ctrl-C during `dev up` must not reach the postmaster that pg_ctl leaves running.
+    const child = spawn(cmd, argv, { cwd: opts.cwd, env: opts.env ?? process.env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+    let output = '';
+    const collect = (chunk: Buffer) => {
+      output += chunk.toString('utf8');
+      if (opts.echo) process.stderr.write(chunk);
+    };
+    child.stdout.on('data', collect);
+    child.stderr.on('data', collect);
+    child.once('error', (err) => reject(new UserError(`could not run ${cmd}: ${err.message}`)));
+    child.once('close', (code) => resolve({ code: code ?? 1, output }));
+  });
+}
+
+const tail = (output: string, lines = 20): string => output.trimEnd().split('\n').slice(-lines).join('\n');

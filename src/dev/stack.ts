@@ -1,0 +1,274 @@
+import { mkdirSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import pg from 'pg';
+import { defaultDataDir, readStackFile, stackFilePath, type StackFile } from '../config';
+import { DEFAULT_TASK_QUEUE } from '../constants';
+import { migrate } from '../db/migrate';
+import { createPool } from '../db/pool';
+import { UserError } from '../errors';
+import { freePorts, isPortFree, LOCALHOST } from './ports';
+import { checkClusterReachable, clusterDirOf, databaseUrlFor, ensurePostgresBinDir, postgresLogOf, postgresPid, startPostgres, stopPostgres } from './postgres';
+import { requireStackFile, updateStackFile, writeStackFile } from './stack-file';
+import { findTemporalCli, resolveTemporalCli } from './temporal-cli';
+import { startTemporal, stopTemporal, temporalLogOf, temporalRunning } from './temporal-server';
+import { startWorkers, stopWorkers, workerId, workerRunning, type WorkerState } from './workers';
+
+/**
+ * The local stack behind `cronledger dev up|down|status` and the test suite: the Temporal dev server (with its
+ * Web UI), a private PostgreSQL cluster and N worker processes, all recorded in <dataDir>/stack.json.
+ * Each data dir is its own stack on its own ports, so several live side by side.
+ */
+
+export { startTemporal, stopTemporal } from './temporal-server';
+
+/** The well-known ports, taken by the checkout's default data dir when free so that links and habits just work. */
+const DEFAULT_TEMPORAL_PORT = 7233;
+const DEFAULT_UI_PORT = 8233;
+
+export interface StartStackOptions {
+  dataDir: string;
+  workers: number;
+  /** Namespaces to create besides `default` (the tests use one per test file). */
+  namespaces?: string[];
+  /** Use this PostgreSQL instead of a private cluster (`dev up` passes DATABASE_URL). */
+  externalDatabaseUrl?: string;
+  taskQueue?: string;
+  log?: (line: string) => void;
+}
+
+export interface StackUp {
+  stack: StackFile;
+  temporal: { pid: number; alreadyRunning: boolean };
+  postgres: { pid?: number; alreadyRunning: boolean; external: boolean };
+  migrationsApplied: string[];
+  workers: WorkerState[];
+  taskQueue: string;
+}
+
+/** Starts whatever part of the stack is not running yet; running parts are left as they are. */
+export async function startStack(opts: StartStackOptions): Promise<StackUp> {
+  const dataDir = resolve(opts.dataDir);
+  const log = opts.log ?? ((line: string) => process.stderr.write(`${line}\n`));
+  const taskQueue = opts.taskQueue ?? DEFAULT_TASK_QUEUE;
+  mkdirSync(join(dataDir, 'logs'), { recursive: true });
+
+  // Tools and checks first, one at a time: a first run may build the temporal CLI or apt-install PostgreSQL,
+  // each printing progress, and what can be known to fail fails before anything starts.
+  const cli = await resolveTemporalCli();
+  if (!opts.externalDatabaseUrl) {
+    await ensurePostgresBinDir(log);
+    checkClusterReachable(dataDir);
+  }
+  writeStackFile(dataDir, await planStack(dataDir, cli.path, opts.externalDatabaseUrl));
+
+  try {
+    // Side by side, and both settled before anything is reported, so an error never races a half-started part.
+    const [temporal, postgres] = settledOrThrow(
+      await Promise.allSettled([startTemporal(dataDir, { namespaces: opts.namespaces }), startLedgerDatabase(dataDir, log)]),
+    );
+    const migrationsApplied = await migrateLedger(requireStackFile(dataDir).postgres.databaseUrl);
+    const workers = await startWorkers(dataDir, opts.workers, taskQueue);
+    return { stack: requireStackFile(dataDir), temporal, postgres, migrationsApplied, workers, taskQueue };
+  } catch (err) {
+    // Whatever did start keeps running (its logs may say why the rest did not); say how to see and stop it.
+    const stack = requireStackFile(dataDir);
+    const somethingRuns = temporalRunning(stack) || Boolean(postgresPid(dataDir)) || stack.workers.some(workerRunning);
+    if (err instanceof UserError && somethingRuns) {
+      throw new UserError(`${err.message}\nParts that did start are still running: \`cronledger dev status\` shows them, \`cronledger dev down\` stops them.`);
+    }
+    throw err;
+  }
+}
+
+export interface StackDown {
+  found: boolean;
+  workers: { id: string; pid: number }[];
+  temporalPid?: number;
+  postgresPid?: number;
+}
+
+/** Stops workers first (they finish in-flight tasks against a live server), then Temporal, then PostgreSQL. */
+export async function stopStack(dataDir: string): Promise<StackDown> {
+  dataDir = resolve(dataDir);
+  if (!readStackFile(dataDir)) return { found: false, workers: [] };
+  const workers = await stopWorkers(dataDir);
+  const temporalPid = await stopTemporal(dataDir);
+  // Also when DATABASE_URL made this stack external: a private cluster from an earlier `dev up` may still run.
+  const pgPid = postgresPid(dataDir);
+  const postgresStopped = await stopPostgres(dataDir);
+  return { found: true, workers, temporalPid, postgresPid: postgresStopped ? pgPid : undefined };
+}
+
+export interface StackStatus {
+  dataDir: string;
+  stackFile: string;
+  /** False when `dev up` never ran for this data dir. */
+  exists: boolean;
+  temporalAddress: string | null;
+  uiUrl: string | null;
+  databaseUrl: string | null;
+  temporalCli: string | null;
+  namespace: string | null;
+  temporal: { running: boolean; pid: number | null; port: number | null; uiPort: number | null; dbFile: string | null; log: string };
+  postgres: { running: boolean; external: boolean; pid: number | null; port: number | null; clusterDir: string | null; log: string | null };
+  workers: { id: string; running: boolean; pid: number; log: string }[];
+}
+
+export async function stackStatus(dataDir: string): Promise<StackStatus> {
+  dataDir = resolve(dataDir);
+  const stack = readStackFile(dataDir);
+  const base = { dataDir, stackFile: stackFilePath(dataDir), exists: Boolean(stack) };
+  if (!stack) {
+    return {
+      ...base,
+      temporalAddress: null,
+      uiUrl: null,
+      databaseUrl: null,
+      temporalCli: findTemporalCliOrNull(),
+      namespace: null,
+      temporal: { running: false, pid: null, port: null, uiPort: null, dbFile: null, log: temporalLogOf(dataDir) },
+      postgres: { running: false, external: false, pid: null, port: null, clusterDir: null, log: null },
+      workers: [],
+    };
+  }
+  const t = stack.temporal;
+  const p = stack.postgres;
+  const tRunning = temporalRunning(stack);
+  const pgPid = p.external ? undefined : postgresPid(dataDir);
+  return {
+    ...base,
+    temporalAddress: t.address,
+    uiUrl: t.uiUrl,
+    databaseUrl: p.databaseUrl,
+    temporalCli: t.cli,
+    namespace: stack.namespace,
+    temporal: { running: tRunning, pid: tRunning ? t.pid : null, port: t.port, uiPort: t.uiPort, dbFile: t.dbFile, log: temporalLogOf(dataDir) },
+    postgres: {
+      running: p.external ? await answers(p.databaseUrl) : Boolean(pgPid),
+      external: p.external,
+      pid: pgPid ?? null,
+      port: p.port,
+      clusterDir: p.external ? null : p.clusterDir,
+      log: p.external ? null : postgresLogOf(dataDir),
+    },
+    workers: stack.workers.map((w) => ({ id: workerId(w), running: workerRunning(w), pid: w.pid, log: w.log })),
+  };
+}
+
+/** Ports and paths: those already in stack.json (same ports, same SQLite file on every restart), else fresh ones. */
+async function planStack(dataDir: string, cli: string, externalDatabaseUrl: string | undefined): Promise<StackFile> {
+  const existing = readStackFile(dataDir);
+  const postgres = externalDatabaseUrl
+    ? externalPostgres(externalDatabaseUrl)
+    : existing && !existing.postgres.external
+      ? existing.postgres
+      : await privatePostgres(dataDir);
+  if (existing) return { ...existing, temporal: { ...existing.temporal, cli }, postgres };
+
+  const [port, uiPort] = await temporalPorts(dataDir);
+  return {
+    temporal: {
+      address: `${LOCALHOST}:${port}`,
+      uiUrl: `http://${LOCALHOST}:${uiPort}`,
+      port,
+      uiPort,
+      pid: 0,
+      cli,
+      dbFile: join(dataDir, 'temporal.db'),
+    },
+    postgres,
+    namespace: 'default',
+    workers: [],
+  };
+}
+
+async function temporalPorts(dataDir: string): Promise<[number, number]> {
+  const isDefault = dataDir === resolve(defaultDataDir());
+  if (isDefault && (await isPortFree(DEFAULT_TEMPORAL_PORT)) && (await isPortFree(DEFAULT_UI_PORT))) {
+    return [DEFAULT_TEMPORAL_PORT, DEFAULT_UI_PORT];
+  }
+  const [port, uiPort] = await freePorts(2);
+  return [port, uiPort];
+}
+
+async function privatePostgres(dataDir: string): Promise<StackFile['postgres']> {
+  const [port] = await freePorts(1);
+  return { databaseUrl: databaseUrlFor(port), port, clusterDir: clusterDirOf(dataDir), external: false };
+}
+
+function externalPostgres(databaseUrl: string): StackFile['postgres'] {
+  let url: URL;
+  try {
+    url = new URL(databaseUrl);
+  } catch {
+    throw new UserError(`DATABASE_URL=${JSON.stringify(databaseUrl)} is not a URL; use postgres://user:password@host:5432/database`);
+  }
+  return { databaseUrl, port: Number(url.port || 5432), clusterDir: '', external: true };
+}
+
+async function startLedgerDatabase(dataDir: string, log: (line: string) => void): Promise<StackUp['postgres']> {
+  const { postgres } = requireStackFile(dataDir);
+  if (postgres.external) return { external: true, alreadyRunning: true };
+  if (!postgresPid(dataDir) && !(await isPortFree(postgres.port))) {
+    throw new UserError(
+      `port ${postgres.port} (PostgreSQL, recorded in ${stackFilePath(dataDir)}) is taken by another process.\n` +
+        `Stop that process, or delete ${stackFilePath(dataDir)} so that \`dev up\` picks new ports.`,
+    );
+  }
+  const started = await startPostgres({ dataDir, port: postgres.port, log });
+  updateStackFile(dataDir, (s) => {
+    s.postgres.port = started.port;
+    s.postgres.databaseUrl = started.databaseUrl;
+  });
+  return { external: false, pid: started.pid, alreadyRunning: started.alreadyRunning };
+}
+
+async function migrateLedger(databaseUrl: string): Promise<string[]> {
+  const pool = createPool(databaseUrl, 1);
+  try {
+    await pool.query('select 1').catch((err: Error) => {
+      throw new UserError(`cannot connect to PostgreSQL at ${redact(databaseUrl)}: ${err.message}. Check DATABASE_URL or run \`dev down\` and \`dev up\`.`);
+    });
+    return await migrate(pool);
+  } finally {
+    await pool.end();
+  }
+}
+
+function settledOrThrow<A, B>([a, b]: [PromiseSettledResult<A>, PromiseSettledResult<B>]): [A, B] {
+  if (a.status === 'rejected') throw a.reason;
+  if (b.status === 'rejected') throw b.reason;
+  return [a.value, b.value];
+}
+
+async function answers(databaseUrl: string): Promise<boolean> {
+  const client = new pg.Client({ connectionString: databaseUrl, connectionTimeoutMillis: 2_000 });
+  try {
+    await client.connect();
+    await client.query('select 1');
+    return true;
+  } catch {
+    return false;
+  } finally {
+    await client.end().catch(() => undefined);
+  }
+}
+
+function findTemporalCliOrNull(): string | null {
+  try {
+    return findTemporalCli()?.path ?? null;
+  } catch {
+    return null; // a bad CRONLEDGER_TEMPORAL_CLI is reported by `dev up`, not by a status query
+  }
+}
+
+/** A URL fit for messages: the password replaced. */
+export function redact(databaseUrl: string): string {
+  try {
+    const url = new URL(databaseUrl);
+    if (url.password) url.password = '***';
+    return url.toString();
+  } catch {
+    return databaseUrl;
+  }
+}

@@ -1,0 +1,145 @@
+import { Connection, isGrpcServiceError } from '@temporalio/client';
+import { join } from 'node:path';
+import type { StackFile } from '../config';
+import { SEARCH_ATTRIBUTES } from '../constants';
+import { UserError } from '../errors';
+import { isPortFree } from './ports';
+import { isOurProcess, logTail, sleep, spawnDetached, stopProcess } from './processes';
+import { requireStackFile, updateStackFile } from './stack-file';
+
+/**
+ * The Temporal dev server (`temporal server start-dev`): Temporal plus its Web UI in one process, state in a SQLite
+ * file in the data dir. Stopping it and starting it again on the same file and ports keeps every schedule and run.
+ */
+
+export const temporalLogOf = (dataDir: string): string => join(dataDir, 'logs', 'temporal.log');
+const READY_TIMEOUT_MS = 60_000;
+const GRPC_NOT_FOUND = 5;
+
+export function temporalRunning(stack: StackFile): boolean {
+  return isOurProcess(stack.temporal.pid, ['start-dev', stack.temporal.dbFile]);
+}
+
+export function temporalArgs(t: StackFile['temporal'], namespaces: string[]): string[] {
+  return [
+    'server',
+    'start-dev',
+    '--db-filename',
+    t.dbFile,
+    '--ip',
+    '127.0.0.1',
+    '--port',
+    String(t.port),
+    '--ui-port',
+    String(t.uiPort),
+    ...Object.values(SEARCH_ATTRIBUTES).flatMap((name) => ['--search-attribute', `${name}=Keyword`]),
+    // Creating a namespace that the SQLite file already has is a no-op, so a restart may pass the same list.
+    ...namespaces.filter((n) => n !== 'default').flatMap((n) => ['--namespace', n]),
+    '--log-level',
+    'warn',
+  ];
+}
+
+/**
+ * Starts the server recorded in <dataDir>/stack.json (same SQLite file, same ports) unless it already runs, and
+ * waits until it serves every namespace and the Web UI. Tests use it to bring a stopped server back.
+ */
+export async function startTemporal(dataDir: string, opts: { namespaces?: string[] } = {}): Promise<{ pid: number; alreadyRunning: boolean }> {
+  const stack = requireStackFile(dataDir);
+  const t = stack.temporal;
+  const namespaces = [...new Set([stack.namespace, ...(opts.namespaces ?? [])])];
+  const logFile = temporalLogOf(dataDir);
+  if (temporalRunning(stack)) {
+    await waitUntilServing(t, namespaces, { pid: t.pid, logFile, alreadyRunning: true });
+    return { pid: t.pid, alreadyRunning: true };
+  }
+  for (const [what, port] of [['gRPC', t.port], ['Web UI', t.uiPort]] as const) {
+    if (!(await isPortFree(port))) {
+      throw new UserError(
+        `port ${port} (Temporal ${what}, recorded in ${join(dataDir, 'stack.json')}) is taken by another process.\n` +
+          `Stop that process, or delete ${join(dataDir, 'stack.json')} so that \`dev up\` picks new ports.`,
+      );
+    }
+  }
+  const pid = await spawnDetached(t.cli, temporalArgs(t, namespaces), {
+    cwd: dataDir,
+    env: withoutClientSettings(process.env),
+    logFile,
+    banner: `temporal server start-dev on 127.0.0.1:${t.port}, UI ${t.uiPort}, db ${t.dbFile}`,
+  });
+  updateStackFile(dataDir, (s) => {
+    s.temporal.pid = pid;
+  });
+  try {
+    await waitUntilServing(t, namespaces, { pid, logFile, alreadyRunning: false });
+  } catch (err) {
+    await stopProcess(pid, 5_000); // a server that never became ready is of no use to anyone
+    throw err;
+  }
+  return { pid, alreadyRunning: false };
+}
+
+/** Stops the server (SQLite file and ports stay recorded for the next start). Returns the pid it stopped. */
+export async function stopTemporal(dataDir: string): Promise<number | undefined> {
+  const stack = requireStackFile(dataDir);
+  const pid = stack.temporal.pid;
+  const running = temporalRunning(stack);
+  // The server needs a few seconds to close SQLite; returning earlier lets a restart hit SQLITE_BUSY.
+  if (running) await stopProcess(pid, 20_000);
+  updateStackFile(dataDir, (s) => {
+    s.temporal.pid = 0;
+  });
+  return running ? pid : undefined;
+}
+
+/**
+ * Polls until the frontend describes every namespace and the Web UI answers. Fails early, with the end of the log,
+ * if the process exits.
+ */
+async function waitUntilServing(
+  t: StackFile['temporal'],
+  namespaces: string[],
+  proc: { pid: number; logFile: string; alreadyRunning: boolean },
+): Promise<void> {
+  const deadline = Date.now() + READY_TIMEOUT_MS;
+  let lastError = 'not reachable yet';
+  let connection: Connection | undefined;
+  try {
+    for (;;) {
+      if (!isOurProcess(proc.pid, ['start-dev'])) {
+        throw new UserError(`the Temporal server (pid ${proc.pid}) exited while starting. From ${proc.logFile}:\n${logTail(proc.logFile)}`);
+      }
+      try {
+        connection ??= await Connection.connect({ address: t.address, connectTimeout: '2s' });
+        for (const namespace of namespaces) {
+          await connection.withDeadline(Date.now() + 2_000, () => connection!.workflowService.describeNamespace({ namespace }));
+        }
+        const ui = await fetch(t.uiUrl, { signal: AbortSignal.timeout(2_000) });
+        if (ui.ok) return;
+        lastError = `Web UI ${t.uiUrl} answered HTTP ${ui.status}`;
+      } catch (err) {
+        if (proc.alreadyRunning && isGrpcServiceError(err) && err.code === GRPC_NOT_FOUND) {
+          throw new UserError(
+            `the running Temporal server at ${t.address} lacks a namespace (${err.details}); it was started without it.\n` +
+              'Restart it: `npx cronledger dev down` then `dev up`.',
+          );
+        }
+        lastError = err instanceof Error ? err.message : String(err);
+      }
+      if (Date.now() > deadline) {
+        throw new UserError(
+          `the Temporal server at ${t.address} did not become ready within ${READY_TIMEOUT_MS / 1000}s (${lastError}). ` +
+            `From ${proc.logFile}:\n${logTail(proc.logFile)}`,
+        );
+      }
+      await sleep(200);
+    }
+  } finally {
+    await connection?.close();
+  }
+}
+
+/** Client settings such as TEMPORAL_ADDRESS are meant for our commands, not for the server we start. */
+export function withoutClientSettings(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  return Object.fromEntries(Object.entries(env).filter(([k]) => !k.startsWith('TEMPORAL_')));
+}

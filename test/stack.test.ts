@@ -1,0 +1,166 @@
+import { Connection, WorkflowClient } from '@temporalio/client';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { isAbsolute, join } from 'node:path';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { isPortFree } from '../src/dev/ports';
+import { processExists } from '../src/dev/processes';
+import type { StackStatus } from '../src/dev/stack';
+import { startTemporal, stopTemporal } from '../src/dev/stack';
+import { runCli } from './support/cli';
+
+/**
+ * The local stack as a user drives it: `dev up|status|down` through the real CLI, each stack in its own temp
+ * CRONLEDGER_DATA_DIR with its own Temporal dev server, PostgreSQL cluster and workers (not the suite's shared stack).
+ */
+
+const dirs: string[] = [];
+
+function stackDir(): { dir: string; env: NodeJS.ProcessEnv } {
+  const dir = mkdtempSync(join(tmpdir(), 'cronledger-stack-test-'));
+  dirs.push(dir);
+  const env: NodeJS.ProcessEnv = { ...process.env, CRONLEDGER_DATA_DIR: dir };
+  // Settings that would point the CLI elsewhere, or make `dev up` skip its own PostgreSQL.
+  for (const key of ['DATABASE_URL', 'TEMPORAL_ADDRESS', 'TEMPORAL_NAMESPACE', 'TEMPORAL_UI_URL', 'CRONLEDGER_TASK_QUEUE']) delete env[key];
+  return { dir, env };
+}
+
+async function status(env: NodeJS.ProcessEnv): Promise<StackStatus> {
+  const r = await runCli(['dev', 'status', '--json'], env);
+  expect(r.code, r.stderr).toBe(0);
+  return JSON.parse(r.stdout) as StackStatus;
+}
+
+async function withConnection<T>(address: string, fn: (c: Connection) => Promise<T>): Promise<T> {
+  const connection = await Connection.connect({ address });
+  try {
+    return await fn(connection);
+  } finally {
+    await connection.close();
+  }
+}
+
+async function migrationsIn(databaseUrl: string): Promise<string[]> {
+  const client = new pg.Client({ connectionString: databaseUrl });
+  await client.connect();
+  try {
+    return (await client.query<{ name: string }>('select name from schema_migrations order by name')).rows.map((r) => r.name);
+  } finally {
+    await client.end();
+  }
+}
+
+const a = stackDir();
+const b = stackDir();
+let first: StackStatus;
+
+afterAll(async () => {
+  // Whatever a failed test left running goes down too.
+  for (const env of [a.env, b.env]) await runCli(['dev', 'down'], env);
+  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+});
+
+describe('dev up, status and down', () => {
+  beforeAll(async () => {
+    // Both stacks start at once, as two developers' stacks would; the second one is checked further down.
+    const [r, rb] = await Promise.all([runCli(['dev', 'up', '--workers', '1'], a.env), runCli(['dev', 'up', '--workers', '0'], b.env)]);
+    expect(rb.code, rb.stderr).toBe(0);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/^Temporal\s+127\.0\.0\.1:\d+\s+\(started, pid \d+\)/m);
+    expect(r.stdout).toMatch(/^Web UI\s+http:\/\/127\.0\.0\.1:\d+$/m);
+    expect(r.stdout).toMatch(/^PostgreSQL\s+postgres:\/\/postgres@127\.0\.0\.1:\d+\/cronledger\s/m);
+    expect(r.stdout).toMatch(/^Workers\s+worker-1 \(started, pid \d+\)/m);
+    first = await status(a.env);
+  });
+
+  it('reports every part running, with addresses, pids and the temporal binary, and each part answers', async () => {
+    expect(first).toMatchObject({
+      exists: true,
+      dataDir: a.dir,
+      temporalAddress: expect.stringMatching(/^127\.0\.0\.1:\d+$/),
+      uiUrl: expect.stringMatching(/^http:\/\/127\.0\.0\.1:\d+$/),
+      databaseUrl: expect.stringMatching(/^postgres:\/\/postgres@127\.0\.0\.1:\d+\/cronledger$/),
+      temporal: { running: true, pid: expect.any(Number), dbFile: join(a.dir, 'temporal.db') },
+      postgres: { running: true, external: false, pid: expect.any(Number) },
+      workers: [{ id: 'worker-1', running: true, pid: expect.any(Number) }],
+    });
+    expect(isAbsolute(first.temporalCli!) && existsSync(first.temporalCli!)).toBe(true);
+
+    const ui = await fetch(first.uiUrl!);
+    expect(ui.status).toBe(200);
+    expect(await migrationsIn(first.databaseUrl!)).toContain('001_runs.sql');
+    const pollers = await withConnection(first.temporalAddress!, async (c) =>
+      (await c.workflowService.describeTaskQueue({ namespace: 'default', taskQueue: { name: 'cronledger' } })).pollers.map((p) => p.identity),
+    );
+    expect(pollers).toContain('worker-1');
+  });
+
+  it('leaves a running stack alone when asked to start it again', async () => {
+    const r = await runCli(['dev', 'up', '--workers', '1'], a.env);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/^Temporal\s+.*\(already running, pid \d+\)/m);
+    expect(r.stdout).toMatch(/^PostgreSQL\s+.*\(already running, pid \d+\)/m);
+    const again = await status(a.env);
+    expect([again.temporal.pid, again.postgres.pid, again.workers.map((w) => w.pid)]).toEqual([
+      first.temporal.pid,
+      first.postgres.pid,
+      first.workers.map((w) => w.pid),
+    ]);
+  });
+
+  it('runs a second stack side by side when the data dir differs', async () => {
+    const second = await status(b.env);
+    expect(second.temporal.running && second.postgres.running).toBe(true);
+    const ports = (s: StackStatus) => [s.temporal.port, s.temporal.uiPort, s.postgres.port];
+    expect(new Set([...ports(first), ...ports(second)]).size).toBe(6);
+    expect((await fetch(second.uiUrl!)).status).toBe(200);
+    expect((await status(a.env)).temporal.running).toBe(true);
+  });
+
+  it('restarts Temporal alone on the same SQLite file and ports, keeping its workflows', async () => {
+    const before = await status(b.env);
+    const workflowId = 'survives-a-restart';
+    await withConnection(before.temporalAddress!, (connection) =>
+      new WorkflowClient({ connection }).start('noSuchWorkflow', { taskQueue: 'nobody-polls', workflowId }),
+    );
+
+    expect(await stopTemporal(b.dir)).toBe(before.temporal.pid);
+    const stopped = await status(b.env);
+    expect([stopped.temporal.running, stopped.postgres.running]).toEqual([false, true]);
+
+    const restarted = await startTemporal(b.dir);
+    expect(restarted.alreadyRunning).toBe(false);
+    const after = await status(b.env);
+    expect([after.temporalAddress, after.uiUrl, after.temporal.dbFile]).toEqual([before.temporalAddress, before.uiUrl, before.temporal.dbFile]);
+    const described = await withConnection(after.temporalAddress!, (connection) =>
+      new WorkflowClient({ connection }).getHandle(workflowId).describe(),
+    );
+    expect(described.status.name).toBe('RUNNING');
+  });
+
+  it.each(['-1', 'abc', '1.5'])('refuses --workers %s, naming the value, and starts nothing', async (value) => {
+    const c = stackDir();
+    const r = await runCli(['dev', 'up', '--workers', value], c.env);
+    expect(r.code).not.toBe(0);
+    expect(r.stderr).toContain(`--workers "${value}" is not a worker count; use a whole number from 0 to`);
+    expect(r.stderr).not.toMatch(/\n\s+at /);
+    expect(existsSync(join(c.dir, 'stack.json'))).toBe(false);
+  });
+
+  it('stops workers, Temporal and PostgreSQL on dev down, and status then shows nothing running', async () => {
+    const r = await runCli(['dev', 'down'], a.env);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toBe(
+      `stopped worker-1 (pid ${first.workers[0].pid}), Temporal (pid ${first.temporal.pid}), PostgreSQL (pid ${first.postgres.pid})\n`,
+    );
+    const after = await status(a.env);
+    expect(after).toMatchObject({ temporal: { running: false, pid: null }, postgres: { running: false, pid: null }, workers: [] });
+    for (const pid of [first.temporal.pid!, first.postgres.pid!, first.workers[0].pid]) expect(processExists(pid)).toBe(false);
+    for (const port of [first.temporal.port!, first.temporal.uiPort!, first.postgres.port!]) expect(await isPortFree(port)).toBe(true);
+
+    const again = await runCli(['dev', 'down'], a.env);
+    expect(again.stdout).toBe(`nothing was running in ${a.dir}\n`);
+    expect((await status(b.env)).temporal.running).toBe(true); // the other stack is untouched
+  });
+});

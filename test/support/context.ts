@@ -1,0 +1,86 @@
+import type { Client } from '@temporalio/client';
+import { randomUUID } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { basename, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import pg from 'pg';
+import { inject } from 'vitest';
+import { connectClient } from '../../src/client';
+import { createPool } from '../../src/db/pool';
+import './provided';
+
+export interface TestContext {
+  /** The test file's own Temporal namespace, named after the file. */
+  namespace: string;
+  temporalAddress: string;
+  /** A fresh, migrated database for this context only. */
+  databaseUrl: string;
+  pool: pg.Pool;
+  client: Client;
+  /** Unique per context, so workers of one test never pick up another's tasks. */
+  taskQueue: string;
+  /** Environment for CLI subprocesses (runCli) that points them at this context and nothing else. */
+  env: NodeJS.ProcessEnv;
+  close(): Promise<void>;
+}
+
+let contexts = 0;
+
+/** Call with `import.meta.url` in beforeAll; call close() in afterAll. */
+export async function createTestContext(importMetaUrl: string): Promise<TestContext> {
+  const stack = inject('stack');
+  const namespace = basename(fileURLToPath(importMetaUrl), '.test.ts');
+  const database = `t_${namespace.replace(/[^a-z0-9]/gi, '_')}_${process.pid}_${++contexts}`.toLowerCase().slice(0, 63);
+  await adminQuery(stack.adminDatabaseUrl, `create database "${database}" template ${stack.templateDatabase}`);
+  const databaseUrl = withDatabase(stack.adminDatabaseUrl, database);
+  const pool = createPool(databaseUrl);
+  const client = await connectClient({ temporalAddress: stack.temporalAddress, namespace });
+  await client.connection.workflowService.describeNamespace({ namespace }).catch((err: Error) => {
+    throw new Error(
+      `namespace ${namespace} does not exist on the test server (${err.message}); the global setup creates one per test/**/*.test.ts file`,
+    );
+  });
+  // An empty data dir: CLI subprocesses must not find a developer's `dev up` stack, only the env below.
+  const dataDir = mkdtempSync(join(tmpdir(), `cronledger-ctx-${namespace}-`));
+  const taskQueue = `${namespace}-${randomUUID().slice(0, 8)}`;
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    TEMPORAL_ADDRESS: stack.temporalAddress,
+    TEMPORAL_NAMESPACE: namespace,
+    DATABASE_URL: databaseUrl,
+    CRONLEDGER_TASK_QUEUE: taskQueue,
+    CRONLEDGER_DATA_DIR: dataDir,
+  };
+  return {
+    namespace,
+    temporalAddress: stack.temporalAddress,
+    databaseUrl,
+    pool,
+    client,
+    taskQueue,
+    env,
+    async close() {
+      await client.connection.close();
+      await pool.end();
+      await adminQuery(stack.adminDatabaseUrl, `drop database if exists "${database}" with (force)`);
+      rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+async function adminQuery(adminDatabaseUrl: string, sql: string): Promise<void> {
+  const admin = new pg.Client({ connectionString: adminDatabaseUrl });
+  await admin.connect();
+  try {
+    await admin.query(sql);
+  } finally {
+    await admin.end();
+  }
+}
+
+function withDatabase(databaseUrl: string, database: string): string {
+  const url = new URL(databaseUrl);
+  url.pathname = `/${database}`;
+  return url.toString();
+}

@@ -1,0 +1,71 @@
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { basename, join } from 'node:path';
+import pg from 'pg';
+import type { TestProject } from 'vitest/node';
+import { repoRoot } from '../../src/config';
+import { migrate } from '../../src/db/migrate';
+import { createPool } from '../../src/db/pool';
+import { databaseUrlFor } from '../../src/dev/postgres';
+import { startStack, stopStack } from '../../src/dev/stack';
+import type { TestStack } from './provided';
+
+const TEMPLATE_DATABASE = 'cronledger_template';
+
+/**
+ * One real stack for the whole run (Temporal dev server, private PostgreSQL, no workers) in a fresh temp dir.
+ * Test files share it without seeing each other: each gets its own namespace and its own clone of a migrated
+ * template database. The temporal binary comes from the usual resolution, so CRONLEDGER_TEMPORAL_CLI is honoured.
+ */
+export default async function setup(project: TestProject): Promise<() => Promise<void>> {
+  const dataDir = mkdtempSync(join(tmpdir(), 'cronledger-test-'));
+  const teardown = async () => {
+    await stopStack(dataDir);
+    rmSync(dataDir, { recursive: true, force: true });
+  };
+  const started = Date.now();
+  try {
+    // No externalDatabaseUrl: a DATABASE_URL in the developer's shell must never receive test databases.
+    const up = await startStack({ dataDir, workers: 0, namespaces: testFileNamespaces() });
+    const adminDatabaseUrl = databaseUrlFor(up.stack.postgres.port, 'postgres');
+    await createTemplateDatabase(adminDatabaseUrl, databaseUrlFor(up.stack.postgres.port, TEMPLATE_DATABASE));
+    const provided: TestStack = {
+      temporalAddress: up.stack.temporal.address,
+      uiUrl: up.stack.temporal.uiUrl,
+      temporalCli: up.stack.temporal.cli,
+      adminDatabaseUrl,
+      templateDatabase: TEMPLATE_DATABASE,
+      dataDir,
+    };
+    project.provide('stack', provided);
+    process.stderr.write(`test stack up in ${((Date.now() - started) / 1000).toFixed(1)}s: Temporal ${provided.temporalAddress}, UI ${provided.uiUrl}\n`);
+  } catch (err) {
+    await teardown().catch(() => undefined);
+    throw err;
+  }
+  return teardown;
+}
+
+/** A namespace per test file, named after it (test/backfill.test.ts -> backfill), created when the server starts. */
+function testFileNamespaces(): string[] {
+  const testDir = join(repoRoot(), 'test');
+  const files = readdirSync(testDir, { recursive: true, encoding: 'utf8' }).filter((f) => f.endsWith('.test.ts'));
+  return [...new Set(files.map((f) => basename(f, '.test.ts')))];
+}
+
+async function createTemplateDatabase(adminDatabaseUrl: string, templateUrl: string): Promise<void> {
+  const admin = new pg.Client({ connectionString: adminDatabaseUrl });
+  await admin.connect();
+  try {
+    await admin.query(`create database ${TEMPLATE_DATABASE}`);
+  } finally {
+    await admin.end();
+  }
+  // The pool must be closed before anyone clones the template: Postgres refuses to copy a database in use.
+  const pool = createPool(templateUrl, 1);
+  try {
+    await migrate(pool);
+  } finally {
+    await pool.end();
+  }
+}

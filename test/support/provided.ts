@@ -1,0 +1,19 @@
+/** What the global setup hands every test file through `inject('stack')`. */
+export interface TestStack {
+  /** gRPC address of the one Temporal dev server the suite shares (one namespace per test file). */
+  temporalAddress: string;
+  uiUrl: string;
+  /** Absolute path of the temporal binary, for tests that start a server of their own. */
+  temporalCli: string;
+  /** A superuser connection to the `postgres` database of the suite's cluster, for creating databases. */
+  adminDatabaseUrl: string;
+  /** Migrated database that every test context clones (`create database x template y`). */
+  templateDatabase: string;
+  dataDir: string;
+}
+
+declare module 'vitest' {
+  export interface ProvidedContext {
+    stack: TestStack;
+  }
+}
