@@ -1,8 +1,8 @@
-import { historyToJSON } from '@temporalio/common/lib/proto-utils';
+import { execFileSync } from 'node:child_process';
 import { Worker } from '@temporalio/worker';
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { afterAll, beforeAll, expect, inject, it } from 'vitest';
 import { applyPrices, loadPricesFile } from '../src/ledger/prices';
 import { createTestContext, type TestContext } from './support/context';
 import { startWorkers, workflowBundle } from './support/workers';
@@ -55,7 +55,14 @@ it('replays freshly recorded histories of completed, duplicate and failed runs w
     await Worker.runReplayHistory({ workflowBundle: await workflowBundle() }, history, `${ids[i]}-${i}`);
   }
   if (process.env.RECORD_HISTORIES === '1') {
-    histories.forEach((h, i) => writeFileSync(join(FIXTURES, `scheduled-run-${['completed', 'duplicate', 'failed'][i]}.json`), historyToJSON(h)));
+    // Recorded with the temporal CLI, whose JSON is the format Worker.runReplayHistory reads back.
+    ['completed', 'duplicate', 'failed'].forEach((name, i) => {
+      const json = execFileSync(inject('stack').temporalCli, [
+        'workflow', 'show', '--workflow-id', ids[i], '--run-id', runIds[i], '--output', 'json',
+        '--address', ctx.temporalAddress, '--namespace', ctx.namespace,
+      ]);
+      writeFileSync(join(FIXTURES, `scheduled-run-${name}.json`), json);
+    });
   }
 });
 

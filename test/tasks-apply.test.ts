@@ -139,7 +139,7 @@ describe('tasks apply refuses bad input and changes nothing', () => {
     ['four-field cron', { tasks: [task('bad-cron', { cron: '* * * *' })] }, /has 4 fields, not 5/],
     ['unknown time zone', { tasks: [task('bad-zone', { timezone: 'Mars/Olympus' })] }, /"Mars\/Olympus" is not a known IANA time zone/],
     ['duplicate task ids', { tasks: [task('twice'), task('twice')] }, /task id "twice" appears more than once/],
-    ['bad task id', { tasks: [task('Has_Upper')] }, /tasks\[0\]\.id: must be lowercase letters, digits and "-"/],
+    ['bad task id', { tasks: [task('Has_Upper')] }, /task "Has_Upper" \(tasks\[0\]\.id\): must be lowercase letters, digits and "-"/],
     ['unknown field', { tasks: [task('typo', { crno: '* * * * *' })] }, /task "typo" \(tasks\[0\]\)/],
     ['malformed JSON', '{ "tasks": [ { "id": "x", ', /is not valid JSON/],
     ['not an object', '[1, 2, 3]', /is invalid/],
