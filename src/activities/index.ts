@@ -1,8 +1,9 @@
 import type pg from 'pg';
 import type { ModelProvider } from '../models/provider';
 import { createRunActivities } from './run-activities';
+import { createReportActivities, type ReportActivityOptions } from './report-activities';
 
-export interface ActivityDeps {
+export interface ActivityDeps extends ReportActivityOptions {
   pool: pg.Pool;
   provider: ModelProvider;
   workerId: string;
@@ -11,6 +12,7 @@ export interface ActivityDeps {
 /** Every activity the worker registers. Workflows import only this type, never the implementations. */
 export const createActivities = (deps: ActivityDeps) => ({
   ...createRunActivities(deps),
+  ...createReportActivities(deps),
 });
 
 export type Activities = ReturnType<typeof createActivities>;

@@ -1,10 +1,11 @@
-import { ApplicationFailure, Context, log } from '@temporalio/activity';
+import { ApplicationFailure, Context, log, sleep } from '@temporalio/activity';
 import type pg from 'pg';
 import { claimRun, completeRun } from '../db/runs';
 import { UserError } from '../errors';
 import { costOfUsage, type CallKind } from '../ledger/cost';
 import { priceInForce } from '../ledger/prices';
-import { recordUsage } from '../ledger/record-usage';
+import type { LedgerEntry } from '../ledger/entries';
+import { recordUsage, usageKey, type UsageBooking } from '../ledger/record-usage';
 import { BilledCallError, type ModelProvider, type TokenUsage } from '../models/provider';
 import type { SimulateProfile } from '../tasks/tasks-file';
 
@@ -41,7 +42,7 @@ export interface ModelStepResult {
 }
 
 /** Errors that retrying cannot fix: the workflow fails at once and the run is marked failed. */
-export const NON_RETRYABLE_ERRORS = ['NoPriceError', 'InvalidUsageError'];
+export const NON_RETRYABLE_ERRORS = ['NoPriceError', 'InvalidUsageError', 'MissingUsageError'];
 
 export const createRunActivities = (deps: RunActivityDeps) => ({
   async claimRun(input: ClaimRunInput): Promise<{ claimed: boolean; ownerWorkflowRunId: string }> {
@@ -100,12 +101,12 @@ async function callAndBook(
     } catch (err) {
       if (err instanceof BilledCallError) {
         // The provider billed this attempt even though it failed: book it before letting the retry happen.
-        await recordUsage(deps.pool, { ...booking, status: 'failed', usage: err.usage, providerModel: err.providerModel, providerRequestId: err.requestId });
+        await bookPersistently(deps.pool, { ...booking, status: 'failed', usage: err.usage, providerModel: err.providerModel, providerRequestId: err.requestId });
         log.warn('model call failed after usage was reported; booked as failed', { runId: input.runId, step: input.step, attempt });
       }
       throw err;
     }
-    const entry = await recordUsage(deps.pool, {
+    const entry = await bookPersistently(deps.pool, {
       ...booking,
       status: 'ok',
       usage: answer.usage,
@@ -114,12 +115,31 @@ async function callAndBook(
     });
     return { text: answer.output, ledgerEntryId: entry.id, costUsd: entry.cost_usd, usage: answer.usage };
   } catch (err) {
-    if (err instanceof UserError && NON_RETRYABLE_ERRORS.includes(err.name)) {
+    if (err instanceof Error && NON_RETRYABLE_ERRORS.includes(err.name)) {
       throw ApplicationFailure.nonRetryable(err.message, err.name);
     }
     throw err;
   }
 }
+
+/**
+ * Books usage that the provider already billed. A transient database error here must not fail the activity, or its
+ * retry would call (and pay) the provider again while this call stayed unbooked: so the booking itself is retried,
+ * which is harmless because the insert is idempotent on its key. Invalid usage or a missing price fail at once.
+ */
+async function bookPersistently(pool: pg.Pool, booking: UsageBooking): Promise<LedgerEntry> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await recordUsage(pool, booking);
+    } catch (err) {
+      if (err instanceof UserError || attempt >= BOOKING_ATTEMPTS) throw err;
+      log.warn('booking usage failed; retrying the idempotent insert', { key: usageKey(booking), attempt, error: String(err) });
+      await sleep(Math.min(200 * 2 ** attempt, 5_000));
+    }
+  }
+}
+
+const BOOKING_ATTEMPTS = 8;
 
 const context = (input: ModelStepInput, attempt: number) => ({
   taskId: input.taskId,

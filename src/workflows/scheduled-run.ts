@@ -33,7 +33,7 @@ const modelCalls = proxyActivities<Activities>({
     backoffCoefficient: 2,
     maximumInterval: '1 minute',
     maximumAttempts: 5,
-    nonRetryableErrorTypes: ['NoPriceError', 'InvalidUsageError'],
+    nonRetryableErrorTypes: ['NoPriceError', 'InvalidUsageError', 'MissingUsageError'],
   },
 });
 

@@ -1,5 +1,129 @@
-import type { Command } from 'commander';
+import { WorkflowFailedError } from '@temporalio/client';
+import { Option, type Command } from 'commander';
+import { workflowUrl } from '../../config';
+import { REPORT_SCHEDULE_ID } from '../../constants';
+import { UserError } from '../../errors';
+import { displayUsd, parseUsd } from '../../money';
+import { buildReport } from '../../reports/build-report';
+import { monthAt, parseMonth, parseTimeZone } from '../../reports/month';
+import { renderHtml } from '../../reports/render-html';
+import { renderCsv, renderJson, renderMarkdown, renderTable, reportForCut } from '../../reports/render';
+import { ensureReportSchedule, REPORT_CRON, reportScheduleZone } from '../../reports/report-schedule';
+import { terminalProgress } from '../../reports/terminal-progress';
+import type { ReportCut, ReportFormat } from '../../reports/types';
+import { monthlyReportWorkflowId, type MonthlyReportInput, type MonthlyReportResult } from '../../workflows/monthly-report';
+import { withConnections } from '../connect';
+import { printJson } from '../output';
+import { registerRollupsCommands } from './rollups';
 
 export function registerReportCommands(program: Command): void {
-  program.command('report').description('usage reports and the monthly report');
+  const report = program.command('report').description('usage by user, day or model for a month, with unit economics; and the monthly report');
+
+  // The default subcommand, so `report --month ...` works while `report deliver --month ...` keeps its own --month.
+  report
+    .command('show', { isDefault: true })
+    .description('usage for a month by user (default), by day and kind, or by model and kind, with unit economics')
+    .option('--month <YYYY-MM>', 'the month to report')
+    .addOption(new Option('--by <cut>', 'one line per user, per day and kind, or per model and kind').choices(['user', 'day', 'model']).default('user'))
+    .addOption(new Option('--format <format>', 'output format').choices(['table', 'json', 'csv', 'md', 'html']).default('table'))
+    .option('--tz <zone>', 'IANA time zone whose month and day boundaries apply', 'UTC')
+    .action(async (opts: { month?: string; by: ReportCut; format: ReportFormat; tz: string }) => {
+      const month = parseMonth(opts.month);
+      const timeZone = parseTimeZone(opts.tz);
+      await withConnections({ db: true }, async ({ pool }) => {
+        const progress = terminalProgress();
+        const built = await buildReport(pool, { month, timeZone, onProgress: progress.update }).finally(progress.finish);
+        const out =
+          opts.format === 'json'
+            ? renderJson(reportForCut(built, opts.by))
+            : opts.format === 'csv'
+              ? renderCsv(built, [opts.by])
+              : opts.format === 'md'
+                ? renderMarkdown(built)
+                : opts.format === 'html'
+                  ? renderHtml(built)
+                  : renderTable(built, opts.by);
+        process.stdout.write(out);
+      });
+    });
+
+  report
+    .command('schedule')
+    .description(`create or update the ${REPORT_SCHEDULE_ID} schedule (cron "${REPORT_CRON}" in the zone) that runs monthlyReport`)
+    .option('--tz <zone>', 'IANA time zone of the schedule and of the report months', 'UTC')
+    .option('--json', 'print JSON')
+    .action(async (opts: { tz: string; json?: boolean }) => {
+      const timezone = parseTimeZone(opts.tz);
+      await withConnections({ temporal: true }, async ({ client, conn }) => {
+        const outcome = await ensureReportSchedule(client, { timezone, taskQueue: conn.taskQueue });
+        const next = (await client.schedule.getHandle(REPORT_SCHEDULE_ID).describe()).info.nextActionTimes.map((d) => d.toISOString());
+        if (opts.json) return printJson({ scheduleId: REPORT_SCHEDULE_ID, outcome, timezone, nextActionTimes: next });
+        process.stdout.write(`${outcome.padEnd(9)} ${REPORT_SCHEDULE_ID} (${REPORT_CRON} in ${timezone})\n`);
+        if (next.length) process.stdout.write(`next: ${next.slice(0, 2).join(', ')}\n`);
+      });
+    });
+
+  report
+    .command('deliver')
+    .description('run the monthlyReport workflow for a month through Temporal, wait, and print where the artifacts are')
+    .option('--month <YYYY-MM>', 'a past month, or the current one so far')
+    .option('--tz <zone>', "IANA time zone of the month (default: the report schedule's zone, else UTC)")
+    .option('--json', 'print the workflow result as JSON')
+    .action(async (opts: { month?: string; tz?: string; json?: boolean }) => {
+      const month = parseMonth(opts.month);
+      const givenZone = opts.tz === undefined ? undefined : parseTimeZone(opts.tz);
+      await withConnections({ temporal: true }, async ({ client, conn }) => {
+        const timezone = givenZone ?? (await reportScheduleZone(client)) ?? 'UTC';
+        const current = monthAt(new Date(), timezone);
+        if (month > current) {
+          throw new UserError(`--month ${month} has not started yet in ${timezone} (it is ${current} there); deliver a past month or the current one`);
+        }
+        const workflowId = monthlyReportWorkflowId(month);
+        const input: MonthlyReportInput = { month, timezone };
+        const handle = await client.workflow.start('monthlyReport', {
+          workflowId,
+          taskQueue: conn.taskQueue,
+          args: [input],
+          workflowIdReusePolicy: 'ALLOW_DUPLICATE', // running it again regenerates (byte-identical unless the ledger changed)
+          workflowIdConflictPolicy: 'USE_EXISTING', // one already running for this month: wait for that one
+        });
+        const link = workflowUrl(conn, workflowId, handle.firstExecutionRunId);
+        process.stderr.write(`started ${workflowId} on task queue ${conn.taskQueue}${link ? ` (${link})` : ''}\n`);
+        const hint = setTimeout(
+          () => process.stderr.write(`still waiting for ${workflowId}: is a worker polling task queue ${conn.taskQueue}? (\`cronledger dev up\` starts workers)\n`),
+          15_000,
+        );
+        let result: MonthlyReportResult;
+        try {
+          result = await handle.result();
+        } catch (err) {
+          if (err instanceof WorkflowFailedError) {
+            const inner = err.cause?.cause instanceof Error ? err.cause.cause : err.cause;
+            const cause = inner?.message ?? err.message;
+            throw new UserError(`monthly report ${workflowId} failed: ${cause}`, 1);
+          }
+          throw err;
+        } finally {
+          clearTimeout(hint);
+        }
+        if (opts.json) return printJson({ workflowId, ...result });
+        const s = result.summary;
+        process.stdout.write(
+          `report ${result.month} (${result.timeZone})${s.complete ? '' : ', month so far'}: total ${displayUsd(parseUsd(s.totalUsd))}, ` +
+            `${s.calls} calls, ${s.completedRuns} completed runs\n`,
+        );
+        process.stdout.write(`artifacts in ${result.dir}\n`);
+        for (const f of result.files) process.stdout.write(`  ${f.path}\n`);
+        const d = result.delivery;
+        process.stdout.write(
+          d.status === 'posted'
+            ? `delivered to ${d.target}\n`
+            : d.status === 'already-delivered'
+              ? `already delivered at ${d.deliveredAt}; not posted again\n`
+              : 'not delivered: REPORT_WEBHOOK_URL is not set on the workers\n',
+        );
+      });
+    });
+
+  registerRollupsCommands(program);
 }

@@ -1,0 +1,67 @@
+import { ApplicationFailure, Context } from '@temporalio/activity';
+import type pg from 'pg';
+import { UserError } from '../errors';
+import { reportsDir, writeArtifacts } from '../reports/artifacts';
+import { buildReport } from '../reports/build-report';
+import { deliverOnce, WebhookRejectedError } from '../reports/delivery';
+import { parseMonth, parseTimeZone, previousMonthOf } from '../reports/month';
+import type { DeliveryOutcome, GeneratedReport } from '../reports/types';
+
+/** Optional settings of the report activities; unset ones are read from the worker's environment at call time. */
+export interface ReportActivityOptions {
+  /** Where artifacts go: default `$CRONLEDGER_REPORTS_DIR`, else `<data folder>/reports`. */
+  reportsDir?: string;
+  /** Webhook to post the monthly report to: default `$REPORT_WEBHOOK_URL`; an empty string turns delivery off. */
+  reportWebhookUrl?: string;
+}
+
+export interface ReportActivityDeps extends ReportActivityOptions {
+  pool: pg.Pool;
+}
+
+/** UserErrors (a bad month or zone) are the caller's to fix: fail the workflow at once instead of retrying. */
+async function userErrorsFinal<T>(fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (err) {
+    if (err instanceof UserError) throw ApplicationFailure.nonRetryable(err.message, 'UserError');
+    if (err instanceof WebhookRejectedError) throw ApplicationFailure.nonRetryable(err.message, 'WebhookRejected');
+    throw err;
+  }
+}
+
+export const createReportActivities = (deps: ReportActivityDeps) => ({
+  /** The month a scheduled report covers: the one before the nominal time's month, in the schedule's zone. */
+  async resolveReportMonth(input: { scheduledAt: string; timezone: string }): Promise<{ month: string }> {
+    return userErrorsFinal(async () => ({ month: previousMonthOf(new Date(input.scheduledAt), parseTimeZone(input.timezone, 'timezone')) }));
+  },
+
+  /** Refreshes the rollups, aggregates the month with Dinero and writes usage.{json,csv,md,html}. */
+  async generateMonthlyReport(input: { month: string; timezone: string }): Promise<GeneratedReport> {
+    return userErrorsFinal(async () => {
+      const month = parseMonth(input.month, 'month');
+      const timeZone = parseTimeZone(input.timezone, 'timezone');
+      const report = await buildReport(deps.pool, {
+        month,
+        timeZone,
+        onProgress: (p) => Context.current().heartbeat(p),
+      });
+      return writeArtifacts(report, deps.reportsDir ?? reportsDir());
+    });
+  },
+
+  /** Posts the summary to the webhook unless it is off or this month was delivered already. */
+  async deliverMonthlyReport(input: { generated: GeneratedReport }): Promise<DeliveryOutcome> {
+    return userErrorsFinal(async () => {
+      const url = deps.reportWebhookUrl ?? process.env.REPORT_WEBHOOK_URL ?? '';
+      if (!url) return { status: 'not-configured' };
+      const info = Context.current().info;
+      return deliverOnce(deps.pool, {
+        url,
+        generated: input.generated,
+        workflowId: info.workflowExecution?.workflowId,
+        attempt: info.attempt,
+      });
+    });
+  },
+});

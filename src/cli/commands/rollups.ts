@@ -1,0 +1,64 @@
+import type { Command } from 'commander';
+import { parseMonth, parseTimeZone } from '../../reports/month';
+import { readWatermark, rebuildAll, rebuildMonth, refreshRollups, trackedZones, type RebuildResult } from '../../reports/rollups';
+import { withConnections } from '../connect';
+import { printJson, printTable } from '../output';
+import { terminalProgress } from '../../reports/terminal-progress';
+
+export function registerRollupsCommands(program: Command): void {
+  const rollups = program.command('rollups').description('daily usage rollups: derived from the ledger, rebuildable at any time');
+
+  rollups
+    .command('rebuild')
+    .description('recompute rollups from the raw ledger, deterministically (a month, or every month)')
+    .option('--month <YYYY-MM>', 'only this month')
+    .option('--tz <zone>', 'only this time zone (default: every zone rolled up so far)')
+    .option('--json', 'print JSON')
+    .action(async (opts: { month?: string; tz?: string; json?: boolean }) => {
+      const month = opts.month === undefined ? undefined : parseMonth(opts.month);
+      const zone = opts.tz === undefined ? undefined : parseTimeZone(opts.tz);
+      await withConnections({ db: true }, async ({ pool }) => {
+        const zones = zone ? [zone] : await trackedZones(pool);
+        const results: RebuildResult[] = [];
+        for (const z of zones) {
+          const progress = terminalProgress(0);
+          try {
+            if (month) results.push(await rebuildMonth(pool, z, month, progress.update));
+            else results.push(...(await rebuildAll(pool, z, progress.update)));
+          } finally {
+            progress.finish();
+          }
+        }
+        if (opts.json) return printJson({ rebuilt: results });
+        printTable(
+          ['ZONE', 'MONTH', 'BUCKETS', 'ENTRIES'],
+          results.map((r) => [r.zone, r.month, String(r.buckets), r.entries]),
+          [2, 3],
+        );
+      });
+    });
+
+  rollups
+    .command('status')
+    .description('per zone: the watermark (last refresh, highest entry folded in) and entries waiting to be folded in')
+    .option('--refresh', 'fold waiting entries in first')
+    .option('--json', 'print JSON')
+    .action(async (opts: { refresh?: boolean; json?: boolean }) => {
+      await withConnections({ db: true }, async ({ pool }) => {
+        const zones = await trackedZones(pool);
+        const rows = [];
+        for (const z of zones) {
+          if (opts.refresh) await refreshRollups(pool, z);
+          const pending = await pool.query<{ n: string }>('select count(*) as n from rollup_pending where zone = $1', [z]);
+          const months = await pool.query<{ month: string }>('select month from rollup_months where zone = $1 order by month', [z]);
+          rows.push({ ...(await readWatermark(pool, z)), pending: pending.rows[0].n, months: months.rows.map((m) => m.month) });
+        }
+        if (opts.json) return printJson({ zones: rows });
+        printTable(
+          ['ZONE', 'REFRESHED', 'LAST ENTRY', 'FOLDED', 'PENDING', 'MONTHS'],
+          rows.map((r) => [r.zone, r.refreshedAt ?? '-', r.lastEntryId, r.entriesFolded, r.pending, r.months.join(' ') || '-']),
+          [2, 3, 4],
+        );
+      });
+    });
+}

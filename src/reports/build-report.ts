@@ -1,0 +1,211 @@
+import { add, equal } from 'dinero.js/bigint';
+import type pg from 'pg';
+import { parseUsd, toAttoUsd, toExactString, zero, type Money } from '../money';
+import { countPerDollar, moneyPer, RATIO_ROUNDING } from './economics';
+import type { Month } from './month';
+import { ensureMonthRollups, monthBounds, readMonthRollups, type OnProgress, type RollupRow } from './rollups';
+import type { DayLine, Figures, LineType, ModelLine, UsageReport, UserLine } from './types';
+
+/**
+ * Builds the month's report from the daily rollups (refreshed first, never a scan of the raw ledger), adding money
+ * with Dinero on its bigint calculator. Every cut covers the same rollup rows, so each cut's lines add up to the same
+ * totals, which equal the SQL sum of the month's ledger rows to the last digit. Ordering is fully specified (ties
+ * broken by plain code-unit string order), so the same ledger always gives the same report.
+ */
+export async function buildReport(
+  db: pg.Pool,
+  opts: { month: Month; timeZone: string; onProgress?: OnProgress },
+): Promise<UsageReport> {
+  const { month, timeZone: zone, onProgress } = opts;
+  await ensureMonthRollups(db, zone, month, onProgress);
+  const period = await monthBounds(db, zone, month);
+  const rows = await readMonthRollups(db, zone, month, onProgress);
+
+  const total = new Tally();
+  const perLine = new Lines<{ line: LineType }>();
+  const byUser = new Lines<Omit<UserLine, keyof Figures>>();
+  const byDay = new Lines<Omit<DayLine, keyof Figures>>();
+  const byModel = new Lines<Omit<ModelLine, keyof Figures>>();
+  const failed = new Tally();
+  const activeUsers = new Set<string>();
+
+  for (const r of rows) {
+    const line = r.entry_type;
+    total.add(r);
+    perLine.tally({ line }).add(r);
+    byUser.tally({ userId: r.user_id, line }).add(r);
+    byDay.tally({ day: r.day, kind: r.kind, line }).add(r);
+    byModel.tally({ model: r.model, kind: r.kind, line }).add(r);
+    if (line === 'usage') {
+      activeUsers.add(r.user_id);
+      if (r.status === 'failed') failed.add(r);
+    }
+  }
+  const { first: firstEntryId, last: lastEntryId } = await entryIdSpan(db, zone, month);
+
+  const userLines: UserLine[] = byUser
+    .lines()
+    .sort((a, b) => lineOrder(a.line, b.line) || byCostDesc(a, b) || cmp(a.userId, b.userId));
+  const dayLines: DayLine[] = byDay
+    .lines()
+    .sort((a, b) => cmp(a.day, b.day) || lineOrder(a.line, b.line) || kindOrder(a.kind, b.kind));
+  const modelLines: ModelLine[] = byModel
+    .lines()
+    .sort((a, b) => lineOrder(a.line, b.line) || byCostDesc(a, b) || cmpNullable(a.model, b.model) || kindOrder(a.kind, b.kind));
+
+  // Each cut re-adds its own lines: a mismatch with the totals would be a bug here, never something to print.
+  for (const [cut, ls] of [['user', userLines], ['day', dayLines], ['model', modelLines]] as const) {
+    const sum = ls.reduce((m: Money, l) => add(m, parseUsd(l.costUsd)), zero());
+    if (!equal(sum, total.cost)) throw new Error(`report by ${cut} adds up to ${toExactString(sum)}, not ${toExactString(total.cost)}`);
+  }
+
+  const lineCost = (line: LineType) => perLine.tally({ line }).cost;
+  const spend = [lineCost('usage'), lineCost('adjustment'), lineCost('reconciliation')].reduce((a, b) => add(a, b), zero());
+  const runs = await runCounts(db, period.from, period.to);
+  const duplicates = await duplicateRuns(db, period.from, period.to);
+  const users = BigInt(activeUsers.size);
+
+  return {
+    report: 'cronledger-usage',
+    version: 1,
+    month,
+    timeZone: zone,
+    currency: 'USD',
+    period,
+    ledger: {
+      entries: toCount(total.entries),
+      firstEntryId: firstEntryId === null ? null : firstEntryId.toString(),
+      lastEntryId: lastEntryId === null ? null : lastEntryId.toString(),
+    },
+    totals: {
+      ...total.figures(),
+      usageUsd: toExactString(lineCost('usage')),
+      adjustmentsUsd: toExactString(lineCost('adjustment')),
+      reconciliationUsd: toExactString(lineCost('reconciliation')),
+      creditsUsd: toExactString(lineCost('credit')),
+    },
+    byUser: userLines,
+    byDay: dayLines,
+    byModel: modelLines,
+    unitEconomics: {
+      spendUsd: toExactString(spend),
+      completedRuns: toCount(runs.completed),
+      failedRuns: toCount(runs.failed),
+      activeUsers: activeUsers.size,
+      costPerCompletedRunUsd: moneyPer(spend, runs.completed),
+      costPerActiveUserUsd: moneyPer(spend, users),
+      completedRunsPerDollar: countPerDollar(runs.completed, spend),
+      rounding: RATIO_ROUNDING,
+    },
+    failedCalls: { calls: toCount(failed.calls), costUsd: toExactString(failed.cost) },
+    duplicateSkippedRuns: { runs: toCount(duplicates.runs), costUsd: toExactString(duplicates.cost) },
+  };
+}
+
+/** Sums of a set of rollup rows: counts as BigInt, money as Dinero bigint. */
+class Tally {
+  calls = 0n;
+  entries = 0n;
+  promptTokens = 0n;
+  cachedPromptTokens = 0n;
+  completionTokens = 0n;
+  reasoningTokens = 0n;
+  cost: Money = zero();
+
+  add(r: RollupRow): void {
+    const entries = BigInt(r.entries);
+    this.entries += entries;
+    if (r.entry_type === 'usage') this.calls += entries;
+    this.promptTokens += BigInt(r.prompt_tokens);
+    this.cachedPromptTokens += BigInt(r.cached_prompt_tokens);
+    this.completionTokens += BigInt(r.completion_tokens);
+    this.reasoningTokens += BigInt(r.reasoning_tokens);
+    this.cost = add(this.cost, parseUsd(r.cost_usd, 'rollup cost_usd'));
+  }
+
+  figures(): Figures {
+    return {
+      calls: toCount(this.calls),
+      entries: toCount(this.entries),
+      promptTokens: toCount(this.promptTokens),
+      cachedPromptTokens: toCount(this.cachedPromptTokens),
+      completionTokens: toCount(this.completionTokens),
+      reasoningTokens: toCount(this.reasoningTokens),
+      costUsd: toExactString(this.cost),
+    };
+  }
+}
+
+/** Lines of one cut: a Tally per distinct key, created on first sight. */
+class Lines<K> {
+  private readonly map = new Map<string, { key: K; tally: Tally }>();
+
+  tally(key: K): Tally {
+    const id = JSON.stringify(key);
+    let entry = this.map.get(id);
+    if (!entry) this.map.set(id, (entry = { key, tally: new Tally() }));
+    return entry.tally;
+  }
+
+  lines(): (K & Figures)[] {
+    return [...this.map.values()].map((v) => ({ ...v.key, ...v.tally.figures() }));
+  }
+}
+
+/** Counts leave as JSON numbers; one beyond 2^53 would be a corrupt ledger, so refuse rather than round. */
+function toCount(n: bigint): number {
+  if (n > BigInt(Number.MAX_SAFE_INTEGER)) throw new Error(`count ${n} is too large to report exactly`);
+  return Number(n);
+}
+
+const LINE_ORDER: LineType[] = ['usage', 'adjustment', 'reconciliation', 'credit'];
+const lineOrder = (a: LineType, b: LineType) => LINE_ORDER.indexOf(a) - LINE_ORDER.indexOf(b);
+const KIND_ORDER = ['chat', 'embedding', null];
+const kindOrder = (a: string | null, b: string | null) => KIND_ORDER.indexOf(a) - KIND_ORDER.indexOf(b);
+const cmp = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
+const cmpNullable = (a: string | null, b: string | null) => (a === b ? 0 : a === null ? 1 : b === null ? -1 : cmp(a, b));
+const byCostDesc = (a: Figures, b: Figures) => {
+  const x = toAttoUsd(parseUsd(a.costUsd));
+  const y = toAttoUsd(parseUsd(b.costUsd));
+  return x > y ? -1 : x < y ? 1 : 0;
+};
+
+/** The lowest and highest ledger id in the month's rollups: with the entry count, a fingerprint of the month's rows. */
+async function entryIdSpan(db: pg.Pool, zone: string, month: Month): Promise<{ first: bigint | null; last: bigint | null }> {
+  const { rows } = await db.query<{ first: string | null; last: string | null }>(
+    `select min(first_entry_id) as first, max(last_entry_id) as last from usage_rollups
+      where zone = $1 and day between to_date($2 || '-01', 'YYYY-MM-DD') and (to_date($2 || '-01', 'YYYY-MM-DD') + interval '1 month')::date - 1`,
+    [zone, month],
+  );
+  return { first: rows[0].first === null ? null : BigInt(rows[0].first), last: rows[0].last === null ? null : BigInt(rows[0].last) };
+}
+
+/** Runs that claimed their slot inside the month, by outcome (the runs table, not the ledger). */
+async function runCounts(db: pg.Pool, from: string, to: string): Promise<{ completed: bigint; failed: bigint }> {
+  const { rows } = await db.query<{ completed: string; failed: string }>(
+    `select count(*) filter (where status = 'completed') as completed, count(*) filter (where status = 'failed') as failed
+       from runs where claimed_at >= $1 and claimed_at < $2`,
+    [from, to],
+  );
+  return { completed: BigInt(rows[0].completed), failed: BigInt(rows[0].failed) };
+}
+
+/**
+ * Executions that found their slot taken and stopped, detected inside the month, and what they cost. They stop
+ * before any model call, so their cost is expected to be $0; it is measured, not assumed: ledger rows booked under a
+ * duplicate's workflow ID that belongs to no claimed run (a duplicate sharing the owner's ID is indistinguishable
+ * from the owner in the ledger, and the owner's rows are the owner's cost).
+ */
+async function duplicateRuns(db: pg.Pool, from: string, to: string): Promise<{ runs: bigint; cost: Money }> {
+  const { rows } = await db.query<{ runs: string; cost: string }>(
+    `with dups as (
+       select d.workflow_id from run_duplicates d where d.detected_at >= $1 and d.detected_at < $2
+     )
+     select (select count(*) from dups) as runs,
+            (select coalesce(sum(l.cost_usd), 0)::numeric(38, 18) from usage_ledger l
+              where l.run_id in (select workflow_id from dups d where not exists (select 1 from runs r where r.workflow_id = d.workflow_id))
+                and l.created_at >= $1 and l.created_at < $2) as cost`,
+    [from, to],
+  );
+  return { runs: BigInt(rows[0].runs), cost: parseUsd(rows[0].cost) };
+}

@@ -1,0 +1,133 @@
+import type pg from 'pg';
+import { displayUsd, parseUsd } from '../money';
+import type { DeliveryOutcome, GeneratedReport } from './types';
+
+/**
+ * Posting the monthly report to a webhook (Slack incoming webhooks, or anything that takes the same JSON), once.
+ *
+ * Once: report_deliveries records every successful post. A month whose report was generated after the month ended is
+ * posted once, ever; a month still under way is posted once per distinct report, so the final post still happens.
+ * While a delivery runs it holds a per-month advisory lock, so two workflows for the same month never post twice.
+ * The one gap left is a crash between the receiver's 200 and our commit, after which the post is retried: webhooks
+ * offer no idempotency key, so at-least-once is the honest promise for that instant.
+ */
+
+/** The receiver refused the payload (a 4xx other than 408/429): retrying the same request cannot help. */
+export class WebhookRejectedError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'WebhookRejected';
+  }
+}
+
+/** Scheme and host of a webhook URL, safe to print and store (a Slack webhook's path is its secret). */
+export function webhookTarget(url: string): string {
+  try {
+    const u = new URL(url);
+    return `${u.protocol}//${u.host}`;
+  } catch {
+    return '(invalid URL)';
+  }
+}
+
+const usd = (exact: string) => displayUsd(parseUsd(exact));
+const mrkdwn = (s: string) => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
+
+/** A Slack-compatible message: `text` (the fallback and notification line) plus Block Kit blocks. */
+export function slackPayload(g: GeneratedReport): { text: string; blocks: unknown[] } {
+  const s = g.summary;
+  const so = s.complete ? '' : ' (month so far)';
+  const text = `cronledger usage report ${s.month}${so} (${s.timeZone}): total ${usd(s.totalUsd)}, ${s.calls} model calls, ${s.completedRuns} completed runs`;
+  const top = s.topUsers.length
+    ? s.topUsers.map((u, i) => `${i + 1}. \`${mrkdwn(u.userId)}\` ${usd(u.costUsd)}`).join('\n')
+    : '_no usage this month_';
+  return {
+    text,
+    blocks: [
+      { type: 'header', text: { type: 'plain_text', text: `Usage report ${s.month}${so}`.slice(0, 150) } },
+      {
+        type: 'section',
+        fields: [
+          { type: 'mrkdwn', text: `*Total*\n${usd(s.totalUsd)}` },
+          { type: 'mrkdwn', text: `*Model calls*\n${s.calls}` },
+          { type: 'mrkdwn', text: `*Cost per completed run*\n${usd(s.costPerCompletedRunUsd)}` },
+          { type: 'mrkdwn', text: `*Active users*\n${s.activeUsers}` },
+          { type: 'mrkdwn', text: `*Failed calls*\n${s.failedCalls.calls} (${usd(s.failedCalls.costUsd)})` },
+          { type: 'mrkdwn', text: `*Duplicate-skipped runs*\n${s.duplicateSkippedRuns.runs} (${usd(s.duplicateSkippedRuns.costUsd)})` },
+        ],
+      },
+      { type: 'section', text: { type: 'mrkdwn', text: `*Top users*\n${top}` } },
+      {
+        type: 'context',
+        elements: [{ type: 'mrkdwn', text: mrkdwn(`Time zone ${s.timeZone}. Artifacts: ${g.dir} (${g.files.map((f) => f.name).join(', ')})`) }],
+      },
+    ],
+  };
+}
+
+/** POSTs JSON. Network errors, timeouts, 408, 429 and 5xx throw a retryable Error; other non-2xx a WebhookRejectedError. */
+export async function postJson(url: string, body: unknown, timeoutMs = 10_000): Promise<number> {
+  let response: Response;
+  try {
+    response = await fetch(url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+      signal: AbortSignal.timeout(timeoutMs),
+    });
+  } catch (err) {
+    throw new Error(`webhook ${webhookTarget(url)} unreachable: ${(err as Error).message}`);
+  }
+  const detail = (await response.text().catch(() => '')).slice(0, 200);
+  if (response.ok) return response.status;
+  const message = `webhook ${webhookTarget(url)} answered ${response.status}${detail ? `: ${detail}` : ''}`;
+  if (response.status === 408 || response.status === 429 || response.status >= 500) throw new Error(message);
+  throw new WebhookRejectedError(message);
+}
+
+export interface DeliverRequest {
+  url: string;
+  generated: Pick<GeneratedReport, 'month' | 'timeZone' | 'reportSha256' | 'dir' | 'files' | 'summary'>;
+  workflowId?: string;
+  attempt?: number;
+  post?: typeof postJson;
+}
+
+/** Posts the report unless this month (or, for a month under way, this exact report) was delivered already. */
+export async function deliverOnce(db: pg.Pool, req: DeliverRequest): Promise<DeliveryOutcome> {
+  const { month, timeZone, reportSha256, summary } = req.generated;
+  const complete = summary.complete;
+  const client = await db.connect();
+  try {
+    await client.query('begin');
+    const locked = await client.query<{ ok: boolean }>(
+      `select pg_try_advisory_xact_lock(hashtextextended('cronledger-report-delivery:' || $1, 0)) as ok`,
+      [month],
+    );
+    if (!locked.rows[0].ok) throw new Error(`another delivery of ${month} is in progress; retrying`);
+    const done = await client.query<{ delivered_at: Date }>(
+      `select delivered_at from report_deliveries
+        where month = $1 and (complete or (not $2::boolean and report_sha256 = $3))
+        order by delivered_at limit 1`,
+      [month, complete, reportSha256],
+    );
+    if (done.rows.length > 0) {
+      await client.query('commit');
+      return { status: 'already-delivered', deliveredAt: done.rows[0].delivered_at.toISOString() };
+    }
+    const status = await (req.post ?? postJson)(req.url, slackPayload(req.generated as GeneratedReport));
+    const target = webhookTarget(req.url);
+    await client.query(
+      `insert into report_deliveries (month, time_zone, complete, report_sha256, target, workflow_id, attempt, response_status)
+       values ($1, $2, $3, $4, $5, $6, $7, $8)`,
+      [month, timeZone, complete, reportSha256, target, req.workflowId ?? null, req.attempt ?? null, status],
+    );
+    await client.query('commit');
+    return { status: 'posted', target, attempt: req.attempt ?? 1 };
+  } catch (err) {
+    await client.query('rollback').catch(() => undefined);
+    throw err;
+  } finally {
+    client.release();
+  }
+}

@@ -1,0 +1,235 @@
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+import { displayUsd, parseUsd, toAttoUsd } from '../money';
+import { divideHalfEven } from './economics';
+import { daysOf } from './month';
+import type { DayLine, Figures, ModelLine, UsageReport, UserLine } from './types';
+
+/**
+ * usage.html: one self-contained file that opens offline. Chart.js (its UMD build) is inlined; the report's chart
+ * series are embedded as JSON; a Content-Security-Policy allows only these inline scripts (by hash) and no network
+ * fetch of any kind, so opening the file never reaches out. No timestamps: the same report gives the same bytes.
+ */
+
+let chartJsSource: string | undefined;
+
+/** Chart.js's UMD bundle from node_modules, without its source-map comment (a browser would try to fetch the map). */
+export function chartJs(): string {
+  if (chartJsSource === undefined) {
+    const entry = createRequire(import.meta.url).resolve('chart.js'); // .../chart.js/dist/chart.cjs
+    const umd = readFileSync(join(dirname(entry), 'chart.umd.min.js'), 'utf8');
+    chartJsSource = umd.replace(/\n?\/\/# sourceMappingURL=\S*\s*$/, '\n').replace(/<\/script/gi, '<\\/script');
+  }
+  return chartJsSource;
+}
+
+const TOP_USERS = 10;
+
+/**
+ * Chart values in micro-dollars as integer strings: the exact amount rounded half-even to 6 decimals (what the tables
+ * show), still free of floats here. The page turns them into numbers for Chart.js: the presentation edge, and the only
+ * place a money value ever becomes a JS number.
+ */
+const microUsd = (exact: string): string => divideHalfEven(toAttoUsd(parseUsd(exact)), 10n ** 12n).toString();
+
+export interface ChartData {
+  days: string[];
+  daily: { label: string; micro: string[] }[];
+  topUsers: { labels: string[]; micro: string[] };
+  models: { labels: string[]; micro: string[] };
+}
+
+export function chartData(report: UsageReport): ChartData {
+  const days = daysOf(report.month);
+  const series = (pick: (l: DayLine) => boolean) => {
+    const atto = new Map<string, bigint>(days.map((d) => [d, 0n]));
+    for (const l of report.byDay.filter(pick)) atto.set(l.day, (atto.get(l.day) ?? 0n) + toAttoUsd(parseUsd(l.costUsd)));
+    return days.map((d) => divideHalfEven(atto.get(d) ?? 0n, 10n ** 12n).toString());
+  };
+  const usageUsers = report.byUser.filter((l) => l.line === 'usage').slice(0, TOP_USERS);
+  const usageModels = report.byModel.filter((l) => l.line === 'usage');
+  return {
+    days,
+    daily: [
+      { label: 'chat', micro: series((l) => l.line === 'usage' && l.kind === 'chat') },
+      { label: 'embedding', micro: series((l) => l.line === 'usage' && l.kind === 'embedding') },
+      { label: 'adjustments and credits', micro: series((l) => l.line !== 'usage') },
+    ],
+    topUsers: { labels: usageUsers.map((l) => l.userId), micro: usageUsers.map((l) => microUsd(l.costUsd)) },
+    models: {
+      labels: usageModels.map((l) => `${l.model ?? '-'} (${l.kind ?? '-'})`),
+      micro: usageModels.map((l) => microUsd(l.costUsd)),
+    },
+  };
+}
+
+const esc = (s: string): string =>
+  s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;').replace(/'/g, '&#39;');
+
+/** JSON safe inside a <script> element. */
+const scriptJson = (v: unknown): string =>
+  JSON.stringify(v)
+    .replace(/</g, '\\u003c')
+    .replace(/>/g, '\\u003e')
+    .replace(/&/g, '\\u0026')
+    .replace(/\u2028/g, '\\u2028')
+    .replace(/\u2029/g, '\\u2029');
+
+const usd = (exact: string): string => displayUsd(parseUsd(exact));
+
+function table(headers: string[], rows: string[][], numeric: number[], totalRow = false): string {
+  const th = headers.map((h, i) => `<th${numeric.includes(i) ? ' class="n"' : ''}>${esc(h)}</th>`).join('');
+  const tr = rows
+    .map((r, ri) => {
+      const cls = totalRow && ri === rows.length - 1 ? ' class="total"' : '';
+      return `<tr${cls}>${r.map((c, i) => `<td${numeric.includes(i) ? ' class="n"' : ''}>${esc(c)}</td>`).join('')}</tr>`;
+    })
+    .join('\n');
+  return `<table>\n<thead><tr>${th}</tr></thead>\n<tbody>\n${tr}\n</tbody>\n</table>`;
+}
+
+const figures = (f: Figures) => [String(f.calls), String(f.promptTokens), String(f.cachedPromptTokens), String(f.completionTokens), usd(f.costUsd)];
+const FIG_HEADERS = ['Calls', 'Prompt', 'Cached', 'Completion', 'Cost'];
+
+// The page script: draws the three charts from the embedded series. Values arrive as micro-dollar integer strings.
+const PAGE_SCRIPT = `
+(function () {
+  'use strict';
+  var data = JSON.parse(document.getElementById('chart-data').textContent);
+  // Presentation edge: exact micro-dollar strings become numbers only here, to be drawn.
+  var dollars = function (micro) { return micro.map(function (m) { return Number(m) / 1e6; }); };
+  var money = function (v) { return '$' + Number(v).toFixed(6); };
+  var colors = ['#2563eb', '#16a34a', '#dc2626', '#9333ea', '#ea580c', '#0891b2'];
+  Chart.defaults.animation = false;
+  Chart.defaults.responsive = true;
+  Chart.defaults.maintainAspectRatio = false;
+  var tooltip = { callbacks: { label: function (c) { return (c.dataset.label ? c.dataset.label + ': ' : '') + money(c.chart.options.indexAxis === 'y' ? c.parsed.x : c.parsed.y); } } };
+  new Chart(document.getElementById('chart-daily'), {
+    type: 'bar',
+    data: { labels: data.days, datasets: data.daily.map(function (s, i) { return { label: s.label, data: dollars(s.micro), backgroundColor: colors[i] }; }) },
+    options: { plugins: { tooltip: tooltip }, scales: { x: { stacked: true }, y: { stacked: true, ticks: { callback: money } } } }
+  });
+  new Chart(document.getElementById('chart-users'), {
+    type: 'bar',
+    data: { labels: data.topUsers.labels, datasets: [{ label: 'cost', data: dollars(data.topUsers.micro), backgroundColor: colors[0] }] },
+    options: { indexAxis: 'y', plugins: { legend: { display: false }, tooltip: tooltip }, scales: { x: { ticks: { callback: money } } } }
+  });
+  new Chart(document.getElementById('chart-models'), {
+    type: 'bar',
+    data: { labels: data.models.labels, datasets: [{ label: 'cost', data: dollars(data.models.micro), backgroundColor: colors[3] }] },
+    options: { plugins: { legend: { display: false }, tooltip: tooltip }, scales: { y: { ticks: { callback: money } } } }
+  });
+  document.body.setAttribute('data-charts', 'drawn');
+})();
+`;
+
+const CSS = `
+body { font: 14px/1.4 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 24px; color: #111827; }
+h1 { font-size: 22px; margin: 0 0 4px; } h2 { font-size: 17px; margin: 28px 0 8px; }
+.muted { color: #6b7280; }
+.cards { display: flex; flex-wrap: wrap; gap: 12px; margin: 16px 0; }
+.card { border: 1px solid #e5e7eb; border-radius: 8px; padding: 10px 14px; min-width: 150px; }
+.card b { display: block; font-size: 18px; }
+.chart { position: relative; height: 300px; max-width: 1000px; }
+table { border-collapse: collapse; margin: 8px 0; }
+th, td { padding: 4px 10px; border-bottom: 1px solid #e5e7eb; text-align: left; }
+td.n, th.n { text-align: right; font-variant-numeric: tabular-nums; }
+tr.total td { font-weight: 600; border-top: 2px solid #9ca3af; }
+`;
+
+export function renderHtml(report: UsageReport): string {
+  const dataJson = scriptJson(chartData(report));
+  const chartLib = chartJs();
+  const hash = (s: string) => `'sha256-${createHash('sha256').update(s, 'utf8').digest('base64')}'`;
+  const csp = [
+    "default-src 'none'",
+    `script-src ${hash(chartLib)} ${hash(PAGE_SCRIPT)}`,
+    "style-src 'unsafe-inline'",
+    'img-src data:',
+    "connect-src 'none'",
+    "form-action 'none'",
+    "base-uri 'none'",
+  ].join('; ');
+
+  const e = report.unitEconomics;
+  const t = report.totals;
+  const so = report.period.complete ? '' : ' (month so far)';
+  const cards: [string, string][] = [
+    ['Total', usd(t.costUsd)],
+    ['Model calls', String(t.calls)],
+    ['Cost per completed run', usd(e.costPerCompletedRunUsd)],
+    ['Cost per active user', usd(e.costPerActiveUserUsd)],
+    ['Completed runs per dollar', e.completedRunsPerDollar],
+    ['Failed calls', `${report.failedCalls.calls} · ${usd(report.failedCalls.costUsd)}`],
+    ['Duplicate-skipped runs', `${report.duplicateSkippedRuns.runs} · ${usd(report.duplicateSkippedRuns.costUsd)}`],
+  ];
+  const total = (label: string, pad: number) => [label, ...Array(pad).fill(''), ...figures(t)];
+  const userRows = [...report.byUser.map((l: UserLine) => [l.userId, l.line, ...figures(l)]), total('TOTAL', 1)];
+  const dayRows = [...report.byDay.map((l: DayLine) => [l.day, l.kind ?? '-', l.line, ...figures(l)]), total('TOTAL', 2)];
+  const modelRows = [...report.byModel.map((l: ModelLine) => [l.model ?? '-', l.kind ?? '-', l.line, ...figures(l)]), total('TOTAL', 2)];
+  const num = (from: number) => [from, from + 1, from + 2, from + 3, from + 4];
+
+  return `<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="${esc(csp)}">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>${esc(`Usage report ${report.month} (${report.timeZone})`)}</title>
+<style>${CSS}</style>
+</head>
+<body>
+<h1>${esc(`Usage report ${report.month}${so}`)}</h1>
+<div class="muted">${esc(`${report.timeZone} month: ${report.period.from} to ${report.period.to}. Money rounded half-even to 6 decimals; usage.json and usage.csv carry exact amounts.`)}</div>
+<div class="cards">
+${cards.map(([k, v]) => `<div class="card"><span class="muted">${esc(k)}</span><b>${esc(v)}</b></div>`).join('\n')}
+</div>
+<h2>Daily cost by kind</h2>
+<div class="chart"><canvas id="chart-daily" role="img" aria-label="Daily cost by kind"></canvas></div>
+<h2>Top users by cost</h2>
+<div class="chart"><canvas id="chart-users" role="img" aria-label="Top users by cost"></canvas></div>
+<h2>Cost by model</h2>
+<div class="chart"><canvas id="chart-models" role="img" aria-label="Cost by model"></canvas></div>
+<h2>Unit economics</h2>
+${table(
+  ['Metric', 'Value'],
+  [
+    ['Spend (usage, adjustments, reconciliation; excludes credits)', usd(e.spendUsd)],
+    ['Completed runs', String(e.completedRuns)],
+    ['Failed runs', String(e.failedRuns)],
+    ['Active users', String(e.activeUsers)],
+    ['Cost per completed run', usd(e.costPerCompletedRunUsd)],
+    ['Cost per active user', usd(e.costPerActiveUserUsd)],
+    ['Completed runs per dollar', e.completedRunsPerDollar],
+  ],
+  [1],
+)}
+<p class="muted">${esc(`Rounding: ${e.rounding}.`)}</p>
+<h2>Totals</h2>
+${table(
+  ['Line', 'Cost'],
+  [
+    ['usage', usd(t.usageUsd)],
+    ['adjustments', usd(t.adjustmentsUsd)],
+    ['reconciliation', usd(t.reconciliationUsd)],
+    ['credits', usd(t.creditsUsd)],
+    ['total', usd(t.costUsd)],
+  ],
+  [1],
+  true,
+)}
+<h2>By user</h2>
+${table(['User', 'Line', ...FIG_HEADERS], userRows, num(2), true)}
+<h2>By day</h2>
+${table(['Day', 'Kind', 'Line', ...FIG_HEADERS], dayRows, num(3), true)}
+<h2>By model</h2>
+${table(['Model', 'Kind', 'Line', ...FIG_HEADERS], modelRows, num(3), true)}
+<script type="application/json" id="chart-data">${dataJson}</script>
+<script>${chartLib}</script>
+<script>${PAGE_SCRIPT}</script>
+</body>
+</html>
+`;
+}

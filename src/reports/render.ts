@@ -1,0 +1,219 @@
+import { formatTable } from '../cli/output';
+import { displayUsd, parseUsd } from '../money';
+import type { DayLine, Figures, LineType, ModelLine, ReportCut, UsageReport, UserLine } from './types';
+
+/**
+ * Text renderings of a report. Each is a pure function of the report, so the same report gives the same bytes.
+ * Tables and Markdown show money as `$0.000996` (half-even, 6 decimals); JSON and CSV carry the exact decimal strings.
+ */
+
+const usd = (exact: string): string => displayUsd(parseUsd(exact));
+
+type CutLine = UserLine | DayLine | ModelLine;
+
+export const linesOf = (report: UsageReport, cut: ReportCut): CutLine[] =>
+  cut === 'user' ? report.byUser : cut === 'day' ? report.byDay : report.byModel;
+
+/** The report with only one cut's lines, as `report --by X --format json` prints it. */
+export function reportForCut(report: UsageReport, cut: ReportCut) {
+  const { byUser: _u, byDay: _d, byModel: _m, totals, unitEconomics, failedCalls, duplicateSkippedRuns, ...header } = report;
+  return { ...header, by: cut, lines: linesOf(report, cut), totals, unitEconomics, failedCalls, duplicateSkippedRuns };
+}
+
+export const renderJson = (value: unknown): string => `${JSON.stringify(value, null, 2)}\n`;
+
+// ---------------------------------------------------------------------------------------------------------------- table
+
+const keyColumns: Record<ReportCut, { headers: string[]; cells: (l: CutLine) => string[] }> = {
+  user: { headers: ['USER'], cells: (l) => [(l as UserLine).userId] },
+  day: { headers: ['DAY', 'KIND'], cells: (l) => [(l as DayLine).day, (l as DayLine).kind ?? '-'] },
+  model: { headers: ['MODEL', 'KIND'], cells: (l) => [(l as ModelLine).model ?? '-', (l as ModelLine).kind ?? '-'] },
+};
+
+const figureCells = (f: Figures): string[] => [
+  String(f.calls),
+  String(f.promptTokens),
+  String(f.cachedPromptTokens),
+  String(f.completionTokens),
+  usd(f.costUsd),
+];
+
+function cutTable(report: UsageReport, cut: ReportCut): { headers: string[]; rows: string[][]; right: number[] } {
+  const keys = keyColumns[cut];
+  const headers = [...keys.headers, 'LINE', 'CALLS', 'PROMPT', 'CACHED', 'COMPLETION', 'COST'];
+  const rows = linesOf(report, cut).map((l) => [...keys.cells(l), l.line, ...figureCells(l)]);
+  rows.push(['TOTAL', ...keys.headers.slice(1).map(() => ''), '', ...figureCells(report.totals)]);
+  const first = keys.headers.length + 1;
+  return { headers, rows, right: [first, first + 1, first + 2, first + 3, first + 4] };
+}
+
+function title(report: UsageReport, cut?: ReportCut): string {
+  const so = report.period.complete ? '' : ' (month so far)';
+  return `Usage report ${report.month}, ${report.timeZone}${so}${cut ? `, by ${cut}` : ''}`;
+}
+
+function economicsRows(report: UsageReport): [string, string][] {
+  const e = report.unitEconomics;
+  return [
+    ['spend (usage, adjustments, reconciliation; excludes credits)', usd(e.spendUsd)],
+    ['completed runs', String(e.completedRuns)],
+    ['failed runs', String(e.failedRuns)],
+    ['active users', String(e.activeUsers)],
+    ['cost per completed run', usd(e.costPerCompletedRunUsd)],
+    ['cost per active user', usd(e.costPerActiveUserUsd)],
+    ['completed runs per dollar', e.completedRunsPerDollar],
+  ];
+}
+
+function breakdown(report: UsageReport): [string, string][] {
+  const t = report.totals;
+  return [
+    ['usage', usd(t.usageUsd)],
+    ['adjustments', usd(t.adjustmentsUsd)],
+    ['reconciliation', usd(t.reconciliationUsd)],
+    ['credits', usd(t.creditsUsd)],
+    ['total', usd(t.costUsd)],
+  ];
+}
+
+const plural = (n: number, word: string, many = `${word}s`) => `${n} ${n === 1 ? word : many}`;
+
+export function renderTable(report: UsageReport, cut: ReportCut): string {
+  const t = cutTable(report, cut);
+  const pairs = (rows: [string, string][]) => formatTable(['', ''], rows, [1]).split('\n').slice(2).map((l) => `  ${l}`).join('\n');
+  return [
+    title(report, cut),
+    '',
+    formatTable(t.headers, t.rows, t.right),
+    '',
+    'Totals',
+    pairs(breakdown(report)),
+    '',
+    'Unit economics',
+    pairs(economicsRows(report)),
+    '',
+    `Failed calls: ${plural(report.failedCalls.calls, 'call')}, ${usd(report.failedCalls.costUsd)}`,
+    `Duplicate-skipped runs: ${plural(report.duplicateSkippedRuns.runs, 'run')}, ${usd(report.duplicateSkippedRuns.costUsd)}`,
+    '',
+  ].join('\n');
+}
+
+// ------------------------------------------------------------------------------------------------------------------ csv
+
+export const CSV_COLUMNS = [
+  'section', 'line', 'user_id', 'day', 'model', 'kind', 'calls', 'entries', 'prompt_tokens', 'cached_prompt_tokens',
+  'completion_tokens', 'reasoning_tokens', 'cost_usd', 'metric', 'value',
+] as const;
+type CsvRow = Partial<Record<(typeof CSV_COLUMNS)[number], string | number | null>>;
+
+/** RFC 4180 quoting: fields with a comma, quote or line break are quoted, quotes doubled. */
+const csvField = (v: string | number | null | undefined): string => {
+  const s = v === null || v === undefined ? '' : String(v);
+  return /[",\r\n]/.test(s) ? `"${s.replace(/"/g, '""')}"` : s;
+};
+
+const figureFields = (f: Figures): CsvRow => ({
+  calls: f.calls,
+  entries: f.entries,
+  prompt_tokens: f.promptTokens,
+  cached_prompt_tokens: f.cachedPromptTokens,
+  completion_tokens: f.completionTokens,
+  reasoning_tokens: f.reasoningTokens,
+  cost_usd: f.costUsd,
+});
+
+/**
+ * One long table: a `section` column says what a row is (report, by_user, by_day, by_model, total, unit_economics,
+ * failed_calls, duplicate_skipped_runs); columns a section does not use are empty. Money is exact, never rounded.
+ */
+export function renderCsv(report: UsageReport, cuts: ReportCut[] = ['user', 'day', 'model']): string {
+  const rows: CsvRow[] = [
+    { section: 'report', metric: 'month', value: report.month },
+    { section: 'report', metric: 'time_zone', value: report.timeZone },
+    { section: 'report', metric: 'period_from', value: report.period.from },
+    { section: 'report', metric: 'period_to', value: report.period.to },
+    { section: 'report', metric: 'complete', value: String(report.period.complete) },
+  ];
+  for (const cut of cuts) {
+    for (const l of linesOf(report, cut)) {
+      rows.push({
+        section: `by_${cut}`,
+        line: l.line,
+        user_id: 'userId' in l ? l.userId : null,
+        day: 'day' in l ? l.day : null,
+        model: 'model' in l ? l.model : null,
+        kind: 'kind' in l ? l.kind : null,
+        ...figureFields(l),
+      });
+    }
+  }
+  rows.push({ section: 'total', ...figureFields(report.totals) });
+  const lineTotals: [LineType, string][] = [
+    ['usage', report.totals.usageUsd],
+    ['adjustment', report.totals.adjustmentsUsd],
+    ['reconciliation', report.totals.reconciliationUsd],
+    ['credit', report.totals.creditsUsd],
+  ];
+  for (const [line, cost] of lineTotals) rows.push({ section: 'total_by_line', line, cost_usd: cost });
+  const e = report.unitEconomics;
+  const metrics: [string, string | number][] = [
+    ['spend_usd', e.spendUsd],
+    ['completed_runs', e.completedRuns],
+    ['failed_runs', e.failedRuns],
+    ['active_users', e.activeUsers],
+    ['cost_per_completed_run_usd', e.costPerCompletedRunUsd],
+    ['cost_per_active_user_usd', e.costPerActiveUserUsd],
+    ['completed_runs_per_dollar', e.completedRunsPerDollar],
+  ];
+  for (const [metric, value] of metrics) rows.push({ section: 'unit_economics', metric, value });
+  rows.push({ section: 'failed_calls', calls: report.failedCalls.calls, cost_usd: report.failedCalls.costUsd });
+  rows.push({
+    section: 'duplicate_skipped_runs',
+    metric: 'runs',
+    value: report.duplicateSkippedRuns.runs,
+    cost_usd: report.duplicateSkippedRuns.costUsd,
+  });
+  const lines = [CSV_COLUMNS.join(','), ...rows.map((r) => CSV_COLUMNS.map((c) => csvField(r[c])).join(','))];
+  return `${lines.join('\r\n')}\r\n`;
+}
+
+// ------------------------------------------------------------------------------------------------------------- markdown
+
+const mdCell = (s: string): string => s.replace(/\\/g, '\\\\').replace(/\|/g, '\\|').replace(/[\r\n]+/g, ' ');
+
+function mdTable(headers: string[], rows: string[][], right: number[]): string {
+  const align = headers.map((_, i) => (right.includes(i) ? '---:' : '---'));
+  return [headers, align, ...rows].map((r) => `| ${r.map(mdCell).join(' | ')} |`).join('\n');
+}
+
+/** usage.md: the summary, the by-user table, the unit economics and the failed and duplicate slices. */
+export function renderMarkdown(report: UsageReport): string {
+  const t = cutTable(report, 'user');
+  const rows = t.rows.map((r, i) => (i === t.rows.length - 1 ? r.map((c) => (c ? `**${c}**` : c)) : r));
+  const e = report.unitEconomics;
+  return [
+    `# ${title(report)}`,
+    '',
+    `Period: ${report.period.from} to ${report.period.to} (${report.timeZone} month boundaries).`,
+    '',
+    '## Summary',
+    '',
+    `- Total: **${usd(report.totals.costUsd)}** (exact: ${report.totals.costUsd} USD) over ${plural(report.totals.calls, 'model call')}` +
+      ` and ${plural(report.ledger.entries, 'ledger entry', 'ledger entries')}`,
+    ...breakdown(report).slice(0, 4).map(([k, v]) => `- ${k[0].toUpperCase()}${k.slice(1)}: ${v}`),
+    `- Failed calls: ${plural(report.failedCalls.calls, 'call')}, ${usd(report.failedCalls.costUsd)}`,
+    `- Duplicate-skipped runs: ${plural(report.duplicateSkippedRuns.runs, 'run')}, ${usd(report.duplicateSkippedRuns.costUsd)}`,
+    '',
+    '## By user',
+    '',
+    mdTable(t.headers, rows, t.right),
+    '',
+    '## Unit economics',
+    '',
+    mdTable(['Metric', 'Value'], economicsRows(report), [1]),
+    '',
+    `Exact: cost per completed run ${e.costPerCompletedRunUsd} USD, cost per active user ${e.costPerActiveUserUsd} USD. ` +
+      `Rounding: ${e.rounding}. Money in tables is rounded half-even to 6 decimals; usage.json and usage.csv are exact.`,
+    '',
+  ].join('\n');
+}

@@ -1,0 +1,116 @@
+/**
+ * The usage report as data. Money is always an exact decimal string at the ledger scale (18 fractional digits, as
+ * PostgreSQL prints numeric(38,18)); counts are integers. Nothing here is a float.
+ * This file has no imports, so workflow code may import its types.
+ */
+
+export type ReportCut = 'user' | 'day' | 'model';
+export type ReportFormat = 'table' | 'json' | 'csv' | 'md' | 'html';
+
+/** What a line stands for: usage rows, or one kind of correcting entry shown on a line of its own. */
+export type LineType = 'usage' | 'adjustment' | 'reconciliation' | 'credit';
+
+export interface Figures {
+  /** Model calls: usage entries. Corrections are entries but not calls. */
+  calls: number;
+  entries: number;
+  promptTokens: number;
+  cachedPromptTokens: number;
+  completionTokens: number;
+  reasoningTokens: number;
+  costUsd: string;
+}
+
+export interface UserLine extends Figures {
+  userId: string;
+  line: LineType;
+}
+
+export interface DayLine extends Figures {
+  /** Local date in the report's zone, YYYY-MM-DD. */
+  day: string;
+  kind: 'chat' | 'embedding' | null;
+  line: LineType;
+}
+
+export interface ModelLine extends Figures {
+  model: string | null;
+  kind: 'chat' | 'embedding' | null;
+  line: LineType;
+}
+
+export interface UnitEconomics {
+  /** What the ratios divide: usage, adjustments and reconciliation deltas (what the model calls cost); credits excluded. */
+  spendUsd: string;
+  /** Runs that completed, counted by the moment they claimed their slot, inside the month. */
+  completedRuns: number;
+  failedRuns: number;
+  /** Users with at least one model call in the month. */
+  activeUsers: number;
+  costPerCompletedRunUsd: string;
+  costPerActiveUserUsd: string;
+  completedRunsPerDollar: string;
+  rounding: string;
+}
+
+export interface UsageReport {
+  report: 'cronledger-usage';
+  version: 1;
+  month: string;
+  timeZone: string;
+  currency: 'USD';
+  /** The month's first and last instant (exclusive) in UTC; `complete` is false while the month is still under way. */
+  period: { from: string; to: string; complete: boolean };
+  /** The ledger rows the report covers: a fingerprint that changes whenever the month's ledger does. */
+  ledger: { entries: number; firstEntryId: string | null; lastEntryId: string | null };
+  totals: Figures & {
+    usageUsd: string;
+    adjustmentsUsd: string;
+    reconciliationUsd: string;
+    creditsUsd: string;
+  };
+  byUser: UserLine[];
+  byDay: DayLine[];
+  byModel: ModelLine[];
+  unitEconomics: UnitEconomics;
+  failedCalls: { calls: number; costUsd: string };
+  duplicateSkippedRuns: { runs: number; costUsd: string };
+}
+
+/** What the monthly report activity hands back to the workflow (and the workflow to whoever started it). */
+export interface ArtifactFile {
+  name: string;
+  path: string;
+  bytes: number;
+  sha256: string;
+}
+
+export interface ReportSummary {
+  month: string;
+  timeZone: string;
+  complete: boolean;
+  totalUsd: string;
+  spendUsd: string;
+  calls: number;
+  completedRuns: number;
+  activeUsers: number;
+  costPerCompletedRunUsd: string;
+  failedCalls: { calls: number; costUsd: string };
+  duplicateSkippedRuns: { runs: number; costUsd: string };
+  topUsers: { userId: string; costUsd: string }[];
+}
+
+export interface GeneratedReport {
+  month: string;
+  timeZone: string;
+  dir: string;
+  files: ArtifactFile[];
+  /** sha256 of usage.json: the report's content, used to deliver each distinct report of an unfinished month once. */
+  reportSha256: string;
+  summary: ReportSummary;
+}
+
+export type DeliveryOutcome =
+  | { status: 'posted'; target: string; attempt: number }
+  | { status: 'already-delivered'; deliveredAt: string }
+  | { status: 'not-configured' };

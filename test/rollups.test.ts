@@ -1,0 +1,143 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { applyPrices, loadPricesFile } from '../src/ledger/prices';
+import { recordUsage } from '../src/ledger/record-usage';
+import { buildReport } from '../src/reports/build-report';
+import { ensureMonthRollups, rebuildAll, rebuildMonth, refreshRollups } from '../src/reports/rollups';
+import { seedMonth } from './report-fixtures';
+import { runCli } from './support/cli';
+import { createTestContext, type TestContext } from './support/context';
+
+let ctx: TestContext;
+const MONTH = '2026-06';
+
+beforeAll(async () => {
+  ctx = await createTestContext(import.meta.url);
+  await applyPrices(ctx.pool, loadPricesFile('prices/standard.json'), 'test');
+  await seedMonth(ctx.pool, { month: MONTH, users: 4, callsPerUser: 10 });
+});
+
+afterAll(async () => ctx?.close());
+
+/** Every rollup row of a zone and month, in a fixed order, as text. */
+async function snapshot(zone: string, month = MONTH): Promise<string[]> {
+  const { rows } = await ctx.pool.query(
+    `select day::text, user_id, model, kind, entry_type, status, entries, prompt_tokens, cached_prompt_tokens, completion_tokens,
+            reasoning_tokens, cost_usd::text, first_entry_id, last_entry_id
+       from usage_rollups
+      where zone = $1 and to_char(day, 'YYYY-MM') = $2
+      order by 1, 2, 3 nulls first, 4 nulls first, 5, 6`,
+    [zone, month],
+  );
+  return rows.map((r) => JSON.stringify(r));
+}
+
+/** The same buckets computed straight from the raw ledger by an independent query. */
+async function fromLedger(zone: string, month = MONTH): Promise<string[]> {
+  const { rows } = await ctx.pool.query(
+    `select (created_at at time zone $1)::date::text as day, user_id, model, kind, entry_type, status, count(*)::bigint as entries,
+            sum(prompt_tokens)::bigint as prompt_tokens, sum(cached_prompt_tokens)::bigint as cached_prompt_tokens,
+            sum(completion_tokens)::bigint as completion_tokens, sum(reasoning_tokens)::bigint as reasoning_tokens,
+            sum(cost_usd)::text as cost_usd, min(id) as first_entry_id, max(id) as last_entry_id
+       from usage_ledger
+      where to_char(created_at at time zone $1, 'YYYY-MM') = $2
+      group by 1, 2, 3, 4, 5, 6
+      order by 1, 2, 3 nulls first, 4 nulls first, 5, 6`,
+    [zone, month],
+  );
+  return rows.map((r) => JSON.stringify(r));
+}
+
+const call = (key: string, occurredAt: Date, userId = 'user-01', status: 'ok' | 'failed' = 'ok') => ({
+  runId: null,
+  idempotencyKey: key,
+  step: 'chat',
+  attempt: 1,
+  userId,
+  taskId: null,
+  model: 'openai/gpt-4o-mini',
+  kind: 'chat' as const,
+  status,
+  usage: { promptTokens: 777, cachedPromptTokens: 11, completionTokens: 55, reasoningTokens: 5 },
+  providerModel: null,
+  providerRequestId: null,
+  workerId: 'test',
+  occurredAt,
+});
+
+describe.each(['UTC', 'Europe/Berlin'])('rollups in %s', (zone) => {
+  it('kept up incrementally, including late and late-committing entries, equal a rebuild from the raw ledger', async () => {
+    await ensureMonthRollups(ctx.pool, zone, MONTH);
+    expect(await snapshot(zone)).toEqual(await fromLedger(zone));
+    const before = await snapshot(zone);
+    // An instant and user whose chat bucket is rolled up already: late entries back-dated there reopen it.
+    const { rows } = await ctx.pool.query<{ user_id: string; created_at: Date }>(
+      `select user_id, created_at from usage_ledger
+        where entry_type = 'usage' and kind = 'chat' and status = 'ok' and created_at between '2026-06-05' and '2026-06-25'
+        order by id limit 1`,
+    );
+    const bucket = rows[0];
+
+    // A transaction takes its ledger id now but commits only after later entries were folded in.
+    const slow = await ctx.pool.connect();
+    try {
+      await slow.query('begin');
+      await slow.query(
+        `insert into usage_ledger (idempotency_key, entry_type, user_id, model, kind, status, attempt, prompt_tokens, completion_tokens,
+                                   cost_usd, price_version, created_at)
+         values ($1, 'usage', $2, 'openai/gpt-4o-mini', 'chat', 'ok', 1, 1000, 10, '0.000156000000000000', 'v1', $3)`,
+        [`slow-${zone}`, bucket.user_id, bucket.created_at],
+      );
+
+      // Entries that commit meanwhile: one now-ish, two back-dated into buckets rolled up already (one failed).
+      await recordUsage(ctx.pool, call(`late-a-${zone}`, bucket.created_at, bucket.user_id));
+      await recordUsage(ctx.pool, call(`late-b-${zone}`, new Date('2026-06-20T23:59:59Z'), 'user-03', 'failed'));
+      await recordUsage(ctx.pool, call(`new-user-${zone}`, new Date('2026-06-28T12:00:00Z'), 'user-new'));
+      const first = await refreshRollups(ctx.pool, zone);
+      expect(first.entries).toBe(3);
+      expect(first.reopened).toBeGreaterThanOrEqual(1); // late-a landed in a bucket rolled up before: reopened
+      expect(await snapshot(zone)).not.toEqual(before);
+
+      await slow.query('commit');
+    } finally {
+      slow.release();
+    }
+    // The slow entry's id is below the watermark, yet it was queued with its commit and is folded in now.
+    const second = await refreshRollups(ctx.pool, zone);
+    expect(second.entries).toBe(1);
+    expect(second.reopened).toBe(1);
+    expect(BigInt(second.watermark.lastEntryId)).toBeGreaterThan(0n);
+
+    const incremental = await snapshot(zone);
+    expect(incremental).toEqual(await fromLedger(zone));
+    expect(incremental.some((r) => r.includes('"user-new"'))).toBe(true);
+
+    const rebuilt = await rebuildMonth(ctx.pool, zone, MONTH);
+    expect(rebuilt.buckets).toBe(incremental.length);
+    expect(await snapshot(zone)).toEqual(incremental);
+  });
+});
+
+describe('rebuild', () => {
+  it('is deterministic, covers every month, and a report read afterwards is unchanged', async () => {
+    const report = await buildReport(ctx.pool, { month: MONTH, timeZone: 'UTC' });
+    const results = await rebuildAll(ctx.pool, 'UTC');
+    expect(results.map((r) => r.month)).toContain(MONTH);
+    const once = await snapshot('UTC');
+    await rebuildAll(ctx.pool, 'UTC');
+    expect(await snapshot('UTC')).toEqual(once);
+    expect(await buildReport(ctx.pool, { month: MONTH, timeZone: 'UTC' })).toEqual(report);
+  });
+
+  it('runs from the CLI: `rollups rebuild --month` recomputes the same rows, and a bad month is refused', async () => {
+    const before = await snapshot('UTC');
+    const r = await runCli(['rollups', 'rebuild', '--month', MONTH, '--tz', 'UTC', '--json'], ctx.env);
+    expect(r.code, r.stderr).toBe(0);
+    const out = JSON.parse(r.stdout) as { rebuilt: { zone: string; month: string; buckets: number }[] };
+    expect(out.rebuilt).toEqual([expect.objectContaining({ zone: 'UTC', month: MONTH, buckets: before.length })]);
+    expect(await snapshot('UTC')).toEqual(before);
+
+    const bad = await runCli(['rollups', 'rebuild', '--month', '2026-6'], ctx.env);
+    expect(bad.code).not.toBe(0);
+    expect(bad.stderr).toContain('--month "2026-6" is not a month: write it as YYYY-MM');
+  });
+});
