@@ -41,12 +41,17 @@ export interface Connections {
  * Where Temporal and PostgreSQL are: TEMPORAL_ADDRESS / DATABASE_URL win, then the stack in the data folder.
  * Fails with the fix when neither says.
  */
-export function resolveConnections(env: NodeJS.ProcessEnv = process.env): Connections {
+export function resolveConnections(
+  env: NodeJS.ProcessEnv = process.env,
+  needs: { temporal?: boolean; db?: boolean } = { temporal: true, db: true },
+): Connections {
   const stack = readStackFile();
   const temporalAddress = env.TEMPORAL_ADDRESS ?? stack?.temporal.address;
   const databaseUrl = env.DATABASE_URL ?? stack?.postgres.databaseUrl;
-  if (!temporalAddress || !databaseUrl) {
-    const missing = [!temporalAddress && 'TEMPORAL_ADDRESS', !databaseUrl && 'DATABASE_URL'].filter(Boolean).join(' and ');
+  const missing = [needs.temporal && !temporalAddress && 'TEMPORAL_ADDRESS', needs.db && !databaseUrl && 'DATABASE_URL']
+    .filter(Boolean)
+    .join(' and ');
+  if (missing) {
     throw new UserError(
       `no running stack found in ${dataDir()} and ${missing} not set.\n` +
         `Start one with \`npx cronledger dev up\`, or set ${missing} (and CRONLEDGER_DATA_DIR if your stack lives elsewhere).`,
@@ -55,9 +60,9 @@ export function resolveConnections(env: NodeJS.ProcessEnv = process.env): Connec
   const uiUrl =
     env.TEMPORAL_UI_URL ?? (stack && stack.temporal.address === temporalAddress ? stack.temporal.uiUrl : undefined);
   return {
-    temporalAddress,
+    temporalAddress: temporalAddress ?? '',
     namespace: env.TEMPORAL_NAMESPACE ?? stack?.namespace ?? 'default',
-    databaseUrl,
+    databaseUrl: databaseUrl ?? '',
     uiUrl,
     taskQueue: env.CRONLEDGER_TASK_QUEUE ?? DEFAULT_TASK_QUEUE,
   };

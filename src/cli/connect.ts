@@ -13,7 +13,7 @@ export async function withConnections<T>(
   needs: { temporal?: boolean; db?: boolean },
   body: (c: { conn: Connections; client: Client; pool: pg.Pool }) => Promise<T>,
 ): Promise<T> {
-  const conn = resolveConnections();
+  const conn = resolveConnections(process.env, needs);
   let client: Client | undefined;
   let pool: pg.Pool | undefined;
   try {

@@ -3,6 +3,7 @@ import { UserError } from '../errors';
 import { bareModel } from './mock-provider';
 import {
   BilledCallError,
+  MissingUsageError,
   type ChatRequest,
   type ChatResult,
   type EmbeddingRequest,
@@ -53,7 +54,7 @@ export function createOpenAIProvider(env: NodeJS.ProcessEnv = process.env): Mode
       const response = await client.embeddings.create({ model: bareModel(req.model), input: req.input, encoding_format: 'float' });
       const requestId = response._request_id ?? null;
       if (!response.usage || response.usage.prompt_tokens === undefined) {
-        throw new Error(`OpenAI embedding response ${requestId ?? '(no id)'} carries no usage (usage.prompt_tokens); its cost cannot be booked`);
+        throw new MissingUsageError(`OpenAI embedding response ${requestId ?? '(no id)'} carries no usage (usage.prompt_tokens); its cost cannot be booked`);
       }
       const usage: TokenUsage = { promptTokens: response.usage.prompt_tokens, cachedPromptTokens: 0, completionTokens: 0, reasoningTokens: 0 };
       const vector = response.data?.[0]?.embedding;
@@ -67,7 +68,7 @@ export function createOpenAIProvider(env: NodeJS.ProcessEnv = process.env): Mode
 
 function chatUsage(u: OpenAI.CompletionUsage | undefined, requestId: string | null): TokenUsage {
   if (!u || u.prompt_tokens === undefined || u.completion_tokens === undefined) {
-    throw new Error(`OpenAI chat response ${requestId ?? '(no id)'} carries no usage (prompt_tokens/completion_tokens); its cost cannot be booked`);
+    throw new MissingUsageError(`OpenAI chat response ${requestId ?? '(no id)'} carries no usage (prompt_tokens/completion_tokens); its cost cannot be booked`);
   }
   // Counts only: validateUsage rejects anything that is not a whole number in range before it is booked.
   return {

@@ -65,3 +65,14 @@ export interface ModelProvider {
   chat(request: ChatRequest): Promise<ChatResult>;
   embed(request: EmbeddingRequest): Promise<EmbeddingResult>;
 }
+
+/**
+ * The provider answered without usage, so the call cannot be booked. Not retried: a provider that omits usage keeps
+ * omitting it, and each retry could be billed without a ledger row.
+ */
+export class MissingUsageError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'MissingUsageError';
+  }
+}

@@ -3,6 +3,7 @@ import { UserError } from '../../errors';
 import { adjustEntry, creditUser, listEntries, type LedgerEntry } from '../../ledger/entries';
 import { displayUsd, parseUsd } from '../../money';
 import { withConnections } from '../connect';
+import { parseCount } from '../options';
 import { printJson, printTable } from '../output';
 
 /**
@@ -25,9 +26,9 @@ export function registerLedgerCommands(program: Command): void {
     .option('--json', 'print JSON (money as exact decimal strings)')
     .action(async (opts: { run?: string; user?: string; limit: string; json?: boolean }) => {
       if (opts.run && opts.user) throw new UserError('give --run or --user, not both');
-      if (!/^\d{1,9}$/.test(opts.limit) || opts.limit === '0') throw new UserError(`--limit ${opts.limit} must be a whole number from 1`);
+      const limit = parseCount('--limit', opts.limit);
       await withConnections({ db: true }, async ({ pool }) => {
-        const entries = await listEntries(pool, { runId: opts.run, userId: opts.user, limit: Number.parseInt(opts.limit, 10) });
+        const entries = await listEntries(pool, { runId: opts.run, userId: opts.user, limit });
         if (opts.json) return printJson({ entries: entries.map(entryJson) });
         if (entries.length === 0) {
           process.stdout.write('no ledger entries match\n');

@@ -2,6 +2,7 @@ import type { Command } from 'commander';
 import { workflowUrl } from '../../config';
 import { listRuns } from '../../db/runs';
 import { withConnections } from '../connect';
+import { parseCount } from '../options';
 import { printJson, printTable } from '../output';
 
 export function registerRunsCommand(program: Command): void {
@@ -12,8 +13,9 @@ export function registerRunsCommand(program: Command): void {
     .option('--limit <n>', 'how many, newest first', '50')
     .option('--json', 'print JSON')
     .action(async (opts: { task?: string; limit: string; json?: boolean }) => {
+      const limit = parseCount('--limit', opts.limit);
       await withConnections({ db: true }, async ({ pool, conn }) => {
-        const runs = await listRuns(pool, { taskId: opts.task, limit: Number.parseInt(opts.limit, 10) || 50 });
+        const runs = await listRuns(pool, { taskId: opts.task, limit });
         const rows = runs.map((r) => ({
           taskId: r.task_id,
           scheduledMinute: `${r.scheduled_minute.toISOString().slice(0, 16)}Z`,
