@@ -5,6 +5,7 @@ export default defineConfig({
     include: ['test/**/*.test.ts'],
     // One real Temporal dev server and PostgreSQL for the run; see test/support/global-setup.ts.
     globalSetup: ['test/support/global-setup.ts'],
+    setupFiles: ['test/support/quiet-runtime.ts'],
     // Tests talk to real servers and some wait for real minute boundaries.
     testTimeout: 120_000,
     hookTimeout: 180_000,
