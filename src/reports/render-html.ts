@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
-import { displayUsd, parseUsd, toAttoUsd } from '../money';
+import { displayUsd, formatScaled, parseUsd, toAttoUsd } from '../money';
 import { divideHalfEven } from './economics';
 import { daysOf } from './month';
 import type { DayLine, Figures, ModelLine, UsageReport, UserLine } from './types';
@@ -34,12 +34,16 @@ const TOP_USERS = 10;
  */
 const microUsd = (exact: string): string => divideHalfEven(toAttoUsd(parseUsd(exact)), 10n ** 12n).toString();
 
+/** Chart series: `micro` to draw, `shown` (the same amounts as `$0.000123`, formatted exactly here) for tooltips. */
 export interface ChartData {
   days: string[];
-  daily: { label: string; micro: string[] }[];
-  topUsers: { labels: string[]; micro: string[] };
-  models: { labels: string[]; micro: string[] };
+  daily: { label: string; micro: string[]; shown: string[] }[];
+  topUsers: { labels: string[]; micro: string[]; shown: string[] };
+  models: { labels: string[]; micro: string[]; shown: string[] };
 }
+
+const shownOf = (micro: string[]): string[] =>
+  micro.map((m) => (m.startsWith('-') ? `-$${formatScaled(-BigInt(m), 6n)}` : `$${formatScaled(BigInt(m), 6n)}`));
 
 export function chartData(report: UsageReport): ChartData {
   const days = daysOf(report.month);
@@ -50,18 +54,19 @@ export function chartData(report: UsageReport): ChartData {
   };
   const usageUsers = report.byUser.filter((l) => l.line === 'usage').slice(0, TOP_USERS);
   const usageModels = report.byModel.filter((l) => l.line === 'usage');
+  const withShown = <T extends { micro: string[] }>(series: T) => ({ ...series, shown: shownOf(series.micro) });
   return {
     days,
     daily: [
-      { label: 'chat', micro: series((l) => l.line === 'usage' && l.kind === 'chat') },
-      { label: 'embedding', micro: series((l) => l.line === 'usage' && l.kind === 'embedding') },
-      { label: 'adjustments and credits', micro: series((l) => l.line !== 'usage') },
+      withShown({ label: 'chat', micro: series((l) => l.line === 'usage' && l.kind === 'chat') }),
+      withShown({ label: 'embedding', micro: series((l) => l.line === 'usage' && l.kind === 'embedding') }),
+      withShown({ label: 'adjustments and credits', micro: series((l) => l.line !== 'usage') }),
     ],
-    topUsers: { labels: usageUsers.map((l) => l.userId), micro: usageUsers.map((l) => microUsd(l.costUsd)) },
-    models: {
+    topUsers: withShown({ labels: usageUsers.map((l) => l.userId), micro: usageUsers.map((l) => microUsd(l.costUsd)) }),
+    models: withShown({
       labels: usageModels.map((l) => `${l.model ?? '-'} (${l.kind ?? '-'})`),
       micro: usageModels.map((l) => microUsd(l.costUsd)),
-    },
+    }),
   };
 }
 
@@ -100,26 +105,27 @@ const PAGE_SCRIPT = `
   var data = JSON.parse(document.getElementById('chart-data').textContent);
   // Presentation edge: exact micro-dollar strings become numbers only here, to be drawn.
   var dollars = function (micro) { return micro.map(function (m) { return Number(m) / 1e6; }); };
-  var money = function (v) { return '$' + Number(v).toFixed(6); };
   var colors = ['#2563eb', '#16a34a', '#dc2626', '#9333ea', '#ea580c', '#0891b2'];
   Chart.defaults.animation = false;
   Chart.defaults.responsive = true;
   Chart.defaults.maintainAspectRatio = false;
-  var tooltip = { callbacks: { label: function (c) { return (c.dataset.label ? c.dataset.label + ': ' : '') + money(c.chart.options.indexAxis === 'y' ? c.parsed.x : c.parsed.y); } } };
+  // Tooltips show the exact amounts formatted by cronledger, never a float rendered back to text.
+  var tooltip = { callbacks: { label: function (c) { return (c.dataset.label ? c.dataset.label + ': ' : '') + c.dataset.shown[c.dataIndex]; } } };
+  var usdAxis = { title: { display: true, text: 'USD' } };
   new Chart(document.getElementById('chart-daily'), {
     type: 'bar',
-    data: { labels: data.days, datasets: data.daily.map(function (s, i) { return { label: s.label, data: dollars(s.micro), backgroundColor: colors[i] }; }) },
-    options: { plugins: { tooltip: tooltip }, scales: { x: { stacked: true }, y: { stacked: true, ticks: { callback: money } } } }
+    data: { labels: data.days, datasets: data.daily.map(function (s, i) { return { label: s.label, data: dollars(s.micro), shown: s.shown, backgroundColor: colors[i] }; }) },
+    options: { plugins: { tooltip: tooltip }, scales: { x: { stacked: true }, y: Object.assign({ stacked: true }, usdAxis) } }
   });
   new Chart(document.getElementById('chart-users'), {
     type: 'bar',
-    data: { labels: data.topUsers.labels, datasets: [{ label: 'cost', data: dollars(data.topUsers.micro), backgroundColor: colors[0] }] },
-    options: { indexAxis: 'y', plugins: { legend: { display: false }, tooltip: tooltip }, scales: { x: { ticks: { callback: money } } } }
+    data: { labels: data.topUsers.labels, datasets: [{ label: 'cost', data: dollars(data.topUsers.micro), shown: data.topUsers.shown, backgroundColor: colors[0] }] },
+    options: { indexAxis: 'y', plugins: { legend: { display: false }, tooltip: tooltip }, scales: { x: usdAxis } }
   });
   new Chart(document.getElementById('chart-models'), {
     type: 'bar',
-    data: { labels: data.models.labels, datasets: [{ label: 'cost', data: dollars(data.models.micro), backgroundColor: colors[3] }] },
-    options: { plugins: { legend: { display: false }, tooltip: tooltip }, scales: { y: { ticks: { callback: money } } } }
+    data: { labels: data.models.labels, datasets: [{ label: 'cost', data: dollars(data.models.micro), shown: data.models.shown, backgroundColor: colors[3] }] },
+    options: { plugins: { legend: { display: false }, tooltip: tooltip }, scales: { y: usdAxis } }
   });
   document.body.setAttribute('data-charts', 'drawn');
 })();
