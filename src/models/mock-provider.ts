@@ -14,7 +14,7 @@ import {
 const EMBEDDING_DIMENSIONS = 16;
 
 /**
- * The offline default. Replies are a pure function of (model, prompt), and usage is the real token count of the
+ * The offline default. Replies are a pure function of (model, prompt), and usage is the actual token count of the
  * prompt and reply under the model's own tokenizer, unless the task's `simulate` profile overrides it to cost a
  * planned workload. `simulate.failFirstAttempts: N` makes the first N attempts fail after usage was produced.
  */

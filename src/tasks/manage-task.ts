@@ -35,7 +35,7 @@ export async function listTasks(client: Client, pool: pg.Pool): Promise<TaskList
       timezone: task?.timezone ?? '?',
       userId: task?.userId ?? '?',
       paused: d.state.paused,
-      nextFireTimes: d.info.nextActionTimes.slice(0, 3).map((t) => t.toISOString()),
+      nextFireTimes: d.info.nextActionTimes.slice(0, 3).map((t) => t.toISOString().replace('.000Z', 'Z')),
       lastRuns: runs.map((r) => ({
         scheduledMinute: r.scheduled_minute.toISOString(),
         status: r.status,
