@@ -1,5 +1,4 @@
 import { WorkflowFailedError } from '@temporalio/client';
-import { NativeConnection } from '@temporalio/worker';
 import { randomUUID } from 'node:crypto';
 import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -16,11 +15,10 @@ import { MockProvider } from '../src/models/mock-provider';
 import type { ChatRequest, EmbeddingRequest, ModelProvider, TokenUsage } from '../src/models/provider';
 import { costAtPerMillion, parseUsd, sumMoney, toAttoUsd, toExactString } from '../src/money';
 import type { SimulateProfile } from '../src/tasks/tasks-file';
-import { createCronledgerWorker } from '../src/worker-setup';
 import type { ScheduledRunInput, ScheduledRunResult } from '../src/workflows/scheduled-run';
 import { runCli } from './support/cli';
 import { createTestContext, type TestContext } from './support/context';
-import { workflowBundle } from './support/workers';
+import { startWorkers } from './support/workers';
 
 let ctx: TestContext;
 const STANDARD_PRICES = fileURLToPath(new URL('../prices/standard.json', import.meta.url));
@@ -68,26 +66,15 @@ async function runScheduled(
     embeddingModel: opts.embeddingModel ?? 'openai/text-embedding-3-small',
     ...(opts.simulate ? { simulate: opts.simulate } : {}),
   };
-  const connection = await NativeConnection.connect({ address: ctx.temporalAddress });
-  try {
-    const worker = await createCronledgerWorker({
-      connection,
-      namespace: ctx.namespace,
-      taskQueue,
-      workflowBundle: await workflowBundle(),
-      deps: { pool: ctx.pool, provider: opts.provider ?? new MockProvider(), workerId: 'worker-ledger-test' },
-    });
-    const outcome = await worker.runUntil(async () => {
-      const handle = await ctx.client.workflow.start('scheduledRun', { args: [input], workflowId, taskQueue });
-      return handle.result().then(
-        (result: ScheduledRunResult) => ({ result, error: undefined as unknown }),
-        (error: unknown) => ({ result: undefined, error }),
-      );
-    });
-    return { workflowId, ...outcome };
-  } finally {
-    await connection.close();
-  }
+  const fleet = await startWorkers({ ...ctx, taskQueue }, 1, { provider: opts.provider ?? new MockProvider() });
+  const outcome = await fleet.runWhile(async () => {
+    const handle = await ctx.client.workflow.start('scheduledRun', { args: [input], workflowId, taskQueue });
+    return handle.result().then(
+      (result: ScheduledRunResult) => ({ result, error: undefined as unknown }),
+      (error: unknown) => ({ result: undefined, error }),
+    );
+  });
+  return { workflowId, ...outcome };
 }
 
 /** Every message and failure type down an error's cause chain (WorkflowFailedError → ActivityFailure → ApplicationFailure). */

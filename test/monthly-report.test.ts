@@ -1,4 +1,4 @@
-import { NativeConnection, Worker } from '@temporalio/worker';
+import { Worker } from '@temporalio/worker';
 import { createServer, type Server } from 'node:http';
 import { mkdtemp, readFile } from 'node:fs/promises';
 import type { AddressInfo } from 'node:net';
@@ -7,16 +7,14 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { REPORT_SCHEDULE_ID } from '../src/constants';
 import { applyPrices, loadPricesFile } from '../src/ledger/prices';
-import { MockProvider } from '../src/models/mock-provider';
 import { previousMonthOf } from '../src/reports/month';
 import { ensureReportSchedule } from '../src/reports/report-schedule';
-import { createCronledgerWorker } from '../src/worker-setup';
 import type { MonthlyReportResult } from '../src/workflows/monthly-report';
 import { atto, ledgerSums, seedMonth } from './report-fixtures';
 import { runCli } from './support/cli';
 import { createTestContext, type TestContext } from './support/context';
 import { waitFor } from './support/wait';
-import { workflowBundle } from './support/workers';
+import { startWorkers, workflowBundle } from './support/workers';
 
 let ctx: TestContext;
 let reportsRoot: string;
@@ -58,57 +56,46 @@ const posted = () => hook.requests.filter((r) => r.status === 200);
 
 describe('monthlyReport through Temporal', () => {
   it('writes the four artifacts, delivers once despite a flaky webhook, and a second run is byte-identical and silent', async () => {
-    const connection = await NativeConnection.connect({ address: ctx.temporalAddress });
-    const worker = await createCronledgerWorker({
-      connection,
-      namespace: ctx.namespace,
-      taskQueue: ctx.taskQueue,
-      workflowBundle: await workflowBundle(),
-      deps: { pool: ctx.pool, provider: new MockProvider(), workerId: 'report-worker', reportsDir: reportsRoot, reportWebhookUrl: hook.url },
+    const fleet = await startWorkers(ctx, 1, { reportsDir: reportsRoot, reportWebhookUrl: hook.url });
+    await fleet.runWhile(async () => {
+      // `report deliver` starts the workflow through Temporal, waits, and prints where the artifacts are.
+      const first = await runCli(['report', 'deliver', '--month', MONTH, '--tz', 'UTC', '--json'], ctx.env);
+      expect(first.code, first.stderr).toBe(0);
+      const r1 = JSON.parse(first.stdout) as MonthlyReportResult & { workflowId: string };
+      expect(r1.workflowId).toBe(`report-monthly-${MONTH}`);
+      expect(r1.dir).toBe(join(reportsRoot, MONTH));
+      expect(r1.files.map((f) => f.name)).toEqual(['usage.json', 'usage.csv', 'usage.md', 'usage.html']);
+      expect(r1.delivery).toEqual({ status: 'posted', target: new URL(hook.url).origin, attempt: 3 });
+
+      // Two 503s, then one accepted post, with a Slack-compatible body.
+      expect(hook.requests.map((r) => r.status)).toEqual([503, 503, 200]);
+      const payload = JSON.parse(posted()[0].body) as { text: string; blocks: { type: string }[] };
+      expect(payload.text).toContain(`usage report ${MONTH}`);
+      expect(payload.blocks.map((b) => b.type)).toEqual(['header', 'section', 'section', 'context']);
+      expect(JSON.stringify(payload)).toContain(r1.dir);
+
+      // The artifacts hold the ledger's exact total.
+      const json = JSON.parse(await readFile(join(r1.dir, 'usage.json'), 'utf8')) as { totals: { costUsd: string } };
+      expect(atto(json.totals.costUsd)).toBe(atto((await ledgerSums(ctx.pool, 'UTC', MONTH, 'total')).get('total')!));
+      const bytes = await readAll(r1);
+
+      // Again: same ID (the previous run is closed, so it runs anew), same bytes, no second post.
+      const second = await runCli(['report', 'deliver', '--month', MONTH, '--tz', 'UTC'], ctx.env);
+      expect(second.code, second.stderr).toBe(0);
+      expect(second.stdout).toContain(`artifacts in ${join(reportsRoot, MONTH)}`);
+      expect(second.stdout).toContain('already delivered');
+      const runs = await ctx.client.workflow.count(`WorkflowId = 'report-monthly-${MONTH}'`);
+      expect(runs.count).toBe(2);
+      const again = await readAll(r1);
+      again.forEach((b, i) => expect(b.equals(bytes[i]), r1.files[i].name).toBe(true));
+      expect(hook.requests).toHaveLength(3);
+      const deliveries = await ctx.pool.query('select month, complete, attempt from report_deliveries');
+      expect(deliveries.rows).toEqual([{ month: MONTH, complete: true, attempt: 3 }]);
+
+      // The workflow replays from its history: deterministic.
+      const history = await ctx.client.workflow.getHandle(`report-monthly-${MONTH}`).fetchHistory();
+      await Worker.runReplayHistory({ workflowBundle: await workflowBundle() }, history);
     });
-    try {
-      await worker.runUntil(async () => {
-        // `report deliver` starts the workflow through Temporal, waits, and prints where the artifacts are.
-        const first = await runCli(['report', 'deliver', '--month', MONTH, '--tz', 'UTC', '--json'], ctx.env);
-        expect(first.code, first.stderr).toBe(0);
-        const r1 = JSON.parse(first.stdout) as MonthlyReportResult & { workflowId: string };
-        expect(r1.workflowId).toBe(`report-monthly-${MONTH}`);
-        expect(r1.dir).toBe(join(reportsRoot, MONTH));
-        expect(r1.files.map((f) => f.name)).toEqual(['usage.json', 'usage.csv', 'usage.md', 'usage.html']);
-        expect(r1.delivery).toEqual({ status: 'posted', target: new URL(hook.url).origin, attempt: 3 });
-
-        // Two 503s, then one accepted post, with a Slack-compatible body.
-        expect(hook.requests.map((r) => r.status)).toEqual([503, 503, 200]);
-        const payload = JSON.parse(posted()[0].body) as { text: string; blocks: { type: string }[] };
-        expect(payload.text).toContain(`usage report ${MONTH}`);
-        expect(payload.blocks.map((b) => b.type)).toEqual(['header', 'section', 'section', 'context']);
-        expect(JSON.stringify(payload)).toContain(r1.dir);
-
-        // The artifacts hold the ledger's exact total.
-        const json = JSON.parse(await readFile(join(r1.dir, 'usage.json'), 'utf8')) as { totals: { costUsd: string } };
-        expect(atto(json.totals.costUsd)).toBe(atto((await ledgerSums(ctx.pool, 'UTC', MONTH, 'total')).get('total')!));
-        const bytes = await readAll(r1);
-
-        // Again: same ID (the previous run is closed, so it runs anew), same bytes, no second post.
-        const second = await runCli(['report', 'deliver', '--month', MONTH, '--tz', 'UTC'], ctx.env);
-        expect(second.code, second.stderr).toBe(0);
-        expect(second.stdout).toContain(`artifacts in ${join(reportsRoot, MONTH)}`);
-        expect(second.stdout).toContain('already delivered');
-        const runs = await ctx.client.workflow.count(`WorkflowId = 'report-monthly-${MONTH}'`);
-        expect(runs.count).toBe(2);
-        const again = await readAll(r1);
-        again.forEach((b, i) => expect(b.equals(bytes[i]), r1.files[i].name).toBe(true));
-        expect(hook.requests).toHaveLength(3);
-        const deliveries = await ctx.pool.query('select month, complete, attempt from report_deliveries');
-        expect(deliveries.rows).toEqual([{ month: MONTH, complete: true, attempt: 3 }]);
-
-        // The workflow replays from its history: deterministic.
-        const history = await ctx.client.workflow.getHandle(`report-monthly-${MONTH}`).fetchHistory();
-        await Worker.runReplayHistory({ workflowBundle: await workflowBundle() }, history);
-      });
-    } finally {
-      await connection.close();
-    }
   });
 
   it('runs from the report-monthly schedule for the month before the scheduled time, in the schedule zone', async () => {
@@ -121,16 +108,9 @@ describe('monthlyReport through Temporal', () => {
     expect(described.memo).toEqual({ managedBy: 'cronledger', kind: 'report' });
     expect(described.action).toMatchObject({ type: 'startWorkflow', workflowType: 'monthlyReport' });
 
-    const connection = await NativeConnection.connect({ address: ctx.temporalAddress });
-    const worker = await createCronledgerWorker({
-      connection,
-      namespace: ctx.namespace,
-      taskQueue: ctx.taskQueue,
-      workflowBundle: await workflowBundle(),
-      deps: { pool: ctx.pool, provider: new MockProvider(), workerId: 'report-worker', reportsDir: reportsRoot, reportWebhookUrl: hook.url },
-    });
+    const fleet = await startWorkers(ctx, 1, { reportsDir: reportsRoot, reportWebhookUrl: hook.url });
     try {
-      await worker.runUntil(async () => {
+      await fleet.runWhile(async () => {
         const before = new Date();
         await ctx.client.schedule.getHandle(REPORT_SCHEDULE_ID).trigger();
         const query = `WorkflowType = 'monthlyReport' AND TemporalScheduledById = '${REPORT_SCHEDULE_ID}'`;
@@ -146,7 +126,6 @@ describe('monthlyReport through Temporal', () => {
         expect(result.delivery.status).toBe('posted');
       });
     } finally {
-      await connection.close();
       await ctx.client.schedule.getHandle(REPORT_SCHEDULE_ID).delete();
     }
   });

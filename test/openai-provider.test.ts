@@ -1,5 +1,4 @@
 import { WorkflowFailedError } from '@temporalio/client';
-import { NativeConnection } from '@temporalio/worker';
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { UserError } from '../src/errors';
@@ -7,11 +6,10 @@ import type { LedgerEntry } from '../src/ledger/entries';
 import { applyPrices, loadPricesFile } from '../src/ledger/prices';
 import { createOpenAIProvider } from '../src/models/openai-provider';
 import { BilledCallError, type ModelProvider } from '../src/models/provider';
-import { createCronledgerWorker } from '../src/worker-setup';
 import type { ScheduledRunInput, ScheduledRunResult } from '../src/workflows/scheduled-run';
 import { createTestContext, type TestContext } from './support/context';
 import { startFakeOpenAI, type FakeOpenAI } from './support/fake-openai';
-import { workflowBundle } from './support/workers';
+import { startWorkers } from './support/workers';
 
 // The OpenAI provider over real HTTP against a local fake of the OpenAI API; Temporal and PostgreSQL are real.
 
@@ -124,26 +122,15 @@ describe('through a real worker and the scheduledRun workflow', () => {
       model: 'openai/gpt-4o-mini',
       embeddingModel: 'openai/text-embedding-3-small',
     };
-    const connection = await NativeConnection.connect({ address: ctx.temporalAddress });
-    try {
-      const worker = await createCronledgerWorker({
-        connection,
-        namespace: ctx.namespace,
-        taskQueue,
-        workflowBundle: await workflowBundle(),
-        deps: { pool: ctx.pool, provider: provider(extraEnv), workerId: 'worker-openai' },
-      });
-      const outcome = await worker.runUntil(async () => {
-        const handle = await ctx.client.workflow.start('scheduledRun', { args: [input], workflowId, taskQueue });
-        return handle.result().then(
-          (result: ScheduledRunResult) => ({ result, error: undefined }),
-          (error: unknown) => ({ result: undefined, error }),
-        );
-      });
-      return { workflowId, ...outcome };
-    } finally {
-      await connection.close();
-    }
+    const fleet = await startWorkers({ ...ctx, taskQueue }, 1, { provider: provider(extraEnv) });
+    const outcome = await fleet.runWhile(async () => {
+      const handle = await ctx.client.workflow.start('scheduledRun', { args: [input], workflowId, taskQueue });
+      return handle.result().then(
+        (result: ScheduledRunResult) => ({ result, error: undefined }),
+        (error: unknown) => ({ result: undefined, error }),
+      );
+    });
+    return { workflowId, ...outcome };
   }
 
   it('books exactly the two calls the fake answered, with its request ids and the standard prices', async () => {

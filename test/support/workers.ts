@@ -1,7 +1,7 @@
 import { bundleWorkflowCode, NativeConnection, type Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import type pg from 'pg';
 import { MockProvider } from '../../src/models/mock-provider';
-import type { ModelProvider } from '../../src/models/provider';
+import type { ActivityDeps } from '../../src/activities';
 import { createCronledgerWorker, workflowsPath } from '../../src/worker-setup';
 
 let bundle: Promise<WorkflowBundleWithSourceMap> | undefined;
@@ -17,11 +17,14 @@ export interface WorkerFleet {
   runWhile<T>(fn: () => Promise<T>): Promise<T>;
 }
 
-/** N real workers on one task queue, each with its own identity (worker-1..N) recorded on claims and ledger rows. */
+/**
+ * N real workers on one task queue, each with its own identity (worker-1..N) recorded on claims and ledger rows.
+ * `deps` overrides the activities' dependencies (the provider, the reports folder, the webhook); the mock model by default.
+ */
 export async function startWorkers(
   ctx: { temporalAddress: string; namespace: string; taskQueue: string; pool: pg.Pool },
   count = 1,
-  provider: ModelProvider = new MockProvider(),
+  deps: Partial<Omit<ActivityDeps, 'pool' | 'workerId'>> = {},
 ): Promise<WorkerFleet> {
   const workflowBundleCode = await workflowBundle();
   // One connection per worker, like separate replicas: the SDK refuses two workers on one connection and task queue.
@@ -33,7 +36,7 @@ export async function startWorkers(
         namespace: ctx.namespace,
         taskQueue: ctx.taskQueue,
         workflowBundle: workflowBundleCode,
-        deps: { pool: ctx.pool, provider, workerId: `worker-${i + 1}` },
+        deps: { pool: ctx.pool, provider: new MockProvider(), ...deps, workerId: `worker-${i + 1}` },
       }),
     ),
   );
