@@ -426,8 +426,8 @@ describe('append-only ledger', () => {
     await expect(ctx.pool.query('delete from usage_ledger where id = $1', [row.id])).rejects.toThrow(
       /usage_ledger is append-only: DELETE is not allowed/,
     );
-    // A plain TRUNCATE is refused by PostgreSQL's own check of the self-referencing foreign key (original_entry_id)
-    // before any trigger runs; with CASCADE that check is skipped and the append-only trigger refuses it.
+    // A plain TRUNCATE is refused before any trigger runs, by PostgreSQL's check of the foreign keys that point at
+    // the ledger from another table (rollup_pending.entry_id); with CASCADE the append-only trigger refuses it.
     await expect(ctx.pool.query('truncate usage_ledger')).rejects.toThrow(/cannot truncate a table referenced in a foreign key constraint/);
     await expect(ctx.pool.query('truncate usage_ledger cascade')).rejects.toThrow(/usage_ledger is append-only: TRUNCATE is not allowed/);
     await expect(ctx.pool.query('truncate model_prices')).rejects.toThrow(/model_prices is append-only: TRUNCATE is not allowed/);
