@@ -26,10 +26,29 @@ export async function withConnections<T>(
         );
       }
     }
-    if (needs.db) pool = createPool(conn.databaseUrl, 4);
+    if (needs.db) {
+      pool = createPool(conn.databaseUrl, 4);
+      try {
+        await pool.query('select 1');
+      } catch (err) {
+        throw new UserError(
+          `cannot reach PostgreSQL at ${redactPassword(conn.databaseUrl)} (${(err as Error).message}); start it with \`npx cronledger dev up\` or fix DATABASE_URL`,
+        );
+      }
+    }
     return await body({ conn, client: client as Client, pool: pool as pg.Pool });
   } finally {
     await client?.connection.close();
     await pool?.end();
+  }
+}
+
+function redactPassword(url: string): string {
+  try {
+    const u = new URL(url);
+    if (u.password) u.password = '***';
+    return u.toString();
+  } catch {
+    return '(unparseable DATABASE_URL)';
   }
 }
