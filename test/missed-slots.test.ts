@@ -76,6 +76,8 @@ it('with the Temporal server down across a slot, a restart on the same SQLite fi
     const fleet = await startWorkers({ ...ctx, temporalAddress: `127.0.0.1:${port}`, namespace: 'default' }, 1);
     await fleet.runWhile(async () => {
       await waitFor(async () => (await runOf(workflowId)).some((r) => r.status === 'completed'), 90_000, `${workflowId} completed`);
+      // the run row completes one workflow task before the workflow itself closes: wait for that too
+      await second.client.workflow.getHandle(workflowId).result();
     });
     await second.client.schedule.getHandle('cron-server-down').pause('test done');
     const described = await second.client.workflow.getHandle(workflowId).describe();

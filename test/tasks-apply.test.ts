@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestContext, type TestContext } from './support/context';
 import { runCli } from './support/cli';
+import { waitFor } from './support/wait';
 
 let ctx: TestContext;
 const dir = mkdtempSync(join(tmpdir(), 'cronledger-tasks-'));
@@ -115,7 +116,10 @@ describe('tasks apply', () => {
     expect((await ctx.client.schedule.getHandle('cron-delta').describe()).state.paused).toBe(false);
 
     expect((await runCli(['tasks', 'trigger', 'epsilon'], ctx.env)).code).toBe(0);
-    const triggered = await ctx.client.schedule.getHandle('cron-epsilon').describe();
+    // the trigger reaches the schedule asynchronously
+    const epsilon = ctx.client.schedule.getHandle('cron-epsilon');
+    await waitFor(async () => (await epsilon.describe()).info.numActionsTaken === 1, 30_000, 'triggered action taken');
+    const triggered = await epsilon.describe();
     expect(triggered.info.numActionsTaken).toBe(1);
     expect(triggered.info.recentActions[0].action.workflow.workflowId).toMatch(/^cron-epsilon-\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/);
 
