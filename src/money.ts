@@ -54,6 +54,11 @@ export function toExactString(value: Money): string {
 /** `$0.000996`: rounded half-even to 6 decimals, for tables and prose only. */
 export function displayUsd(value: Money): string {
   const { amount, scale } = toSnapshot(transformScale(value, DISPLAY_SCALE, halfEven));
+  return formatUsd(amount, scale);
+}
+
+/** `$1.500000` / `-$1.500000` for an amount already at the scale it is shown with. */
+export function formatUsd(amount: bigint, scale: bigint): string {
   const text = formatScaled(amount, scale);
   return text.startsWith('-') ? `-$${text.slice(1)}` : `$${text}`;
 }

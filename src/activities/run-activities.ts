@@ -1,5 +1,6 @@
 import { ApplicationFailure, Context, log, sleep } from '@temporalio/activity';
 import type pg from 'pg';
+import { NON_RETRYABLE_MODEL_ERRORS } from '../constants';
 import { claimRun, completeRun } from '../db/runs';
 import { UserError } from '../errors';
 import { costOfUsage, type CallKind } from '../ledger/cost';
@@ -40,9 +41,6 @@ export interface ModelStepResult {
   costUsd: string;
   usage: TokenUsage;
 }
-
-/** Errors that retrying cannot fix: the workflow fails at once and the run is marked failed. */
-export const NON_RETRYABLE_ERRORS = ['NoPriceError', 'InvalidUsageError', 'MissingUsageError'];
 
 export const createRunActivities = (deps: RunActivityDeps) => ({
   async claimRun(input: ClaimRunInput): Promise<{ claimed: boolean; ownerWorkflowRunId: string }> {
@@ -115,7 +113,7 @@ async function callAndBook(
     });
     return { text: answer.output, ledgerEntryId: entry.id, costUsd: entry.cost_usd, usage: answer.usage };
   } catch (err) {
-    if (err instanceof Error && NON_RETRYABLE_ERRORS.includes(err.name)) {
+    if (err instanceof Error && NON_RETRYABLE_MODEL_ERRORS.includes(err.name)) {
       throw ApplicationFailure.nonRetryable(err.message, err.name);
     }
     throw err;

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
-import { displayUsd, formatScaled, parseUsd, toAttoUsd } from '../money';
+import { displayUsd, formatUsd, parseUsd, toAttoUsd } from '../money';
 import { divideHalfEven } from './economics';
 import { daysOf } from './month';
 import type { DayLine, Figures, ModelLine, UsageReport, UserLine } from './types';
@@ -42,8 +42,7 @@ export interface ChartData {
   models: { labels: string[]; micro: string[]; shown: string[] };
 }
 
-const shownOf = (micro: string[]): string[] =>
-  micro.map((m) => (m.startsWith('-') ? `-$${formatScaled(-BigInt(m), 6n)}` : `$${formatScaled(BigInt(m), 6n)}`));
+const shownOf = (micro: string[]): string[] => micro.map((m) => formatUsd(BigInt(m), 6n));
 
 export function chartData(report: UsageReport): ChartData {
   const days = daysOf(report.month);

@@ -1,5 +1,6 @@
 import { log, proxyActivities, workflowInfo } from '@temporalio/workflow';
 import type { Activities } from '../activities';
+import { NON_RETRYABLE_MODEL_ERRORS } from '../constants';
 import type { SimulateProfile } from '../tasks/tasks-file';
 import { scheduledTimeOf, slotKey } from './scheduled-time';
 
@@ -33,7 +34,7 @@ const modelCalls = proxyActivities<Activities>({
     backoffCoefficient: 2,
     maximumInterval: '1 minute',
     maximumAttempts: 5,
-    nonRetryableErrorTypes: ['NoPriceError', 'InvalidUsageError', 'MissingUsageError'],
+    nonRetryableErrorTypes: NON_RETRYABLE_MODEL_ERRORS,
   },
 });
 
