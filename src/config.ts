@@ -79,3 +79,14 @@ export function workflowUrl(conn: Pick<Connections, 'uiUrl' | 'namespace'>, work
 export function definedEnv(env: NodeJS.ProcessEnv = process.env): Record<string, string> {
   return Object.fromEntries(Object.entries(env).filter((e): e is [string, string] => e[1] !== undefined));
 }
+
+/** A database URL fit to print: the password, if any, is masked. */
+export function redactDatabaseUrl(databaseUrl: string): string {
+  try {
+    const url = new URL(databaseUrl);
+    if (url.password) url.password = '***';
+    return url.toString();
+  } catch {
+    return '(unparseable DATABASE_URL)';
+  }
+}

@@ -1,10 +1,10 @@
 import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { mkdtempSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, inject, it } from 'vitest';
 import type { Client } from '@temporalio/client';
+import { freePort } from '../src/dev/ports';
 import { applyTasks } from '../src/tasks/apply-tasks';
 import { TASK_ID_KEY, USER_ID_KEY } from '../src/tasks/task-schedule';
 import { parseTasksFile } from '../src/tasks/tasks-file';
@@ -87,13 +87,3 @@ it('with the Temporal server down across a slot, a restart on the same SQLite fi
   }
 });
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as { port: number };
-      srv.close(() => resolve(port));
-    });
-    srv.on('error', reject);
-  });
-}

@@ -1,7 +1,7 @@
 import type { Client } from '@temporalio/client';
 import type pg from 'pg';
 import { connectClient } from '../client';
-import { resolveConnections, type Connections } from '../config';
+import { redactDatabaseUrl, resolveConnections, type Connections } from '../config';
 import { createPool } from '../db/pool';
 import { UserError } from '../errors';
 
@@ -32,7 +32,7 @@ export async function withConnections<T>(
         await pool.query('select 1');
       } catch (err) {
         throw new UserError(
-          `cannot reach PostgreSQL at ${redactPassword(conn.databaseUrl)} (${(err as Error).message}); start it with \`npx cronledger dev up\` or fix DATABASE_URL`,
+          `cannot reach PostgreSQL at ${redactDatabaseUrl(conn.databaseUrl)} (${(err as Error).message}); start it with \`npx cronledger dev up\` or fix DATABASE_URL`,
         );
       }
     }
@@ -43,12 +43,3 @@ export async function withConnections<T>(
   }
 }
 
-function redactPassword(url: string): string {
-  try {
-    const u = new URL(url);
-    if (u.password) u.password = '***';
-    return u.toString();
-  } catch {
-    return '(unparseable DATABASE_URL)';
-  }
-}

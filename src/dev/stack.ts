@@ -1,7 +1,7 @@
 import { mkdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import pg from 'pg';
-import { defaultDataDir, readStackFile, stackFilePath, type StackFile } from '../config';
+import { defaultDataDir, readStackFile, redactDatabaseUrl, stackFilePath, type StackFile } from '../config';
 import { DEFAULT_TASK_QUEUE } from '../constants';
 import { migrate } from '../db/migrate';
 import { createPool } from '../db/pool';
@@ -227,7 +227,7 @@ async function migrateLedger(databaseUrl: string): Promise<string[]> {
   const pool = createPool(databaseUrl, 1);
   try {
     await pool.query('select 1').catch((err: Error) => {
-      throw new UserError(`cannot connect to PostgreSQL at ${redact(databaseUrl)}: ${err.message}. Check DATABASE_URL or run \`dev down\` and \`dev up\`.`);
+      throw new UserError(`cannot connect to PostgreSQL at ${redactDatabaseUrl(databaseUrl)}: ${err.message}. Check DATABASE_URL or run \`dev down\` and \`dev up\`.`);
     });
     return await migrate(pool);
   } finally {
@@ -259,16 +259,5 @@ function findTemporalCliOrNull(): string | null {
     return findTemporalCli()?.path ?? null;
   } catch {
     return null; // a bad CRONLEDGER_TEMPORAL_CLI is reported by `dev up`, not by a status query
-  }
-}
-
-/** A URL fit for messages: the password replaced. */
-export function redact(databaseUrl: string): string {
-  try {
-    const url = new URL(databaseUrl);
-    if (url.password) url.password = '***';
-    return url.toString();
-  } catch {
-    return databaseUrl;
   }
 }

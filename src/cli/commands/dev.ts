@@ -2,7 +2,8 @@ import type { Command } from 'commander';
 import { dataDir } from '../../config';
 import { DEFAULT_TASK_QUEUE } from '../../constants';
 import { ensurePostgresBinDir } from '../../dev/postgres';
-import { redact, stackStatus, startStack, stopStack, type StackStatus } from '../../dev/stack';
+import { redactDatabaseUrl } from '../../config';
+import { stackStatus, startStack, stopStack, type StackStatus } from '../../dev/stack';
 import { resolveTemporalCli } from '../../dev/temporal-cli';
 import { UserError } from '../../errors';
 import { printJson, printTable } from '../output';
@@ -30,7 +31,7 @@ export function registerDevCommands(program: Command): void {
       const lines = [
         `Temporal     ${up.stack.temporal.address}  (${state(up.temporal.alreadyRunning, up.temporal.pid)})`,
         `Web UI       ${up.stack.temporal.uiUrl}`,
-        `PostgreSQL   ${redact(up.stack.postgres.databaseUrl)}  (${up.postgres.external ? 'external, from DATABASE_URL' : state(up.postgres.alreadyRunning, up.postgres.pid)})`,
+        `PostgreSQL   ${redactDatabaseUrl(up.stack.postgres.databaseUrl)}  (${up.postgres.external ? 'external, from DATABASE_URL' : state(up.postgres.alreadyRunning, up.postgres.pid)})`,
         `Migrations   ${up.migrationsApplied.length ? `applied ${up.migrationsApplied.join(', ')}` : 'up to date'}`,
         `Workers      ${up.workers.length ? up.workers.map((w) => `${w.id} (${state(w.alreadyRunning, w.pid)})`).join(', ') : 'none'}` +
           (up.workers.length ? ` on task queue ${up.taskQueue}` : ''),
@@ -103,7 +104,7 @@ function printStatus(s: StackStatus): void {
       'PostgreSQL',
       s.postgres.external ? `${state(s.postgres.running)} (external)` : state(s.postgres.running),
       String(s.postgres.pid ?? '-'),
-      s.databaseUrl ? redact(s.databaseUrl) : '-',
+      s.databaseUrl ? redactDatabaseUrl(s.databaseUrl) : '-',
     ],
     ...s.workers.map((w) => [w.id, state(w.running), String(w.pid), w.log]),
   ];
