@@ -9,13 +9,13 @@
 import { NativeConnection, Runtime, DefaultLogger, type Worker } from '@temporalio/worker';
 import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
-import { backfill } from '../src/backfill/backfill';
+import { backfill } from '../src/schedules/backfill';
 import { connectClient } from '../src/client';
 import { resolveConnections } from '../src/config';
 import { createPool } from '../src/db/pool';
 import { applyPrices, loadPricesFile } from '../src/ledger/prices';
 import { MockProvider } from '../src/models/mock-provider';
-import { applyTasks } from '../src/tasks/apply-tasks';
+import { applyTasks } from '../src/schedules/apply-tasks';
 import { parseTasksFile } from '../src/tasks/tasks-file';
 import { createCronledgerWorker } from '../src/worker-setup';
 

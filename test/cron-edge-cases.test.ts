@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { slotTimes } from '../src/backfill/backfill';
-import { applyTasks } from '../src/tasks/apply-tasks';
+import { slotTimes } from '../src/schedules/backfill';
+import { applyTasks } from '../src/schedules/apply-tasks';
 import { validateCron } from '../src/tasks/cron';
 import { parseTasksFile } from '../src/tasks/tasks-file';
 import { createTestContext, type TestContext } from './support/context';

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { backfill } from '../src/backfill/backfill';
-import { applyTasks } from '../src/tasks/apply-tasks';
+import { backfill } from '../src/schedules/backfill';
+import { applyTasks } from '../src/schedules/apply-tasks';
 import { parseTasksFile } from '../src/tasks/tasks-file';
 import { applyPrices, loadPricesFile } from '../src/ledger/prices';
 import { createTestContext, type TestContext } from './support/context';

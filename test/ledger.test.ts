@@ -14,7 +14,7 @@ import { InvalidUsageError } from '../src/ledger/validate-usage';
 import { MockProvider } from '../src/models/mock-provider';
 import type { ChatRequest, EmbeddingRequest, ModelProvider, TokenUsage } from '../src/models/provider';
 import { costAtPerMillion, parseUsd, sumMoney, toAttoUsd, toExactString } from '../src/money';
-import type { SimulateProfile } from '../src/tasks/tasks-file';
+import type { SimulateProfile } from '../src/models/simulate-profile';
 import type { ScheduledRunInput, ScheduledRunResult } from '../src/workflows/scheduled-run';
 import { runCli } from './support/cli';
 import { createTestContext, type TestContext } from './support/context';

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { REPORT_SCHEDULE_ID } from '../src/constants';
 import { applyPrices, loadPricesFile } from '../src/ledger/prices';
 import { previousMonthOf } from '../src/reports/month';
-import { ensureReportSchedule } from '../src/reports/report-schedule';
+import { ensureReportSchedule } from '../src/schedules/report-schedule';
 import type { MonthlyReportResult } from '../src/workflows/monthly-report';
 import { atto, ledgerSums, seedMonth } from './report-fixtures';
 import { runCli } from './support/cli';

@@ -4,7 +4,8 @@ import { UserError } from '../errors';
 import { reportsDir, writeArtifacts } from '../reports/artifacts';
 import { buildReport } from '../reports/build-report';
 import { deliverOnce, WebhookRejectedError } from '../reports/delivery';
-import { parseMonth, parseTimeZone, previousMonthOf } from '../reports/month';
+import { parseMonth, previousMonthOf } from '../reports/month';
+import { parseTimeZone } from '../time-zone';
 import type { DeliveryOutcome, GeneratedReport } from '../reports/types';
 
 /** Optional settings of the report activities; unset ones are read from the worker's environment at call time. */

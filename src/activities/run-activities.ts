@@ -8,7 +8,7 @@ import { priceInForce } from '../ledger/prices';
 import type { LedgerEntry } from '../ledger/entries';
 import { recordUsage, usageKey, type UsageBooking } from '../ledger/record-usage';
 import { BilledCallError, type ModelProvider, type TokenUsage } from '../models/provider';
-import type { SimulateProfile } from '../tasks/tasks-file';
+import type { SimulateProfile } from '../models/simulate-profile';
 
 export interface RunActivityDeps {
   pool: pg.Pool;

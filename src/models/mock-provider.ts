@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { countTokens as countEmbeddingTokens } from 'gpt-tokenizer/model/text-embedding-3-small';
 import { countTokens as countChatTokens } from 'gpt-tokenizer/model/gpt-4o-mini';
 import {
+  bareModel,
   BilledCallError,
   type ChatRequest,
   type ChatResult,
@@ -60,8 +61,6 @@ function failIfAsked(attempt: number, failFirst: number | undefined, usage: Toke
 
 const sha256 = (text: string): string => createHash('sha256').update(text).digest('hex');
 
-/** `openai/gpt-4o-mini` → `gpt-4o-mini`: price keys carry a provider prefix, APIs want the bare name. */
-export const bareModel = (model: string): string => model.slice(model.indexOf('/') + 1);
 
 function summarise(prompt: string): string {
   const oneLine = prompt.replace(/\s+/g, ' ').trim();

@@ -1,6 +1,6 @@
 import OpenAI from 'openai';
 import { UserError } from '../errors';
-import { bareModel } from './mock-provider';
+import { bareModel } from './provider';
 import {
   BilledCallError,
   MissingUsageError,

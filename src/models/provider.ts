@@ -1,4 +1,4 @@
-import type { SimulateProfile } from '../tasks/tasks-file';
+import type { SimulateProfile } from './simulate-profile';
 
 /** Token counts as the provider reported them for one call. Plain integers (counts, never money). */
 export interface TokenUsage {
@@ -76,3 +76,6 @@ export class MissingUsageError extends Error {
     this.name = 'MissingUsageError';
   }
 }
+
+/** `openai/gpt-4o-mini` → `gpt-4o-mini`: price keys carry a provider prefix, APIs want the bare name. */
+export const bareModel = (model: string): string => model.slice(model.indexOf('/') + 1);

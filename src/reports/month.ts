@@ -1,5 +1,4 @@
 import { UserError } from '../errors';
-import { validateTimeZone } from '../tasks/cron';
 
 /** A calendar month, `YYYY-MM`. Which instants it covers depends on the report's time zone. */
 export type Month = string;
@@ -14,16 +13,6 @@ export function parseMonth(text: string | undefined, where = '--month'): Month {
     throw new UserError(`${where} ${JSON.stringify(text)} is not a month: write it as YYYY-MM, e.g. 2026-06`);
   }
   return `${m[1]}-${m[2]}`;
-}
-
-/**
- * Checks `--tz` and returns the zone's canonical IANA spelling (`utc` becomes `UTC`), which keys the rollups.
- * PostgreSQL must know the zone too; the rollup code checks that separately.
- */
-export function parseTimeZone(text: string | undefined, where = '--tz'): string {
-  const zone = (text ?? 'UTC').trim();
-  validateTimeZone(zone, where);
-  return new Intl.DateTimeFormat('en-US', { timeZone: zone }).resolvedOptions().timeZone;
 }
 
 /** The month an instant falls in, in a zone. */

@@ -1,4 +1,4 @@
-import { formatTable } from '../cli/output';
+import { formatTable } from '../text-table';
 import { displayUsd, parseUsd } from '../money';
 import type { DayLine, Figures, LineType, ModelLine, ReportCut, UsageReport, UserLine } from './types';
 

@@ -1,4 +1,4 @@
-import { createProgress } from '../cli/progress';
+import { createProgress } from '../progress-bar';
 import type { OnProgress } from './rollups';
 
 /** A progress bar on stderr for slow reports: only on a terminal, and only once the work has taken a moment. */

@@ -39,12 +39,3 @@ export function validateCron(expression: string, where = 'cron'): void {
     }
   });
 }
-
-/** Throws a UserError naming the zone unless it is an IANA time zone this runtime knows. */
-export function validateTimeZone(zone: string, where = 'timezone'): void {
-  try {
-    new Intl.DateTimeFormat('en-US', { timeZone: zone });
-  } catch {
-    throw new UserError(`${where} ${JSON.stringify(zone)} is not a known IANA time zone; use a name like "UTC" or "Europe/Berlin"`);
-  }
-}

@@ -1,24 +1,11 @@
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
-import { DEFAULT_CHAT_MODEL, DEFAULT_EMBEDDING_MODEL, MAX_TOKENS_PER_CALL } from '../constants';
+import { DEFAULT_CHAT_MODEL, DEFAULT_EMBEDDING_MODEL } from '../constants';
 import { UserError } from '../errors';
-import { validateCron, validateTimeZone } from './cron';
+import { validateTimeZone } from '../time-zone';
+import { validateCron } from './cron';
 import { parseDuration } from './duration';
-
-const tokenCount = z.number().int().min(0).max(MAX_TOKENS_PER_CALL);
-
-/** Token counts the mock model reports instead of tokenizing, to cost a planned workload; and failures to rehearse retries. */
-export const simulateSchema = z
-  .object({
-    promptTokens: tokenCount.optional(),
-    cachedPromptTokens: tokenCount.optional(),
-    completionTokens: tokenCount.optional(),
-    reasoningTokens: tokenCount.optional(),
-    embeddingTokens: tokenCount.optional(),
-    /** The mock fails this many attempts of each call after usage was produced (and booked as failed). */
-    failFirstAttempts: z.number().int().min(0).max(10).optional(),
-  })
-  .strict();
+import { simulateSchema } from '../models/simulate-profile';
 
 const duration = z.string().refine((s) => parseDuration(s) !== undefined, {
   message: 'must be a duration like "30s", "10m" or "1h"',
@@ -51,7 +38,6 @@ export const tasksFileSchema = z
   .strict();
 
 export type Task = z.infer<typeof taskSchema>;
-export type SimulateProfile = z.infer<typeof simulateSchema>;
 export type TasksFile = z.infer<typeof tasksFileSchema>;
 
 /** Reads and validates a tasks file; every problem is a UserError naming the file, the task and the fix. */

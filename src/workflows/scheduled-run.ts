@@ -1,7 +1,7 @@
 import { log, proxyActivities, workflowInfo } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import { NON_RETRYABLE_MODEL_ERRORS } from '../constants';
-import type { SimulateProfile } from '../tasks/tasks-file';
+import type { SimulateProfile } from '../models/simulate-profile';
 import { scheduledTimeOf, slotKey } from './scheduled-time';
 
 /** The schedule action's argument: everything a run needs, so editing a task edits the schedule, not the code. */

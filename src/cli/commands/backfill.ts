@@ -1,11 +1,11 @@
 import type { Command } from 'commander';
-import { backfill, parseRange, type SlotResult } from '../../backfill/backfill';
+import { backfill, parseRange, type SlotResult } from '../../schedules/backfill';
 import { UserError } from '../../errors';
-import { isManagedTaskSchedule } from '../../tasks/task-schedule';
+import { isManagedTaskSchedule } from '../../schedules/task-schedule';
 import { TASK_SCHEDULE_PREFIX } from '../../constants';
 import { withConnections } from '../connect';
 import { printJson } from '../output';
-import { createProgress } from '../progress';
+import { createProgress } from '../../progress-bar';
 
 export function registerBackfillCommand(program: Command): void {
   program

@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
-import { parseMonth, parseTimeZone } from '../../reports/month';
+import { parseMonth } from '../../reports/month';
+import { parseTimeZone } from '../../time-zone';
 import { readWatermark, rebuildAll, rebuildMonth, refreshRollups, trackedZones, type RebuildResult } from '../../reports/rollups';
 import { withConnections } from '../connect';
 import { printJson, printTable } from '../output';

@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
-import { applyTasks } from '../../tasks/apply-tasks';
-import { listTasks, operateOnTask, type TaskOperation } from '../../tasks/manage-task';
+import { applyTasks } from '../../schedules/apply-tasks';
+import { listTasks, operateOnTask, type TaskOperation } from '../../schedules/manage-task';
 import { loadTasksFile } from '../../tasks/tasks-file';
 import { withConnections } from '../connect';
 import { printJson, printTable } from '../output';

@@ -2,9 +2,9 @@ import { ScheduleAlreadyRunning, type Client, type ScheduleOptions } from '@temp
 import { createHash } from 'node:crypto';
 import { MANAGED_BY_MEMO_KEY, MANAGED_BY_VALUE, REPORT_SCHEDULE_ID } from '../constants';
 import { UserError } from '../errors';
-import { describeOrUndefined } from '../tasks/describe-task';
+import { describeOrUndefined } from './describe-schedule';
 import type { MonthlyReportInput } from '../workflows/monthly-report';
-import { parseTimeZone } from './month';
+import { parseTimeZone } from '../time-zone';
 
 /** At midnight on the 1st, in the schedule's zone: the previous month has just ended there. */
 export const REPORT_CRON = '0 0 1 * *';

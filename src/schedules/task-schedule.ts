@@ -3,8 +3,8 @@ import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/commo
 import { createHash } from 'node:crypto';
 import { MANAGED_BY_MEMO_KEY, MANAGED_BY_VALUE, SEARCH_ATTRIBUTES, taskScheduleId } from '../constants';
 import type { ScheduledRunInput } from '../workflows/scheduled-run';
-import { parseDuration } from './duration';
-import type { Task } from './tasks-file';
+import { parseDuration } from '../tasks/duration';
+import type { Task } from '../tasks/tasks-file';
 
 export const TASK_ID_KEY = defineSearchAttributeKey(SEARCH_ATTRIBUTES.taskId, SearchAttributeType.KEYWORD);
 export const USER_ID_KEY = defineSearchAttributeKey(SEARCH_ATTRIBUTES.userId, SearchAttributeType.KEYWORD);

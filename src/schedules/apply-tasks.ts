@@ -1,10 +1,10 @@
 import { ScheduleAlreadyRunning, ScheduleNotFoundError, type Client } from '@temporalio/client';
 import { TASK_SCHEDULE_PREFIX, taskScheduleId } from '../constants';
 import { UserError } from '../errors';
-import { describeOrUndefined } from './describe-task';
-import { ensureReportSchedule } from '../reports/report-schedule';
+import { describeOrUndefined } from './describe-schedule';
+import { ensureReportSchedule } from './report-schedule';
 import { appliedTaskOf, isManagedTaskSchedule, scheduleOptionsFor, taskFingerprint } from './task-schedule';
-import type { Task, TasksFile } from './tasks-file';
+import type { Task, TasksFile } from '../tasks/tasks-file';
 
 export type Change =
   | { action: 'created' | 'updated' | 'paused' | 'resumed' | 'deleted' | 'unchanged'; scheduleId: string };

@@ -2,7 +2,7 @@ import type { Client } from '@temporalio/client';
 import type pg from 'pg';
 import { TASK_SCHEDULE_PREFIX, taskScheduleId } from '../constants';
 import { listRuns } from '../db/runs';
-import { describeTaskSchedule } from './describe-task';
+import { describeTaskSchedule } from './describe-schedule';
 import { appliedTaskOf, isManagedTaskSchedule } from './task-schedule';
 
 export interface TaskListing {

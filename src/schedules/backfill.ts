@@ -6,8 +6,8 @@ import {
 } from '@temporalio/client';
 import { optionalDateToTs, tsToDate } from '@temporalio/common/lib/time';
 import { UserError } from '../errors';
-import { describeTaskSchedule } from '../tasks/describe-task';
-import { appliedTaskOf, scheduleOptionsFor } from '../tasks/task-schedule';
+import { describeTaskSchedule } from './describe-schedule';
+import { appliedTaskOf, scheduleOptionsFor } from './task-schedule';
 import type { Task } from '../tasks/tasks-file';
 import type { ScheduledRunResult } from '../workflows/scheduled-run';
 
