@@ -12,6 +12,17 @@ export interface ScheduledRunInput {
   model: string;
   embeddingModel: string;
   simulate?: SimulateProfile;
+  /**
+   * Set by `cronledger tasks trigger`: a manual run outside the cron. It claims `manual:<taskId>:<start time>` instead of
+   * a slot key, so it never collides with (or silently swallows) a scheduled slot.
+   */
+  manual?: boolean;
+  /**
+   * Set by `cronledger runs retry` and `backfill --retry-failed`: this execution may take over the slot's claim from
+   * the execution named here (its Temporal run ID), provided that claim is not completed. Schedule firings and native
+   * backfills never carry it, so they can never re-run a slot.
+   */
+  retry?: { supersedesRunId: string };
 }
 
 export interface ScheduledRunResult {
