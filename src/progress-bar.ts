@@ -1,3 +1,11 @@
+/** How far a slow job has come, reported phase by phase (a report's rollups, a rebuild). */
+export interface Progress {
+  phase: string;
+  done: number;
+  total: number;
+}
+export type OnProgress = (p: Progress) => void;
+
 /**
  * A one-line progress bar on stderr, drawn only when stderr is a terminal, so scripts and CI logs stay clean.
  */

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { applyPrices, loadPricesFile } from '../src/ledger/prices';
 import { recordUsage } from '../src/ledger/record-usage';
 import { buildReport } from '../src/reports/build-report';
-import { ensureMonthRollups, rebuildAll, rebuildMonth, refreshRollups } from '../src/reports/rollups';
+import { ensureMonthRollups, rebuildAll, rebuildMonth, refreshRollups } from '../src/reports/rollups-write';
 import { seedMonth } from './report-fixtures';
 import { runCli } from './support/cli';
 import { createTestContext, type TestContext } from './support/context';

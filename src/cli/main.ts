@@ -5,6 +5,7 @@ import { registerDevCommands } from './commands/dev';
 import { registerLedgerCommands } from './commands/ledger';
 import { registerPricesCommands } from './commands/prices';
 import { registerReportCommands } from './commands/report';
+import { registerRollupsCommands } from './commands/rollups';
 import { registerRunsCommand } from './commands/runs';
 import { registerTasksCommands } from './commands/tasks';
 
@@ -20,6 +21,7 @@ registerRunsCommand(program);
 registerPricesCommands(program);
 registerLedgerCommands(program);
 registerReportCommands(program);
+registerRollupsCommands(program);
 
 try {
   await program.parseAsync(process.argv);

@@ -3,7 +3,9 @@ import type pg from 'pg';
 import { parseUsd, toAttoUsd, toExactString, zero, type Money } from '../money';
 import { countPerDollar, moneyPer, RATIO_ROUNDING } from './economics';
 import type { Month } from './month';
-import { ensureMonthRollups, monthBounds, readMonthRollups, type OnProgress, type RollupRow } from './rollups';
+import type { OnProgress } from '../progress-bar';
+import { entryIdSpan, monthBounds, readMonthRollups, type RollupRow } from './rollups-read';
+import { ensureMonthRollups } from './rollups-write';
 import type { DayLine, Figures, LineType, ModelLine, UsageReport, UserLine } from './types';
 
 /**
@@ -169,16 +171,6 @@ const byCostDesc = (a: Figures, b: Figures) => {
   const y = toAttoUsd(parseUsd(b.costUsd));
   return x > y ? -1 : x < y ? 1 : 0;
 };
-
-/** The lowest and highest ledger id in the month's rollups: with the entry count, a fingerprint of the month's rows. */
-async function entryIdSpan(db: pg.Pool, zone: string, month: Month): Promise<{ first: bigint | null; last: bigint | null }> {
-  const { rows } = await db.query<{ first: string | null; last: string | null }>(
-    `select min(first_entry_id) as first, max(last_entry_id) as last from usage_rollups
-      where zone = $1 and day between to_date($2 || '-01', 'YYYY-MM-DD') and (to_date($2 || '-01', 'YYYY-MM-DD') + interval '1 month')::date - 1`,
-    [zone, month],
-  );
-  return { first: rows[0].first === null ? null : BigInt(rows[0].first), last: rows[0].last === null ? null : BigInt(rows[0].last) };
-}
 
 /** Runs that claimed their slot inside the month, by outcome (the runs table, not the ledger). */
 async function runCounts(db: pg.Pool, from: string, to: string): Promise<{ completed: bigint; failed: bigint }> {

@@ -1,5 +1,4 @@
-import { createProgress } from '../progress-bar';
-import type { OnProgress } from './rollups';
+import { createProgress, type OnProgress } from '../progress-bar';
 
 /** A progress bar on stderr for slow reports: only on a terminal, and only once the work has taken a moment. */
 export function terminalProgress(delayMs = 400): { update: OnProgress; finish: () => void } {

@@ -15,7 +15,6 @@ import type { ReportCut, ReportFormat } from '../../reports/types';
 import { monthlyReportWorkflowId, type MonthlyReportInput, type MonthlyReportResult } from '../../workflows/monthly-report';
 import { withConnections } from '../connect';
 import { printJson } from '../output';
-import { registerRollupsCommands } from './rollups';
 
 export function registerReportCommands(program: Command): void {
   const report = program.command('report').description('usage by user, day or model for a month, with unit economics; and the monthly report');
@@ -125,6 +124,4 @@ export function registerReportCommands(program: Command): void {
         );
       });
     });
-
-  registerRollupsCommands(program);
 }

@@ -1,7 +1,8 @@
 import type { Command } from 'commander';
 import { parseMonth } from '../../reports/month';
 import { parseTimeZone } from '../../time-zone';
-import { readWatermark, rebuildAll, rebuildMonth, refreshRollups, trackedZones, type RebuildResult } from '../../reports/rollups';
+import { builtMonths, pendingEntries, readWatermark, trackedZones } from '../../reports/rollups-read';
+import { rebuildAll, rebuildMonth, refreshRollups, type RebuildResult } from '../../reports/rollups-write';
 import { withConnections } from '../connect';
 import { printJson, printTable } from '../output';
 import { terminalProgress } from '../../reports/terminal-progress';
@@ -50,9 +51,8 @@ export function registerRollupsCommands(program: Command): void {
         const rows = [];
         for (const z of zones) {
           if (opts.refresh) await refreshRollups(pool, z);
-          const pending = await pool.query<{ n: string }>('select count(*) as n from rollup_pending where zone = $1', [z]);
-          const months = await pool.query<{ month: string }>('select month from rollup_months where zone = $1 order by month', [z]);
-          rows.push({ ...(await readWatermark(pool, z)), pending: pending.rows[0].n, months: months.rows.map((m) => m.month) });
+          const pending = String(await pendingEntries(pool, z));
+          rows.push({ ...(await readWatermark(pool, z)), pending, months: await builtMonths(pool, z) });
         }
         if (opts.json) return printJson({ zones: rows });
         printTable(

@@ -1,39 +1,20 @@
 import type pg from 'pg';
 import { inTransaction } from '../db/pool';
 import { UserError } from '../errors';
+import type { OnProgress } from '../progress-bar';
 import { daysOf, shiftMonth, type Month } from './month';
+import { pendingEntries, readWatermark, type Watermark } from './rollups-read';
 
 /**
- * Daily rollups of the ledger per (zone, local day, user, model, kind, entry_type, status); see migrations/003_rollups.sql
- * for why a queue filled by a trigger, not the id sequence, decides what a refresh must recompute.
+ * The write side of the daily rollups of the ledger per (zone, local day, user, model, kind, entry_type, status); see
+ * migrations/003_rollups.sql for why a queue filled by a trigger, not the id sequence, decides what a refresh must recompute.
  *
  * - build:   a (zone, month) is computed in full from the raw ledger the first time a report asks for it;
  * - refresh: queued entries name the buckets they touch, and only those buckets are recomputed from the raw ledger;
  * - rebuild: recomputes every bucket of a month (or of all months) from the raw ledger, deterministically.
  * A refresh and a rebuild of the same data give identical rows: both aggregate the same ledger rows the same way.
+ * Reading them is rollups-read.ts.
  */
-
-export interface RollupRow {
-  day: string;
-  user_id: string;
-  model: string | null;
-  kind: 'chat' | 'embedding' | null;
-  entry_type: 'usage' | 'adjustment' | 'credit' | 'reconciliation';
-  status: 'ok' | 'failed';
-  entries: string;
-  prompt_tokens: string;
-  cached_prompt_tokens: string;
-  completion_tokens: string;
-  reasoning_tokens: string;
-  cost_usd: string;
-}
-
-export interface Progress {
-  phase: string;
-  done: number;
-  total: number;
-}
-export type OnProgress = (p: Progress) => void;
 
 export interface RefreshResult {
   /** Queued ledger entries folded in by this refresh. */
@@ -43,13 +24,6 @@ export interface RefreshResult {
   /** Buckets that existed already and were recomputed because an entry arrived late (or back-dated) into them. */
   reopened: number;
   watermark: Watermark;
-}
-
-export interface Watermark {
-  zone: string;
-  refreshedAt: string | null;
-  lastEntryId: string;
-  entriesFolded: string;
 }
 
 export interface RebuildResult {
@@ -137,7 +111,7 @@ export async function refreshRollups(
   opts: { batchSize?: number; onProgress?: OnProgress } = {},
 ): Promise<RefreshResult> {
   const batchSize = opts.batchSize ?? 5000;
-  const queued = Number((await db.query<{ n: string }>('select count(*) as n from rollup_pending where zone = $1', [zone])).rows[0].n);
+  const queued = await pendingEntries(db, zone);
   const result = { entries: 0, buckets: 0, reopened: 0 };
   for (;;) {
     const batch = await inTransaction(db, async (c) => {
@@ -196,20 +170,6 @@ export async function refreshRollups(
     if (batch.entries < batchSize) break;
   }
   return { ...result, watermark: await readWatermark(db, zone) };
-}
-
-export async function readWatermark(db: pg.Pool, zone: string): Promise<Watermark> {
-  const { rows } = await db.query<{ refreshed_at: Date | null; last_entry_id: string; entries_folded: string }>(
-    'select refreshed_at, last_entry_id, entries_folded from rollup_zones where zone = $1',
-    [zone],
-  );
-  const w = rows[0];
-  return {
-    zone,
-    refreshedAt: w?.refreshed_at ? w.refreshed_at.toISOString() : null,
-    lastEntryId: w?.last_entry_id ?? '0',
-    entriesFolded: w?.entries_folded ?? '0',
-  };
 }
 
 /**
@@ -289,43 +249,4 @@ export async function rebuildAll(db: pg.Pool, zone: string, onProgress?: OnProgr
   const results: RebuildResult[] = [];
   for (const month of ordered) results.push(await rebuildMonth(db, zone, month, onProgress));
   return results;
-}
-
-export async function trackedZones(db: pg.Pool): Promise<string[]> {
-  return (await db.query<{ zone: string }>('select zone from rollup_zones order by zone')).rows.map((r) => r.zone);
-}
-
-/** The month's rollup rows, read a day at a time (progress for large months), in a deterministic order. */
-export async function readMonthRollups(db: pg.Pool, zone: string, month: Month, onProgress?: OnProgress): Promise<RollupRow[]> {
-  const days = await db.query<{ day: string }>(
-    `select to_char(d, 'YYYY-MM-DD') as day
-       from generate_series(to_date($1 || '-01', 'YYYY-MM-DD'), (to_date($1 || '-01', 'YYYY-MM-DD') + interval '1 month')::date - 1, interval '1 day') d
-      order by 1`,
-    [month],
-  );
-  const rows: RollupRow[] = [];
-  for (const [i, { day }] of days.rows.entries()) {
-    const r = await db.query<RollupRow>(
-      `select to_char(day, 'YYYY-MM-DD') as day, user_id, model, kind, entry_type, status, entries, prompt_tokens,
-              cached_prompt_tokens, completion_tokens, reasoning_tokens, cost_usd
-         from usage_rollups
-        where zone = $1 and day = $2::date
-        order by user_id, model nulls first, kind nulls first, entry_type, status`,
-      [zone, day],
-    );
-    rows.push(...r.rows);
-    onProgress?.({ phase: `reading rollups ${month}`, done: i + 1, total: days.rows.length });
-  }
-  return rows;
-}
-
-/** Where the month starts and ends in the zone, as instants (ISO 8601, UTC), and whether it is over. */
-export async function monthBounds(db: pg.Pool, zone: string, month: Month): Promise<{ from: string; to: string; complete: boolean }> {
-  const { rows } = await db.query<{ from: Date; to: Date; complete: boolean }>(
-    `select (to_date($2 || '-01', 'YYYY-MM-DD')::timestamp at time zone $1) as from,
-            ((to_date($2 || '-01', 'YYYY-MM-DD') + interval '1 month')::timestamp at time zone $1) as to,
-            now() >= ((to_date($2 || '-01', 'YYYY-MM-DD') + interval '1 month')::timestamp at time zone $1) as complete`,
-    [zone, month],
-  );
-  return { from: rows[0].from.toISOString(), to: rows[0].to.toISOString(), complete: rows[0].complete };
 }

@@ -1,0 +1,104 @@
+import type pg from 'pg';
+import type { OnProgress } from '../progress-bar';
+import type { Month } from './month';
+
+/**
+ * The read side of the daily rollups (see rollups-write.ts for how they are kept): the rows of a month, the
+ * watermarks, the zones tracked and what waits in the queue. Nothing here changes a row.
+ */
+
+export interface RollupRow {
+  day: string;
+  user_id: string;
+  model: string | null;
+  kind: 'chat' | 'embedding' | null;
+  entry_type: 'usage' | 'adjustment' | 'credit' | 'reconciliation';
+  status: 'ok' | 'failed';
+  entries: string;
+  prompt_tokens: string;
+  cached_prompt_tokens: string;
+  completion_tokens: string;
+  reasoning_tokens: string;
+  cost_usd: string;
+}
+
+export interface Watermark {
+  zone: string;
+  refreshedAt: string | null;
+  lastEntryId: string;
+  entriesFolded: string;
+}
+
+export async function readWatermark(db: pg.Pool, zone: string): Promise<Watermark> {
+  const { rows } = await db.query<{ refreshed_at: Date | null; last_entry_id: string; entries_folded: string }>(
+    'select refreshed_at, last_entry_id, entries_folded from rollup_zones where zone = $1',
+    [zone],
+  );
+  const w = rows[0];
+  return {
+    zone,
+    refreshedAt: w?.refreshed_at ? w.refreshed_at.toISOString() : null,
+    lastEntryId: w?.last_entry_id ?? '0',
+    entriesFolded: w?.entries_folded ?? '0',
+  };
+}
+
+export async function trackedZones(db: pg.Pool): Promise<string[]> {
+  return (await db.query<{ zone: string }>('select zone from rollup_zones order by zone')).rows.map((r) => r.zone);
+}
+
+/** Ledger entries queued for the zone and not yet folded into its rollups. */
+export async function pendingEntries(db: pg.Pool, zone: string): Promise<number> {
+  return Number((await db.query<{ n: string }>('select count(*) as n from rollup_pending where zone = $1', [zone])).rows[0].n);
+}
+
+/** Months of the zone that were built in full at least once, oldest first. */
+export async function builtMonths(db: pg.Pool, zone: string): Promise<Month[]> {
+  const { rows } = await db.query<{ month: string }>('select month from rollup_months where zone = $1 order by month', [zone]);
+  return rows.map((m) => m.month);
+}
+
+/** The month's rollup rows, read a day at a time (progress for large months), in a deterministic order. */
+export async function readMonthRollups(db: pg.Pool, zone: string, month: Month, onProgress?: OnProgress): Promise<RollupRow[]> {
+  const days = await db.query<{ day: string }>(
+    `select to_char(d, 'YYYY-MM-DD') as day
+       from generate_series(to_date($1 || '-01', 'YYYY-MM-DD'), (to_date($1 || '-01', 'YYYY-MM-DD') + interval '1 month')::date - 1, interval '1 day') d
+      order by 1`,
+    [month],
+  );
+  const rows: RollupRow[] = [];
+  for (const [i, { day }] of days.rows.entries()) {
+    const r = await db.query<RollupRow>(
+      `select to_char(day, 'YYYY-MM-DD') as day, user_id, model, kind, entry_type, status, entries, prompt_tokens,
+              cached_prompt_tokens, completion_tokens, reasoning_tokens, cost_usd
+         from usage_rollups
+        where zone = $1 and day = $2::date
+        order by user_id, model nulls first, kind nulls first, entry_type, status`,
+      [zone, day],
+    );
+    rows.push(...r.rows);
+    onProgress?.({ phase: `reading rollups ${month}`, done: i + 1, total: days.rows.length });
+  }
+  return rows;
+}
+
+/** The lowest and highest ledger id in the month's rollups: with the entry count, a fingerprint of the month's rows. */
+export async function entryIdSpan(db: pg.Pool, zone: string, month: Month): Promise<{ first: bigint | null; last: bigint | null }> {
+  const { rows } = await db.query<{ first: string | null; last: string | null }>(
+    `select min(first_entry_id) as first, max(last_entry_id) as last from usage_rollups
+      where zone = $1 and day between to_date($2 || '-01', 'YYYY-MM-DD') and (to_date($2 || '-01', 'YYYY-MM-DD') + interval '1 month')::date - 1`,
+    [zone, month],
+  );
+  return { first: rows[0].first === null ? null : BigInt(rows[0].first), last: rows[0].last === null ? null : BigInt(rows[0].last) };
+}
+
+/** Where the month starts and ends in the zone, as instants (ISO 8601, UTC), and whether it is over. */
+export async function monthBounds(db: pg.Pool, zone: string, month: Month): Promise<{ from: string; to: string; complete: boolean }> {
+  const { rows } = await db.query<{ from: Date; to: Date; complete: boolean }>(
+    `select (to_date($2 || '-01', 'YYYY-MM-DD')::timestamp at time zone $1) as from,
+            ((to_date($2 || '-01', 'YYYY-MM-DD') + interval '1 month')::timestamp at time zone $1) as to,
+            now() >= ((to_date($2 || '-01', 'YYYY-MM-DD') + interval '1 month')::timestamp at time zone $1) as complete`,
+    [zone, month],
+  );
+  return { from: rows[0].from.toISOString(), to: rows[0].to.toISOString(), complete: rows[0].complete };
+}
