@@ -1,9 +1,8 @@
-import { ScheduleAlreadyRunning, ScheduleNotFoundError, type Client } from '@temporalio/client';
+import { ScheduleNotFoundError, type Client } from '@temporalio/client';
 import { TASK_SCHEDULE_PREFIX, taskScheduleId } from '../constants';
-import { UserError } from '../errors';
-import { describeOrUndefined } from './describe-schedule';
+import { reconcileSchedule } from './reconcile-schedule';
 import { ensureReportSchedule } from './report-schedule';
-import { appliedTaskOf, isManagedTaskSchedule, scheduleOptionsFor, taskFingerprint } from './task-schedule';
+import { isManagedTaskSchedule, scheduleOptionsFor, taskFingerprint } from './task-schedule';
 import type { Task, TasksFile } from '../tasks/tasks-file';
 
 export type Change =
@@ -41,28 +40,17 @@ export async function applyTasks(client: Client, file: TasksFile, taskQueue: str
 async function applyTask(client: Client, task: Task, taskQueue: string): Promise<Change[]> {
   const options = scheduleOptionsFor(task, taskQueue);
   const scheduleId = options.scheduleId;
-  const handle = client.schedule.getHandle(scheduleId);
-  let current = await describeOrUndefined(client, scheduleId);
-  if (!current) {
-    try {
-      await client.schedule.create(options);
-      return [{ action: 'created', scheduleId }];
-    } catch (err) {
-      if (!(err instanceof ScheduleAlreadyRunning)) throw err;
-      current = await handle.describe(); // a concurrent apply created it a moment ago: reconcile with what it made
-    }
-  }
-  if (!isManagedTaskSchedule(current.memo)) {
-    throw new UserError(
-      `schedule ${scheduleId} exists but was not created by cronledger; rename task "${task.id}" or delete that schedule yourself`,
-    );
-  }
-  const changes: Change[] = [];
-  if (appliedTaskOf(current)?.fingerprint !== taskFingerprint(task, taskQueue)) {
-    await handle.update((prev) => ({ ...prev, spec: options.spec, action: options.action, policies: options.policies }));
-    changes.push({ action: 'updated', scheduleId });
-  }
-  if (current.state.paused !== task.paused) {
+  const reconciled = await reconcileSchedule(client, {
+    options,
+    fingerprint: taskFingerprint(task, taskQueue),
+    kind: 'task',
+    notOurs: `schedule ${scheduleId} exists but was not created by cronledger; rename task "${task.id}" or delete that schedule yourself`,
+  });
+  if (reconciled.outcome === 'created') return [{ action: 'created', scheduleId }];
+  const changes: Change[] = reconciled.outcome === 'updated' ? [{ action: 'updated', scheduleId }] : [];
+  // An update leaves the pause state alone (it is state, not spec): it follows the file here.
+  if (reconciled.before.state.paused !== task.paused) {
+    const handle = client.schedule.getHandle(scheduleId);
     if (task.paused) await handle.pause('paused by cronledger tasks apply');
     else await handle.unpause('resumed by cronledger tasks apply');
     changes.push({ action: task.paused ? 'paused' : 'resumed', scheduleId });

@@ -1,26 +1,21 @@
-import { ScheduleAlreadyRunning, type Client, type ScheduleOptions } from '@temporalio/client';
-import { createHash } from 'node:crypto';
+import type { Client, ScheduleOptions } from '@temporalio/client';
+import { z } from 'zod';
 import { MANAGED_BY_MEMO_KEY, MANAGED_BY_VALUE, REPORT_SCHEDULE_ID } from '../constants';
-import { UserError } from '../errors';
-import { describeOrUndefined } from './describe-schedule';
-import type { MonthlyReportInput } from '../workflows/monthly-report';
+import { fingerprintOf } from '../hash';
 import { parseTimeZone } from '../time-zone';
+import { monthlyReport, type MonthlyReportInput } from '../workflows/monthly-report';
+import { describeOrUndefined } from './describe-schedule';
+import { isManagedSchedule, reconcileSchedule } from './reconcile-schedule';
 
 /** At midnight on the 1st, in the schedule's zone: the previous month has just ended there. */
 export const REPORT_CRON = '0 0 1 * *';
-export const REPORT_WORKFLOW_TYPE = 'monthlyReport';
 
 /** The action memo: what was applied, since Temporal compiles the cron string into calendars and can't give it back. */
-interface ReportActionMemo {
-  fingerprint: string;
-  timezone: string;
-}
+const reportActionMemoSchema = z.object({ fingerprint: z.string(), timezone: z.string() });
+type ReportActionMemo = z.infer<typeof reportActionMemoSchema>;
 
 const fingerprint = (timezone: string, taskQueue: string): string =>
-  createHash('sha256')
-    .update(JSON.stringify({ cron: REPORT_CRON, timezone, taskQueue, workflowType: REPORT_WORKFLOW_TYPE, version: 1 }))
-    .digest('hex')
-    .slice(0, 32);
+  fingerprintOf({ cron: REPORT_CRON, timezone, taskQueue, workflowType: monthlyReport.name, version: 1 });
 
 /**
  * The monthly report schedule. Each start gets the ID `report-monthly-<nominal time>` (deterministic per month) and
@@ -35,11 +30,11 @@ export function reportScheduleOptions(timezone: string, taskQueue: string): Sche
     spec: { cronExpressions: [REPORT_CRON], timezone },
     action: {
       type: 'startWorkflow',
-      workflowType: REPORT_WORKFLOW_TYPE,
+      workflowType: monthlyReport,
       workflowId: REPORT_SCHEDULE_ID,
       taskQueue,
       args: [input],
-      memo: memo as unknown as Record<string, unknown>,
+      memo,
     },
     policies: { overlap: 'BUFFER_ALL', catchupWindow: '60 days' },
     state: { note: 'managed by cronledger (tasks apply / report schedule)' },
@@ -47,8 +42,7 @@ export function reportScheduleOptions(timezone: string, taskQueue: string): Sche
   };
 }
 
-export const isManagedReportSchedule = (memo: Record<string, unknown> | undefined): boolean =>
-  memo?.[MANAGED_BY_MEMO_KEY] === MANAGED_BY_VALUE && memo?.kind === 'report';
+export const isManagedReportSchedule = (memo: Record<string, unknown> | undefined): boolean => isManagedSchedule(memo, 'report');
 
 /**
  * Creates or updates the `report-monthly` schedule so it fires `0 0 1 * *` in `timezone` on `taskQueue`. Running it
@@ -60,32 +54,18 @@ export async function ensureReportSchedule(
   opts: { timezone: string; taskQueue: string },
 ): Promise<'created' | 'updated' | 'unchanged'> {
   const timezone = parseTimeZone(opts.timezone, 'monthlyReport.timezone');
-  const options = reportScheduleOptions(timezone, opts.taskQueue);
-  let current = await describeOrUndefined(client, REPORT_SCHEDULE_ID);
-  if (!current) {
-    try {
-      await client.schedule.create(options);
-      return 'created';
-    } catch (err) {
-      if (!(err instanceof ScheduleAlreadyRunning)) throw err;
-      current = await client.schedule.getHandle(REPORT_SCHEDULE_ID).describe();
-    }
-  }
-  if (!isManagedReportSchedule(current.memo)) {
-    throw new UserError(`schedule ${REPORT_SCHEDULE_ID} exists but was not created by cronledger; delete it yourself or set "monthlyReport": false`);
-  }
-  const applied = current.action.memo as unknown as ReportActionMemo | undefined;
-  const wanted = options.action.memo as unknown as ReportActionMemo;
-  if (applied?.fingerprint === wanted.fingerprint) return 'unchanged';
-  await client.schedule
-    .getHandle(REPORT_SCHEDULE_ID)
-    .update((prev) => ({ ...prev, spec: options.spec, action: options.action, policies: options.policies }));
-  return 'updated';
+  const reconciled = await reconcileSchedule(client, {
+    options: reportScheduleOptions(timezone, opts.taskQueue),
+    fingerprint: fingerprint(timezone, opts.taskQueue),
+    kind: 'report',
+    notOurs: `schedule ${REPORT_SCHEDULE_ID} exists but was not created by cronledger; delete it yourself or set "monthlyReport": false`,
+  });
+  return reconciled.outcome;
 }
 
 /** The zone the monthly report schedule uses, if cronledger created one: `report deliver` defaults to it. */
 export async function reportScheduleZone(client: Client): Promise<string | undefined> {
   const current = await describeOrUndefined(client, REPORT_SCHEDULE_ID);
   if (!current || !isManagedReportSchedule(current.memo)) return undefined;
-  return (current.action.memo as unknown as ReportActionMemo | undefined)?.timezone;
+  return reportActionMemoSchema.safeParse(current.action.memo).data?.timezone;
 }

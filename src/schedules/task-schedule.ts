@@ -1,10 +1,12 @@
 import type { ScheduleDescription, ScheduleOptions } from '@temporalio/client';
 import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
-import { createHash } from 'node:crypto';
+import { z } from 'zod';
 import { MANAGED_BY_MEMO_KEY, MANAGED_BY_VALUE, SEARCH_ATTRIBUTES, taskScheduleId } from '../constants';
-import type { ScheduledRunInput } from '../workflows/scheduled-run';
+import { sha256 } from '../hash';
+import { scheduledRun, type ScheduledRunInput } from '../workflows/scheduled-run';
 import { parseDuration } from '../tasks/duration';
-import type { Task } from '../tasks/tasks-file';
+import { taskSchema, type Task } from '../tasks/tasks-file';
+import { isManagedSchedule } from './reconcile-schedule';
 
 export const TASK_ID_KEY = defineSearchAttributeKey(SEARCH_ATTRIBUTES.taskId, SearchAttributeType.KEYWORD);
 export const USER_ID_KEY = defineSearchAttributeKey(SEARCH_ATTRIBUTES.userId, SearchAttributeType.KEYWORD);
@@ -26,15 +28,12 @@ export const runInputOf = (task: Task): ScheduledRunInput => ({
 export function taskFingerprint(task: Task, taskQueue: string): string {
   const { paused: _paused, ...shape } = task;
   const canonical = JSON.stringify({ taskQueue, ...shape }, Object.keys({ taskQueue, ...shape }).sort());
-  return createHash('sha256').update(canonical).digest('hex').slice(0, 32);
+  return sha256(canonical).slice(0, 32);
 }
 
 /** The memo every scheduled run carries (visible in the Web UI), including the task as applied. */
-export interface TaskActionMemo {
-  fingerprint: string;
-  task: Task;
-  input: string;
-}
+const taskActionMemoSchema = z.object({ fingerprint: z.string(), task: taskSchema, input: z.string() });
+export type TaskActionMemo = z.infer<typeof taskActionMemoSchema>;
 
 /**
  * The schedule for a task. The action's workflow ID is `cron-<taskId>`; the server appends the nominal time, so each
@@ -52,11 +51,11 @@ export function scheduleOptionsFor(task: Task, taskQueue: string): ScheduleOptio
     },
     action: {
       type: 'startWorkflow',
-      workflowType: 'scheduledRun',
+      workflowType: scheduledRun,
       workflowId: taskScheduleId(task.id),
       taskQueue,
       args: [runInputOf(task)],
-      memo: memo as unknown as Record<string, unknown>,
+      memo,
       typedSearchAttributes: [
         { key: TASK_ID_KEY, value: task.id },
         { key: USER_ID_KEY, value: task.userId },
@@ -68,11 +67,8 @@ export function scheduleOptionsFor(task: Task, taskQueue: string): ScheduleOptio
   };
 }
 
-export const isManagedTaskSchedule = (memo: Record<string, unknown> | undefined): boolean =>
-  memo?.[MANAGED_BY_MEMO_KEY] === MANAGED_BY_VALUE && memo?.kind === 'task';
+export const isManagedTaskSchedule = (memo: Record<string, unknown> | undefined): boolean => isManagedSchedule(memo, 'task');
 
-/** The task as last applied, read back from a schedule's action memo. */
-export function appliedTaskOf(description: ScheduleDescription): TaskActionMemo | undefined {
-  const memo = description.action.memo as unknown as TaskActionMemo | undefined;
-  return memo?.fingerprint && memo.task ? memo : undefined;
-}
+/** The task as last applied, read back from a schedule's action memo; undefined when the memo holds no valid task. */
+export const appliedTaskOf = (description: ScheduleDescription): TaskActionMemo | undefined =>
+  taskActionMemoSchema.safeParse(description.action.memo).data;

@@ -1,0 +1,50 @@
+import { ScheduleAlreadyRunning, type Client, type ScheduleDescription, type ScheduleOptions } from '@temporalio/client';
+import { z } from 'zod';
+import { MANAGED_BY_MEMO_KEY, MANAGED_BY_VALUE } from '../constants';
+import { UserError } from '../errors';
+import { describeOrUndefined } from './describe-schedule';
+
+/** Every cronledger schedule's action memo carries the fingerprint of what was applied (Temporal can't give a cron back). */
+const fingerprintMemo = z.object({ fingerprint: z.string() });
+
+/** The fingerprint in a schedule's action memo, or undefined when it has none (an old or foreign schedule). */
+export const appliedFingerprintOf = (description: ScheduleDescription): string | undefined =>
+  fingerprintMemo.safeParse(description.action.memo).data?.fingerprint;
+
+/** Whether a schedule's memo marks it as cronledger's, of this kind (`task`, `report`). */
+export const isManagedSchedule = (memo: Record<string, unknown> | undefined, kind: string): boolean =>
+  memo?.[MANAGED_BY_MEMO_KEY] === MANAGED_BY_VALUE && memo?.kind === kind;
+
+export type ReconcileResult =
+  | { outcome: 'created' }
+  /** The schedule as it was before this call (its pause state is left to the caller). */
+  | { outcome: 'updated' | 'unchanged'; before: ScheduleDescription };
+
+/**
+ * Creates the schedule, or updates its spec, action and policies when the fingerprint applied to it differs from
+ * `fingerprint`. Running it again with the same options changes nothing; concurrent callers converge (a create that
+ * loses the race reconciles with what the winner made). A schedule with that ID that cronledger did not create (its
+ * memo is not `kind`) is never touched: `notOurs` is the UserError's message, naming the fix.
+ */
+export async function reconcileSchedule(
+  client: Client,
+  wanted: { options: ScheduleOptions; fingerprint: string; kind: string; notOurs: string },
+): Promise<ReconcileResult> {
+  const { options } = wanted;
+  let current = await describeOrUndefined(client, options.scheduleId);
+  if (!current) {
+    try {
+      await client.schedule.create(options);
+      return { outcome: 'created' };
+    } catch (err) {
+      if (!(err instanceof ScheduleAlreadyRunning)) throw err;
+      current = await client.schedule.getHandle(options.scheduleId).describe();
+    }
+  }
+  if (!isManagedSchedule(current.memo, wanted.kind)) throw new UserError(wanted.notOurs);
+  if (appliedFingerprintOf(current) === wanted.fingerprint) return { outcome: 'unchanged', before: current };
+  await client.schedule
+    .getHandle(options.scheduleId)
+    .update((prev) => ({ ...prev, spec: options.spec, action: options.action, policies: options.policies }));
+  return { outcome: 'updated', before: current };
+}
