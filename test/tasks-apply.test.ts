@@ -135,6 +135,26 @@ describe('tasks apply', () => {
     expect(r.stderr).toMatch(/has no cronledger schedule/);
     await ctx.client.schedule.getHandle('cron-not-ours').describe(); // still there
   });
+
+  it('updates a task whose change is nested inside simulate, and not one whose keys were only reordered', async () => {
+    const simulate = { promptTokens: 100, completionTokens: 20 };
+    const v1 = tasksFile('simulate-v1.json', { tasks: [task('sim', { simulate })], monthlyReport: false });
+    expect((await runCli(['tasks', 'apply', v1], ctx.env)).code).toBe(0);
+    const reordered = tasksFile('simulate-reordered.json', {
+      tasks: [{ simulate: { completionTokens: 20, promptTokens: 100 }, ...task('sim') }],
+      monthlyReport: false,
+    });
+    const same = await runCli(['tasks', 'apply', reordered, '--json'], ctx.env);
+    expect(same.code, same.stderr).toBe(0);
+    expect(JSON.parse(same.stdout).changes).toEqual([{ action: 'unchanged', scheduleId: 'cron-sim' }]);
+
+    const v2 = tasksFile('simulate-v2.json', { tasks: [task('sim', { simulate: { ...simulate, completionTokens: 900 } })], monthlyReport: false });
+    const changed = await runCli(['tasks', 'apply', v2, '--json'], ctx.env);
+    expect(changed.code, changed.stderr).toBe(0);
+    expect(JSON.parse(changed.stdout).changes).toEqual([{ action: 'updated', scheduleId: 'cron-sim' }]);
+    const d = await ctx.client.schedule.getHandle('cron-sim').describe();
+    expect(d.action.type === 'startWorkflow' && d.action.args?.[0]).toMatchObject({ simulate: { completionTokens: 900 } });
+  });
 });
 
 describe('tasks apply refuses bad input and changes nothing', () => {

@@ -2,7 +2,7 @@ import type { ScheduleDescription, ScheduleOptions } from '@temporalio/client';
 import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
 import { z } from 'zod';
 import { MANAGED_BY_MEMO_KEY, MANAGED_BY_VALUE, SEARCH_ATTRIBUTES, taskScheduleId } from '../constants';
-import { sha256 } from '../hash';
+import { fingerprintOf } from '../hash';
 import { scheduledRun, type ScheduledRunInput } from '../workflows/scheduled-run';
 import { parseDuration } from '../tasks/duration';
 import { taskSchema, type Task } from '../tasks/tasks-file';
@@ -22,13 +22,12 @@ export const runInputOf = (task: Task): ScheduledRunInput => ({
 });
 
 /**
- * Fingerprint of everything in a task that shapes its schedule, except `paused` (compared against the schedule's
+ * Fingerprint of the whole task, nested keys (`simulate`) included, except `paused` (compared against the schedule's
  * state instead). Stored in the action memo, since Temporal compiles cron strings into calendars and can't give them back.
  */
 export function taskFingerprint(task: Task, taskQueue: string): string {
   const { paused: _paused, ...shape } = task;
-  const canonical = JSON.stringify({ taskQueue, ...shape }, Object.keys({ taskQueue, ...shape }).sort());
-  return sha256(canonical).slice(0, 32);
+  return fingerprintOf({ taskQueue, ...shape });
 }
 
 /** The memo every scheduled run carries (visible in the Web UI), including the task as applied. */
