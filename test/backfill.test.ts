@@ -1,5 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { applyPrices, loadPricesFile } from '../src/ledger/prices';
+import { applyTasks } from '../src/schedules/apply-tasks';
+import { parseTasksFile } from '../src/tasks/tasks-file';
 import { createTestContext, type TestContext } from './support/context';
 import { runCli } from './support/cli';
 import { waitFor } from './support/wait';
@@ -96,3 +98,40 @@ describe('backfill', () => {
   });
 });
 
+describe('backfill of a jittered task', () => {
+  it('starts nothing for a slot the schedule already fired: it uses the nominal time, as the schedule does', async () => {
+    // Jitter moves each firing up to 50 s past its minute; the schedule still names and claims it by the minute.
+    const file = parseTasksFile({
+      tasks: [{ id: 'jittered', cron: '* * * * *', jitter: '50s', userId: 'u-jit', input: 'jittered' }],
+      monthlyReport: false,
+    });
+    await applyTasks(ctx.client, file, ctx.taskQueue);
+    const fleet = await startWorkers(ctx, 1);
+    try {
+      await fleet.runWhile(async () => {
+        const fired = `TaskId = 'jittered'`;
+        await waitFor(async () => (await ctx.client.workflow.count(fired)).count > 0, 150_000, 'the jittered schedule fired');
+        await ctx.client.schedule.getHandle('cron-jittered').pause('test: one firing is enough');
+        const ids: string[] = [];
+        for await (const w of ctx.client.workflow.list({ query: fired })) ids.push(w.workflowId);
+        expect(ids.length).toBeGreaterThan(0);
+        const firstId = ids.sort()[0];
+        await ctx.client.workflow.getHandle(firstId).result();
+        const nominal = firstId.slice('cron-jittered-'.length);
+        expect(nominal).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:00Z$/);
+
+        // Backfill the fired minute: the nominal slot's workflow ID exists, so Temporal refuses the start.
+        const to = new Date(new Date(nominal).getTime() + 59_000).toISOString();
+        const r = await runCli(['backfill', '--task', 'jittered', '--from', nominal, '--to', to, '--json'], ctx.env);
+        expect(r.code, r.stderr).toBe(0);
+        const { results } = JSON.parse(r.stdout) as { results: { workflowId: string; outcome: string }[] };
+        expect(results.map((x) => [x.workflowId, x.outcome])).toEqual([[firstId, 'rejected']]);
+      });
+      // and no second execution of any jittered slot reached the claim
+      const claims = await ctx.pool.query<{ n: string }>(`select count(*) as n from run_duplicates where task_id = 'jittered'`);
+      expect(claims.rows[0].n).toBe('0');
+    } finally {
+      await ctx.client.schedule.getHandle('cron-jittered').delete();
+    }
+  }, 240_000);
+});

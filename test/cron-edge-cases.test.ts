@@ -1,9 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { slotTimes } from '../src/schedules/backfill';
+import { NOMINAL_PROBE_PREFIX, slotTimes } from '../src/schedules/slot-times';
+import { timestampFromDate, dateFromTimestamp } from '../src/schedules/proto-timestamp';
 import { applyTasks } from '../src/schedules/apply-tasks';
 import { validateCron } from '../src/tasks/cron';
 import { parseTasksFile } from '../src/tasks/tasks-file';
 import { createTestContext, type TestContext } from './support/context';
+import { waitFor } from './support/wait';
 
 /**
  * Slot times come from the Temporal server's schedule engine (ListScheduleMatchingTimes), the same code that fires
@@ -24,12 +26,16 @@ const tasks: Record<string, [cron: string, timezone?: string]> = {
   'dom-and-dow': ['0 0 1,15 * 0'],
   'berlin-0230': ['30 2 * * *', 'Europe/Berlin'],
   'new-york-0130': ['30 1 * * *', 'America/New_York'],
+  'every-minute': ['* * * * *'],
 };
 
 beforeAll(async () => {
   ctx = await createTestContext(import.meta.url);
   const file = parseTasksFile({
-    tasks: Object.entries(tasks).map(([id, [cron, timezone]]) => ({ id, cron, timezone, userId: 'u', input: 'x', paused: true })),
+    tasks: [
+      ...Object.entries(tasks).map(([id, [cron, timezone]]) => ({ id, cron, timezone, userId: 'u', input: 'x', paused: true })),
+      { id: 'hourly-jittered', cron: '0 * * * *', jitter: '30m', userId: 'u', input: 'x', paused: true },
+    ],
     monthlyReport: false,
   });
   await applyTasks(ctx.client, file, ctx.taskQueue);
@@ -106,6 +112,41 @@ describe('cron features, as the Temporal server fires them', () => {
       '2026-11-01T06:30:00Z',
       '2026-11-02T06:30:00Z',
     ]);
+  });
+});
+
+describe('slot times for backfill', () => {
+  it('pages past the server\'s 1,000 times per call: an every-minute task over a day and a minute has 1,441 slots', async () => {
+    const all = await slots('every-minute', '2026-11-02T00:00:00Z', '2026-11-03T00:00:00Z');
+    expect(all).toHaveLength(1441);
+    expect(all[0]).toBe('2026-11-02T00:00:00Z');
+    expect(all[1000]).toBe('2026-11-02T16:40:00Z');
+    expect(all[1440]).toBe('2026-11-03T00:00:00Z');
+    expect(new Set(all).size).toBe(1441);
+  });
+
+  it('gives the nominal times of a jittered schedule (the times it names and claims runs by), not the jittered ones', async () => {
+    const from = new Date('2026-11-02T00:00:00Z');
+    const to = new Date('2026-11-02T23:59:00Z');
+    // the server's own answer for this schedule is jittered, so the nominal times below are not simply its answer
+    const raw = await ctx.client.workflowService.listScheduleMatchingTimes({
+      namespace: ctx.namespace,
+      scheduleId: 'cron-hourly-jittered',
+      startTime: timestampFromDate(from),
+      endTime: timestampFromDate(to),
+    });
+    const jittered = (raw.startTime ?? []).map(dateFromTimestamp);
+    expect(jittered.length).toBeGreaterThan(20); // a slot near the end of the window may be jittered past it
+    expect(jittered.filter((t) => t.getUTCMinutes() !== 0 || t.getUTCSeconds() !== 0).length).toBeGreaterThan(12);
+
+    const nominal = await slots('hourly-jittered', from.toISOString(), to.toISOString());
+    expect(nominal).toEqual(Array.from({ length: 24 }, (_, h) => `2026-11-02T${String(h).padStart(2, '0')}:00:00Z`));
+
+    // the paused twin that listed them is gone (the schedule list is eventually consistent: wait for it to agree)
+    await waitFor(async () => {
+      for await (const s of ctx.client.schedule.list()) if (s.scheduleId.startsWith(NOMINAL_PROBE_PREFIX)) return false;
+      return true;
+    }, 30_000, 'no nominal-times probe schedule left');
   });
 });
 

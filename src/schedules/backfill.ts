@@ -4,12 +4,12 @@ import {
   type Client,
   type ScheduleDescription,
 } from '@temporalio/client';
-import { optionalDateToTs, tsToDate } from '@temporalio/common/lib/time';
 import { UserError } from '../errors';
 import { describeTaskSchedule } from './describe-schedule';
-import { appliedTaskOf, scheduleOptionsFor } from './task-schedule';
+import { appliedTaskOf, runInputOf, scheduleOptionsFor } from './task-schedule';
 import type { Task } from '../tasks/tasks-file';
-import type { ScheduledRunResult } from '../workflows/scheduled-run';
+import { scheduledRun } from '../workflows/scheduled-run';
+import { slotTimes } from './slot-times';
 
 /** A backfill longer than this is refused: a typo in a year should not start a year of model calls. */
 export const MAX_BACKFILL_DAYS = 31;
@@ -52,21 +52,6 @@ export function parseRange(fromText: string, toText: string): { from: Date; to: 
     throw new UserError(`the range ${fromText} .. ${toText} is longer than ${MAX_BACKFILL_DAYS} days; backfill it in smaller windows`);
   }
   return { from, to };
-}
-
-/**
- * The slot times of a schedule in [from, to], both inclusive, as computed by the Temporal server from the task's
- * cron and time zone: the same engine that fires the schedule, so backfilled IDs match scheduled ones exactly.
- */
-export async function slotTimes(client: Client, scheduleId: string, from: Date, to: Date): Promise<Date[]> {
-  const res = await client.workflowService.listScheduleMatchingTimes({
-    namespace: client.options.namespace,
-    scheduleId,
-    // the server's start bound is exclusive: widen both ends by 1 ms so slots exactly at `from` and `to` count
-    startTime: optionalDateToTs(new Date(from.getTime() - 1)),
-    endTime: optionalDateToTs(new Date(to.getTime() + 1)),
-  });
-  return (res.startTime ?? []).map((ts) => tsToDate(ts)).filter((d) => d >= from && d <= to);
 }
 
 export const nominalId = (slot: Date): string => slot.toISOString().replace(/\.\d{3}Z$/, 'Z');
@@ -117,15 +102,15 @@ async function runSlot(client: Client, task: Task, description: ScheduleDescript
   // Start exactly what the schedule would: its task queue, argument, memo and search attributes.
   const desired = scheduleOptionsFor(task, action.taskQueue).action;
   try {
-    const handle = await client.workflow.start('scheduledRun', {
+    const handle = await client.workflow.start(scheduledRun, {
       workflowId,
       taskQueue: action.taskQueue,
-      args: desired.args ?? [],
+      args: [runInputOf(task)],
       memo: desired.memo,
       typedSearchAttributes: desired.typedSearchAttributes,
       workflowIdReusePolicy: 'REJECT_DUPLICATE',
     });
-    const result = (await handle.result()) as ScheduledRunResult;
+    const result = await handle.result();
     return { ...base, outcome: result.status === 'duplicate' ? 'claimed' : 'executed' };
   } catch (err) {
     if (err instanceof WorkflowExecutionAlreadyStartedError) return { ...base, outcome: 'rejected' };

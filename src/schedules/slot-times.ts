@@ -1,0 +1,79 @@
+import type { Client } from '@temporalio/client';
+import Long from 'long';
+import { randomUUID } from 'node:crypto';
+import { dateFromTimestamp, timestampFromDate } from './proto-timestamp';
+
+type ScheduleSpec = NonNullable<NonNullable<Awaited<ReturnType<Client['workflowService']['describeSchedule']>>['schedule']>['spec']>;
+
+/** Prefix of the short-lived, paused schedules that list nominal times; never `cron-`, so nothing mistakes one for a task. */
+export const NOMINAL_PROBE_PREFIX = 'cronledger-nominal-times-';
+
+/**
+ * The *nominal* slot times of a schedule in [from, to], both inclusive, as computed by the Temporal server from the
+ * schedule's own spec: the same engine that fires it, so backfilled IDs and claim keys match the scheduled ones.
+ *
+ * `ListScheduleMatchingTimes` returns jittered times for a schedule with jitter, while the schedule names and claims
+ * each run by its nominal time (TemporalScheduledStartTime and the workflow ID suffix). So for a jittered schedule the
+ * times are listed from a twin: a paused schedule with the same spec minus jitter, which can never fire (no remaining
+ * actions, a workflow type and task queue nobody serves) and is deleted right after.
+ */
+export async function slotTimes(client: Client, scheduleId: string, from: Date, to: Date): Promise<Date[]> {
+  const { namespace } = client.options;
+  const described = await client.workflowService.describeSchedule({ namespace, scheduleId });
+  const spec = described.schedule?.spec;
+  if (!spec) throw new Error(`schedule ${scheduleId} has no spec`);
+  if (!hasJitter(spec)) return matchingTimes(client, scheduleId, from, to);
+
+  const probeId = `${NOMINAL_PROBE_PREFIX}${scheduleId}-${randomUUID().slice(0, 8)}`;
+  await client.workflowService.createSchedule({
+    namespace,
+    scheduleId: probeId,
+    requestId: randomUUID(),
+    identity: client.options.identity,
+    schedule: {
+      spec: { ...spec, jitter: null },
+      action: {
+        startWorkflow: {
+          workflowId: probeId,
+          workflowType: { name: 'cronledgerNominalTimesProbeNeverRuns' },
+          taskQueue: { name: probeId },
+        },
+      },
+      state: {
+        paused: true,
+        limitedActions: true,
+        remainingActions: Long.ZERO,
+        notes: `cronledger backfill: lists the nominal times of ${scheduleId}; never fires; deleted right after`,
+      },
+    },
+  });
+  try {
+    return await matchingTimes(client, probeId, from, to);
+  } finally {
+    await client.workflowService.deleteSchedule({ namespace, scheduleId: probeId, identity: client.options.identity });
+  }
+}
+
+const hasJitter = (spec: ScheduleSpec): boolean => Number(spec.jitter?.seconds ?? 0) > 0 || (spec.jitter?.nanos ?? 0) > 0;
+
+/**
+ * Every matching time in [from, to]. The server returns at most 1,000 per call and says nothing when it stops there,
+ * so this pages: each call starts after the last time the previous one returned, until a call returns nothing.
+ */
+async function matchingTimes(client: Client, scheduleId: string, from: Date, to: Date): Promise<Date[]> {
+  const times: Date[] = [];
+  // the server's start bound is exclusive: start 1 ms early so a slot exactly at `from` counts
+  let after = new Date(from.getTime() - 1);
+  for (;;) {
+    const res = await client.workflowService.listScheduleMatchingTimes({
+      namespace: client.options.namespace,
+      scheduleId,
+      startTime: timestampFromDate(after),
+      endTime: timestampFromDate(to),
+    });
+    const page = (res.startTime ?? []).map(dateFromTimestamp).filter((d) => d > after && d <= to);
+    if (page.length === 0) return times;
+    times.push(...page);
+    after = page[page.length - 1];
+  }
+}
