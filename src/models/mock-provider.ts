@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import { countTokens as countEmbeddingTokens } from 'gpt-tokenizer/model/text-embedding-3-small';
 import { countTokens as countChatTokens } from 'gpt-tokenizer/model/gpt-4o-mini';
 import {
@@ -11,6 +10,7 @@ import {
   type ModelProvider,
   type TokenUsage,
 } from './provider';
+import { sha256 } from '../hash';
 
 const EMBEDDING_DIMENSIONS = 16;
 
@@ -38,7 +38,7 @@ export class MockProvider implements ModelProvider {
   }
 
   async embed(req: EmbeddingRequest): Promise<EmbeddingResult> {
-    const digest = createHash('sha256').update(`${req.model}\n${req.input}`).digest();
+    const digest = Buffer.from(sha256(`${req.model}\n${req.input}`), 'hex');
     // Deterministic unit-range components from the digest bytes: a stand-in vector, not money.
     const vector = Array.from({ length: EMBEDDING_DIMENSIONS }, (_, i) => (digest[i] - 127.5) / 127.5);
     const usage: TokenUsage = {
@@ -58,8 +58,6 @@ function failIfAsked(attempt: number, failFirst: number | undefined, usage: Toke
     throw new BilledCallError(`mock failure on attempt ${attempt} of the first ${failFirst} (usage was produced)`, usage, model, requestId);
   }
 }
-
-const sha256 = (text: string): string => createHash('sha256').update(text).digest('hex');
 
 
 function summarise(prompt: string): string {

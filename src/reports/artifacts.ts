@@ -1,7 +1,7 @@
-import { createHash } from 'node:crypto';
 import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { dataDir } from '../config';
+import { sha256 } from '../hash';
 import { renderHtml } from './render-html';
 import { renderCsv, renderJson, renderMarkdown } from './render';
 import type { ArtifactFile, GeneratedReport, ReportSummary, UsageReport } from './types';
@@ -11,8 +11,6 @@ export const reportsDir = (env: NodeJS.ProcessEnv = process.env): string =>
   resolve(env.CRONLEDGER_REPORTS_DIR || join(dataDir(), 'reports'));
 
 export const monthDir = (root: string, month: string): string => join(root, month);
-
-export const sha256 = (text: string): string => createHash('sha256').update(text, 'utf8').digest('hex');
 
 /** The four artifacts of a report, in a fixed order. */
 export function renderArtifacts(report: UsageReport): { name: string; content: string }[] {

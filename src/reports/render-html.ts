@@ -1,7 +1,7 @@
-import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
+import { sha256 } from '../hash';
 import { displayUsd, formatUsd, parseUsd, toAttoUsd } from '../money';
 import { divideHalfEven } from './economics';
 import { daysOf } from './month';
@@ -81,8 +81,6 @@ const scriptJson = (v: unknown): string =>
     .replace(/\u2028/g, '\\u2028')
     .replace(/\u2029/g, '\\u2029');
 
-const usd = (exact: string): string => displayUsd(parseUsd(exact));
-
 function table(headers: string[], rows: string[][], numeric: number[], totalRow = false): string {
   const th = headers.map((h, i) => `<th${numeric.includes(i) ? ' class="n"' : ''}>${esc(h)}</th>`).join('');
   const tr = rows
@@ -94,7 +92,7 @@ function table(headers: string[], rows: string[][], numeric: number[], totalRow 
   return `<table>\n<thead><tr>${th}</tr></thead>\n<tbody>\n${tr}\n</tbody>\n</table>`;
 }
 
-const figures = (f: Figures) => [String(f.calls), String(f.promptTokens), String(f.cachedPromptTokens), String(f.completionTokens), usd(f.costUsd)];
+const figures = (f: Figures) => [String(f.calls), String(f.promptTokens), String(f.cachedPromptTokens), String(f.completionTokens), displayUsd(f.costUsd)];
 const FIG_HEADERS = ['Calls', 'Prompt', 'Cached', 'Completion', 'Cost'];
 
 // The page script: draws the three charts from the embedded series. Values arrive as micro-dollar integer strings.
@@ -147,7 +145,7 @@ tr.total td { font-weight: 600; border-top: 2px solid #9ca3af; }
 export function renderHtml(report: UsageReport): string {
   const dataJson = scriptJson(chartData(report));
   const chartLib = chartJs();
-  const hash = (s: string) => `'sha256-${createHash('sha256').update(s, 'utf8').digest('base64')}'`;
+  const hash = (s: string) => `'sha256-${sha256(s, 'base64')}'`;
   const csp = [
     "default-src 'none'",
     `script-src ${hash(chartLib)} ${hash(PAGE_SCRIPT)}`,
@@ -162,13 +160,13 @@ export function renderHtml(report: UsageReport): string {
   const t = report.totals;
   const so = report.period.complete ? '' : ' (month so far)';
   const cards: [string, string][] = [
-    ['Total', usd(t.costUsd)],
+    ['Total', displayUsd(t.costUsd)],
     ['Model calls', String(t.calls)],
-    ['Cost per completed run', usd(e.costPerCompletedRunUsd)],
-    ['Cost per active user', usd(e.costPerActiveUserUsd)],
+    ['Cost per completed run', displayUsd(e.costPerCompletedRunUsd)],
+    ['Cost per active user', displayUsd(e.costPerActiveUserUsd)],
     ['Completed runs per dollar', e.completedRunsPerDollar],
-    ['Failed calls', `${report.failedCalls.calls} · ${usd(report.failedCalls.costUsd)}`],
-    ['Duplicate-skipped runs', `${report.duplicateSkippedRuns.runs} · ${usd(report.duplicateSkippedRuns.costUsd)}`],
+    ['Failed calls', `${report.failedCalls.calls} · ${displayUsd(report.failedCalls.costUsd)}`],
+    ['Duplicate-skipped runs', `${report.duplicateSkippedRuns.runs} · ${displayUsd(report.duplicateSkippedRuns.costUsd)}`],
   ];
   const total = (label: string, pad: number) => [label, ...Array(pad).fill(''), ...figures(t)];
   const userRows = [...report.byUser.map((l: UserLine) => [l.userId, l.line, ...figures(l)]), total('TOTAL', 1)];
@@ -201,12 +199,12 @@ ${cards.map(([k, v]) => `<div class="card"><span class="muted">${esc(k)}</span><
 ${table(
   ['Metric', 'Value'],
   [
-    ['Spend (usage, adjustments, reconciliation; excludes credits)', usd(e.spendUsd)],
+    ['Spend (usage, adjustments, reconciliation; excludes credits)', displayUsd(e.spendUsd)],
     ['Completed runs', String(e.completedRuns)],
     ['Failed runs', String(e.failedRuns)],
     ['Active users', String(e.activeUsers)],
-    ['Cost per completed run', usd(e.costPerCompletedRunUsd)],
-    ['Cost per active user', usd(e.costPerActiveUserUsd)],
+    ['Cost per completed run', displayUsd(e.costPerCompletedRunUsd)],
+    ['Cost per active user', displayUsd(e.costPerActiveUserUsd)],
     ['Completed runs per dollar', e.completedRunsPerDollar],
   ],
   [1],
@@ -216,11 +214,11 @@ ${table(
 ${table(
   ['Line', 'Cost'],
   [
-    ['usage', usd(t.usageUsd)],
-    ['adjustments', usd(t.adjustmentsUsd)],
-    ['reconciliation', usd(t.reconciliationUsd)],
-    ['credits', usd(t.creditsUsd)],
-    ['total', usd(t.costUsd)],
+    ['usage', displayUsd(t.usageUsd)],
+    ['adjustments', displayUsd(t.adjustmentsUsd)],
+    ['reconciliation', displayUsd(t.reconciliationUsd)],
+    ['credits', displayUsd(t.creditsUsd)],
+    ['total', displayUsd(t.costUsd)],
   ],
   [1],
   true,
