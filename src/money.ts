@@ -51,9 +51,10 @@ export function toExactString(value: Money): string {
   return formatScaled(toAttoUsd(value), LEDGER_SCALE);
 }
 
-/** `$0.000996`: rounded half-even to 6 decimals, for tables and prose only. */
-export function displayUsd(value: Money): string {
-  const { amount, scale } = toSnapshot(transformScale(value, DISPLAY_SCALE, halfEven));
+/** `$0.000996`: rounded half-even to 6 decimals, for tables and prose only. Takes money or its exact decimal string. */
+export function displayUsd(value: Money | string): string {
+  const money = typeof value === 'string' ? parseUsd(value) : value;
+  const { amount, scale } = toSnapshot(transformScale(money, DISPLAY_SCALE, halfEven));
   return formatUsd(amount, scale);
 }
 

@@ -1,5 +1,6 @@
 import type pg from 'pg';
-import { displayUsd, parseUsd } from '../money';
+import { inTransaction } from '../db/pool';
+import { displayUsd } from '../money';
 import type { DeliveryOutcome, GeneratedReport } from './types';
 
 /**
@@ -30,16 +31,15 @@ export function webhookTarget(url: string): string {
   }
 }
 
-const usd = (exact: string) => displayUsd(parseUsd(exact));
 const mrkdwn = (s: string) => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
 
 /** A Slack-compatible message: `text` (the fallback and notification line) plus Block Kit blocks. */
 export function slackPayload(g: GeneratedReport): { text: string; blocks: unknown[] } {
   const s = g.summary;
   const so = s.complete ? '' : ' (month so far)';
-  const text = `cronledger usage report ${s.month}${so} (${s.timeZone}): total ${usd(s.totalUsd)}, ${s.calls} model calls, ${s.completedRuns} completed runs`;
+  const text = `cronledger usage report ${s.month}${so} (${s.timeZone}): total ${displayUsd(s.totalUsd)}, ${s.calls} model calls, ${s.completedRuns} completed runs`;
   const top = s.topUsers.length
-    ? s.topUsers.map((u, i) => `${i + 1}. \`${mrkdwn(u.userId)}\` ${usd(u.costUsd)}`).join('\n')
+    ? s.topUsers.map((u, i) => `${i + 1}. \`${mrkdwn(u.userId)}\` ${displayUsd(u.costUsd)}`).join('\n')
     : '_no usage this month_';
   return {
     text,
@@ -48,12 +48,12 @@ export function slackPayload(g: GeneratedReport): { text: string; blocks: unknow
       {
         type: 'section',
         fields: [
-          { type: 'mrkdwn', text: `*Total*\n${usd(s.totalUsd)}` },
+          { type: 'mrkdwn', text: `*Total*\n${displayUsd(s.totalUsd)}` },
           { type: 'mrkdwn', text: `*Model calls*\n${s.calls}` },
-          { type: 'mrkdwn', text: `*Cost per completed run*\n${usd(s.costPerCompletedRunUsd)}` },
+          { type: 'mrkdwn', text: `*Cost per completed run*\n${displayUsd(s.costPerCompletedRunUsd)}` },
           { type: 'mrkdwn', text: `*Active users*\n${s.activeUsers}` },
-          { type: 'mrkdwn', text: `*Failed calls*\n${s.failedCalls.calls} (${usd(s.failedCalls.costUsd)})` },
-          { type: 'mrkdwn', text: `*Duplicate-skipped runs*\n${s.duplicateSkippedRuns.runs} (${usd(s.duplicateSkippedRuns.costUsd)})` },
+          { type: 'mrkdwn', text: `*Failed calls*\n${s.failedCalls.calls} (${displayUsd(s.failedCalls.costUsd)})` },
+          { type: 'mrkdwn', text: `*Duplicate-skipped runs*\n${s.duplicateSkippedRuns.runs} (${displayUsd(s.duplicateSkippedRuns.costUsd)})` },
         ],
       },
       { type: 'section', text: { type: 'mrkdwn', text: `*Top users*\n${top}` } },
@@ -97,9 +97,7 @@ export interface DeliverRequest {
 export async function deliverOnce(db: pg.Pool, req: DeliverRequest): Promise<DeliveryOutcome> {
   const { month, timeZone, reportSha256, summary } = req.generated;
   const complete = summary.complete;
-  const client = await db.connect();
-  try {
-    await client.query('begin');
+  return inTransaction(db, async (client) => {
     const locked = await client.query<{ ok: boolean }>(
       `select pg_try_advisory_xact_lock(hashtextextended('cronledger-report-delivery:' || $1, 0)) as ok`,
       [month],
@@ -112,7 +110,6 @@ export async function deliverOnce(db: pg.Pool, req: DeliverRequest): Promise<Del
       [month, complete, reportSha256],
     );
     if (done.rows.length > 0) {
-      await client.query('commit');
       return { status: 'already-delivered', deliveredAt: done.rows[0].delivered_at.toISOString() };
     }
     const status = await (req.post ?? postJson)(req.url, slackPayload(req.generated as GeneratedReport));
@@ -122,12 +119,6 @@ export async function deliverOnce(db: pg.Pool, req: DeliverRequest): Promise<Del
        values ($1, $2, $3, $4, $5, $6, $7, $8)`,
       [month, timeZone, complete, reportSha256, target, req.workflowId ?? null, req.attempt ?? null, status],
     );
-    await client.query('commit');
     return { status: 'posted', target, attempt: req.attempt ?? 1 };
-  } catch (err) {
-    await client.query('rollback').catch(() => undefined);
-    throw err;
-  } finally {
-    client.release();
-  }
+  });
 }

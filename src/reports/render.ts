@@ -1,13 +1,11 @@
 import { formatTable } from '../text-table';
-import { displayUsd, parseUsd } from '../money';
+import { displayUsd } from '../money';
 import type { DayLine, Figures, LineType, ModelLine, ReportCut, UsageReport, UserLine } from './types';
 
 /**
  * Text renderings of a report. Each is a pure function of the report, so the same report gives the same bytes.
  * Tables and Markdown show money as `$0.000996` (half-even, 6 decimals); JSON and CSV carry the exact decimal strings.
  */
-
-const usd = (exact: string): string => displayUsd(parseUsd(exact));
 
 type CutLine = UserLine | DayLine | ModelLine;
 
@@ -35,7 +33,7 @@ const figureCells = (f: Figures): string[] => [
   String(f.promptTokens),
   String(f.cachedPromptTokens),
   String(f.completionTokens),
-  usd(f.costUsd),
+  displayUsd(f.costUsd),
 ];
 
 function cutTable(report: UsageReport, cut: ReportCut): { headers: string[]; rows: string[][]; right: number[] } {
@@ -55,12 +53,12 @@ function title(report: UsageReport, cut?: ReportCut): string {
 function economicsRows(report: UsageReport): [string, string][] {
   const e = report.unitEconomics;
   return [
-    ['spend (usage, adjustments, reconciliation; excludes credits)', usd(e.spendUsd)],
+    ['spend (usage, adjustments, reconciliation; excludes credits)', displayUsd(e.spendUsd)],
     ['completed runs', String(e.completedRuns)],
     ['failed runs', String(e.failedRuns)],
     ['active users', String(e.activeUsers)],
-    ['cost per completed run', usd(e.costPerCompletedRunUsd)],
-    ['cost per active user', usd(e.costPerActiveUserUsd)],
+    ['cost per completed run', displayUsd(e.costPerCompletedRunUsd)],
+    ['cost per active user', displayUsd(e.costPerActiveUserUsd)],
     ['completed runs per dollar', e.completedRunsPerDollar],
   ];
 }
@@ -68,11 +66,11 @@ function economicsRows(report: UsageReport): [string, string][] {
 function breakdown(report: UsageReport): [string, string][] {
   const t = report.totals;
   return [
-    ['usage', usd(t.usageUsd)],
-    ['adjustments', usd(t.adjustmentsUsd)],
-    ['reconciliation', usd(t.reconciliationUsd)],
-    ['credits', usd(t.creditsUsd)],
-    ['total', usd(t.costUsd)],
+    ['usage', displayUsd(t.usageUsd)],
+    ['adjustments', displayUsd(t.adjustmentsUsd)],
+    ['reconciliation', displayUsd(t.reconciliationUsd)],
+    ['credits', displayUsd(t.creditsUsd)],
+    ['total', displayUsd(t.costUsd)],
   ];
 }
 
@@ -92,8 +90,8 @@ export function renderTable(report: UsageReport, cut: ReportCut): string {
     'Unit economics',
     pairs(economicsRows(report)),
     '',
-    `Failed calls: ${plural(report.failedCalls.calls, 'call')}, ${usd(report.failedCalls.costUsd)}`,
-    `Duplicate-skipped runs: ${plural(report.duplicateSkippedRuns.runs, 'run')}, ${usd(report.duplicateSkippedRuns.costUsd)}`,
+    `Failed calls: ${plural(report.failedCalls.calls, 'call')}, ${displayUsd(report.failedCalls.costUsd)}`,
+    `Duplicate-skipped runs: ${plural(report.duplicateSkippedRuns.runs, 'run')}, ${displayUsd(report.duplicateSkippedRuns.costUsd)}`,
     '',
   ].join('\n');
 }
@@ -198,11 +196,11 @@ export function renderMarkdown(report: UsageReport): string {
     '',
     '## Summary',
     '',
-    `- Total: **${usd(report.totals.costUsd)}** (exact: ${report.totals.costUsd} USD) over ${plural(report.totals.calls, 'model call')}` +
+    `- Total: **${displayUsd(report.totals.costUsd)}** (exact: ${report.totals.costUsd} USD) over ${plural(report.totals.calls, 'model call')}` +
       ` and ${plural(report.ledger.entries, 'ledger entry', 'ledger entries')}`,
     ...breakdown(report).slice(0, 4).map(([k, v]) => `- ${k[0].toUpperCase()}${k.slice(1)}: ${v}`),
-    `- Failed calls: ${plural(report.failedCalls.calls, 'call')}, ${usd(report.failedCalls.costUsd)}`,
-    `- Duplicate-skipped runs: ${plural(report.duplicateSkippedRuns.runs, 'run')}, ${usd(report.duplicateSkippedRuns.costUsd)}`,
+    `- Failed calls: ${plural(report.failedCalls.calls, 'call')}, ${displayUsd(report.failedCalls.costUsd)}`,
+    `- Duplicate-skipped runs: ${plural(report.duplicateSkippedRuns.runs, 'run')}, ${displayUsd(report.duplicateSkippedRuns.costUsd)}`,
     '',
     '## By user',
     '',

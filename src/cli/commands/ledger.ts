@@ -47,7 +47,7 @@ export function registerLedgerCommands(program: Command): void {
             e.entry_type === 'usage' ? e.status : '-',
             e.attempt === null ? '-' : String(e.attempt),
             e.entry_type === 'usage' ? tokens(e) : '-',
-            displayUsd(parseUsd(e.cost_usd)),
+            displayUsd(e.cost_usd),
           ]),
           [0, 8, 10],
         );
@@ -97,7 +97,7 @@ function printAppended(entry: LedgerEntry, json: boolean | undefined): void {
   if (json) return printJson({ entry: entryJson(entry) });
   const target = entry.original_entry_id ? ` correcting entry ${entry.original_entry_id}` : '';
   process.stdout.write(
-    `appended ${entry.entry_type} entry ${entry.id} for user ${entry.user_id}${target}: ${displayUsd(parseUsd(entry.cost_usd))} ` +
+    `appended ${entry.entry_type} entry ${entry.id} for user ${entry.user_id}${target}: ${displayUsd(entry.cost_usd)} ` +
       `(exact ${entry.cost_usd} USD), reason: ${entry.reason}\n`,
   );
 }

@@ -3,7 +3,7 @@ import { Option, type Command } from 'commander';
 import { workflowUrl } from '../../config';
 import { REPORT_SCHEDULE_ID } from '../../constants';
 import { UserError } from '../../errors';
-import { displayUsd, parseUsd } from '../../money';
+import { displayUsd } from '../../money';
 import { buildReport } from '../../reports/build-report';
 import { monthAt, parseMonth } from '../../reports/month';
 import { parseTimeZone } from '../../time-zone';
@@ -109,7 +109,7 @@ export function registerReportCommands(program: Command): void {
         if (opts.json) return printJson({ workflowId, ...result });
         const s = result.summary;
         process.stdout.write(
-          `report ${result.month} (${result.timeZone})${s.complete ? '' : ', month so far'}: total ${displayUsd(parseUsd(s.totalUsd))}, ` +
+          `report ${result.month} (${result.timeZone})${s.complete ? '' : ', month so far'}: total ${displayUsd(s.totalUsd)}, ` +
             `${s.calls} calls, ${s.completedRuns} completed runs\n`,
         );
         process.stdout.write(`artifacts in ${result.dir}\n`);
