@@ -147,6 +147,7 @@ export async function ledgerSums(
     model: `json_build_array(model, kind, entry_type)::text`,
     total: `'total'`,
   }[groupBy];
+  // The month's bounds are written out here, not taken from src/db/month-bounds.ts: the oracle stays independent.
   const { rows } = await pool.query<{ k: string; cost: string }>(
     `select ${key} as k, sum(cost_usd)::numeric(38, 18)::text as cost from usage_ledger
       where created_at >= (to_date($2 || '-01', 'YYYY-MM-DD')::timestamp at time zone $1)

@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { monthBoundsSql } from '../db/month-bounds';
 import type { OnProgress } from '../progress-bar';
 import type { Month } from './month';
 
@@ -60,10 +61,9 @@ export async function builtMonths(db: pg.Pool, zone: string): Promise<Month[]> {
 
 /** The month's rollup rows, read a day at a time (progress for large months), in a deterministic order. */
 export async function readMonthRollups(db: pg.Pool, zone: string, month: Month, onProgress?: OnProgress): Promise<RollupRow[]> {
+  const m = monthBoundsSql('$1');
   const days = await db.query<{ day: string }>(
-    `select to_char(d, 'YYYY-MM-DD') as day
-       from generate_series(to_date($1 || '-01', 'YYYY-MM-DD'), (to_date($1 || '-01', 'YYYY-MM-DD') + interval '1 month')::date - 1, interval '1 day') d
-      order by 1`,
+    `select to_char(d, 'YYYY-MM-DD') as day from generate_series(${m.firstDay}, ${m.lastDay}, interval '1 day') d order by 1`,
     [month],
   );
   const rows: RollupRow[] = [];
@@ -84,9 +84,10 @@ export async function readMonthRollups(db: pg.Pool, zone: string, month: Month, 
 
 /** The lowest and highest ledger id in the month's rollups: with the entry count, a fingerprint of the month's rows. */
 export async function entryIdSpan(db: pg.Pool, zone: string, month: Month): Promise<{ first: bigint | null; last: bigint | null }> {
+  const m = monthBoundsSql('$2', '$1');
   const { rows } = await db.query<{ first: string | null; last: string | null }>(
     `select min(first_entry_id) as first, max(last_entry_id) as last from usage_rollups
-      where zone = $1 and day between to_date($2 || '-01', 'YYYY-MM-DD') and (to_date($2 || '-01', 'YYYY-MM-DD') + interval '1 month')::date - 1`,
+      where zone = $1 and day between ${m.firstDay} and ${m.lastDay}`,
     [zone, month],
   );
   return { first: rows[0].first === null ? null : BigInt(rows[0].first), last: rows[0].last === null ? null : BigInt(rows[0].last) };
@@ -94,10 +95,9 @@ export async function entryIdSpan(db: pg.Pool, zone: string, month: Month): Prom
 
 /** Where the month starts and ends in the zone, as instants (ISO 8601, UTC), and whether it is over. */
 export async function monthBounds(db: pg.Pool, zone: string, month: Month): Promise<{ from: string; to: string; complete: boolean }> {
+  const m = monthBoundsSql('$2', '$1');
   const { rows } = await db.query<{ from: Date; to: Date; complete: boolean }>(
-    `select (to_date($2 || '-01', 'YYYY-MM-DD')::timestamp at time zone $1) as from,
-            ((to_date($2 || '-01', 'YYYY-MM-DD') + interval '1 month')::timestamp at time zone $1) as to,
-            now() >= ((to_date($2 || '-01', 'YYYY-MM-DD') + interval '1 month')::timestamp at time zone $1) as complete`,
+    `select ${m.from} as from, ${m.to} as to, now() >= ${m.to} as complete`,
     [zone, month],
   );
   return { from: rows[0].from.toISOString(), to: rows[0].to.toISOString(), complete: rows[0].complete };

@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { monthBoundsSql } from '../db/month-bounds';
 import { inTransaction } from '../db/pool';
 import { UserError } from '../errors';
 import type { OnProgress } from '../progress-bar';
@@ -179,8 +180,7 @@ export async function refreshRollups(
 export async function rebuildMonth(db: pg.Pool, zone: string, month: Month, onProgress?: OnProgress): Promise<RebuildResult> {
   await registerZone(db, zone);
   await waitForLedgerWriters(db);
-  const first = `to_date($2 || '-01', 'YYYY-MM-DD')`;
-  const last = `((to_date($2 || '-01', 'YYYY-MM-DD') + interval '1 month')::date - 1)`;
+  const { firstDay: first, lastDay: last } = monthBoundsSql('$2', '$1');
   const days = daysOf(month);
   const phase = `rebuilding rollups ${zone} ${month}`;
   return inTransaction(db, async (c) => {
