@@ -5,7 +5,8 @@ import { sha256 } from '../hash';
 import { displayUsd, formatUsd, parseUsd, toAttoUsd } from '../money';
 import { divideHalfEven } from './economics';
 import { daysOf } from './month';
-import type { DayLine, Figures, ModelLine, UsageReport, UserLine } from './types';
+import { capitalized, cutTable, economicsRows, totalsRows } from './report-rows';
+import type { DayLine, ReportCut, UsageReport } from './types';
 
 /**
  * usage.html: one self-contained file that opens offline. Chart.js (its UMD build) is inlined; the report's chart
@@ -92,63 +93,26 @@ function table(headers: string[], rows: string[][], numeric: number[], totalRow 
   return `<table>\n<thead><tr>${th}</tr></thead>\n<tbody>\n${tr}\n</tbody>\n</table>`;
 }
 
-const figures = (f: Figures) => [String(f.calls), String(f.promptTokens), String(f.cachedPromptTokens), String(f.completionTokens), displayUsd(f.costUsd)];
-const FIG_HEADERS = ['Calls', 'Prompt', 'Cached', 'Completion', 'Cost'];
+/** A cut's table from the shared row model, its TOTAL row styled as one. */
+const cutHtml = (report: UsageReport, cut: ReportCut): string => {
+  const t = cutTable(report, cut);
+  return table(t.headers, t.rows, t.right, true);
+};
 
-// The page script: draws the three charts from the embedded series. Values arrive as micro-dollar integer strings.
-const PAGE_SCRIPT = `
-(function () {
-  'use strict';
-  var data = JSON.parse(document.getElementById('chart-data').textContent);
-  // Presentation edge: exact micro-dollar strings become numbers only here, to be drawn.
-  var dollars = function (micro) { return micro.map(function (m) { return Number(m) / 1e6; }); };
-  var colors = ['#2563eb', '#16a34a', '#dc2626', '#9333ea', '#ea580c', '#0891b2'];
-  Chart.defaults.animation = false;
-  Chart.defaults.responsive = true;
-  Chart.defaults.maintainAspectRatio = false;
-  // Tooltips show the exact amounts formatted by cronledger, never a float rendered back to text.
-  var tooltip = { callbacks: { label: function (c) { return (c.dataset.label ? c.dataset.label + ': ' : '') + c.dataset.shown[c.dataIndex]; } } };
-  var usdAxis = { title: { display: true, text: 'USD' } };
-  new Chart(document.getElementById('chart-daily'), {
-    type: 'bar',
-    data: { labels: data.days, datasets: data.daily.map(function (s, i) { return { label: s.label, data: dollars(s.micro), shown: s.shown, backgroundColor: colors[i] }; }) },
-    options: { plugins: { tooltip: tooltip }, scales: { x: { stacked: true }, y: Object.assign({ stacked: true }, usdAxis) } }
-  });
-  new Chart(document.getElementById('chart-users'), {
-    type: 'bar',
-    data: { labels: data.topUsers.labels, datasets: [{ label: 'cost', data: dollars(data.topUsers.micro), shown: data.topUsers.shown, backgroundColor: colors[0] }] },
-    options: { indexAxis: 'y', plugins: { legend: { display: false }, tooltip: tooltip }, scales: { x: usdAxis } }
-  });
-  new Chart(document.getElementById('chart-models'), {
-    type: 'bar',
-    data: { labels: data.models.labels, datasets: [{ label: 'cost', data: dollars(data.models.micro), shown: data.models.shown, backgroundColor: colors[3] }] },
-    options: { plugins: { legend: { display: false }, tooltip: tooltip }, scales: { y: usdAxis } }
-  });
-  document.body.setAttribute('data-charts', 'drawn');
-})();
-`;
+/** The page's script and stylesheet, kept as files beside this one and inlined: the page stays self-contained. */
+const asset = (name: string): string => readFileSync(new URL(`./assets/${name}`, import.meta.url), 'utf8');
+let pageAssets: { script: string; css: string } | undefined;
+const assets = () => (pageAssets ??= { script: asset('report.js'), css: asset('report.css') });
 
-const CSS = `
-body { font: 14px/1.4 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 24px; color: #111827; }
-h1 { font-size: 22px; margin: 0 0 4px; } h2 { font-size: 17px; margin: 28px 0 8px; }
-.muted { color: #6b7280; }
-.cards { display: flex; flex-wrap: wrap; gap: 12px; margin: 16px 0; }
-.card { border: 1px solid #e5e7eb; border-radius: 8px; padding: 10px 14px; min-width: 150px; }
-.card b { display: block; font-size: 18px; }
-.chart { position: relative; height: 300px; max-width: 1000px; }
-table { border-collapse: collapse; margin: 8px 0; }
-th, td { padding: 4px 10px; border-bottom: 1px solid #e5e7eb; text-align: left; }
-td.n, th.n { text-align: right; font-variant-numeric: tabular-nums; }
-tr.total td { font-weight: 600; border-top: 2px solid #9ca3af; }
-`;
 
 export function renderHtml(report: UsageReport): string {
   const dataJson = scriptJson(chartData(report));
   const chartLib = chartJs();
+  const { script: pageScript, css } = assets();
   const hash = (s: string) => `'sha256-${sha256(s, 'base64')}'`;
   const csp = [
     "default-src 'none'",
-    `script-src ${hash(chartLib)} ${hash(PAGE_SCRIPT)}`,
+    `script-src ${hash(chartLib)} ${hash(pageScript)}`,
     "style-src 'unsafe-inline'",
     'img-src data:',
     "connect-src 'none'",
@@ -168,11 +132,6 @@ export function renderHtml(report: UsageReport): string {
     ['Failed calls', `${report.failedCalls.calls} · ${displayUsd(report.failedCalls.costUsd)}`],
     ['Duplicate-skipped runs', `${report.duplicateSkippedRuns.runs} · ${displayUsd(report.duplicateSkippedRuns.costUsd)}`],
   ];
-  const total = (label: string, pad: number) => [label, ...Array(pad).fill(''), ...figures(t)];
-  const userRows = [...report.byUser.map((l: UserLine) => [l.userId, l.line, ...figures(l)]), total('TOTAL', 1)];
-  const dayRows = [...report.byDay.map((l: DayLine) => [l.day, l.kind ?? '-', l.line, ...figures(l)]), total('TOTAL', 2)];
-  const modelRows = [...report.byModel.map((l: ModelLine) => [l.model ?? '-', l.kind ?? '-', l.line, ...figures(l)]), total('TOTAL', 2)];
-  const num = (from: number) => [from, from + 1, from + 2, from + 3, from + 4];
 
   return `<!DOCTYPE html>
 <html lang="en">
@@ -181,7 +140,7 @@ export function renderHtml(report: UsageReport): string {
 <meta http-equiv="Content-Security-Policy" content="${esc(csp)}">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>${esc(`Usage report ${report.month} (${report.timeZone})`)}</title>
-<style>${CSS}</style>
+<style>${css}</style>
 </head>
 <body>
 <h1>${esc(`Usage report ${report.month}${so}`)}</h1>
@@ -196,42 +155,19 @@ ${cards.map(([k, v]) => `<div class="card"><span class="muted">${esc(k)}</span><
 <h2>Cost by model</h2>
 <div class="chart"><canvas id="chart-models" role="img" aria-label="Cost by model"></canvas></div>
 <h2>Unit economics</h2>
-${table(
-  ['Metric', 'Value'],
-  [
-    ['Spend (usage, adjustments, reconciliation; excludes credits)', displayUsd(e.spendUsd)],
-    ['Completed runs', String(e.completedRuns)],
-    ['Failed runs', String(e.failedRuns)],
-    ['Active users', String(e.activeUsers)],
-    ['Cost per completed run', displayUsd(e.costPerCompletedRunUsd)],
-    ['Cost per active user', displayUsd(e.costPerActiveUserUsd)],
-    ['Completed runs per dollar', e.completedRunsPerDollar],
-  ],
-  [1],
-)}
+${table(['Metric', 'Value'], economicsRows(report).map(([k, v]) => [capitalized(k), v]), [1])}
 <p class="muted">${esc(`Rounding: ${e.rounding}.`)}</p>
 <h2>Totals</h2>
-${table(
-  ['Line', 'Cost'],
-  [
-    ['usage', displayUsd(t.usageUsd)],
-    ['adjustments', displayUsd(t.adjustmentsUsd)],
-    ['reconciliation', displayUsd(t.reconciliationUsd)],
-    ['credits', displayUsd(t.creditsUsd)],
-    ['total', displayUsd(t.costUsd)],
-  ],
-  [1],
-  true,
-)}
+${table(['Line', 'Cost'], totalsRows(report), [1], true)}
 <h2>By user</h2>
-${table(['User', 'Line', ...FIG_HEADERS], userRows, num(2), true)}
+${cutHtml(report, 'user')}
 <h2>By day</h2>
-${table(['Day', 'Kind', 'Line', ...FIG_HEADERS], dayRows, num(3), true)}
+${cutHtml(report, 'day')}
 <h2>By model</h2>
-${table(['Model', 'Kind', 'Line', ...FIG_HEADERS], modelRows, num(3), true)}
+${cutHtml(report, 'model')}
 <script type="application/json" id="chart-data">${dataJson}</script>
 <script>${chartLib}</script>
-<script>${PAGE_SCRIPT}</script>
+<script>${pageScript}</script>
 </body>
 </html>
 `;

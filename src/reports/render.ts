@@ -1,16 +1,12 @@
 import { formatTable } from '../text-table';
 import { displayUsd } from '../money';
-import type { DayLine, Figures, LineType, ModelLine, ReportCut, UsageReport, UserLine } from './types';
+import { capitalized, cutTable, economicsRows, linesOf, totalsRows } from './report-rows';
+import type { Figures, LineType, ReportCut, UsageReport } from './types';
 
 /**
  * Text renderings of a report. Each is a pure function of the report, so the same report gives the same bytes.
  * Tables and Markdown show money as `$0.000996` (half-even, 6 decimals); JSON and CSV carry the exact decimal strings.
  */
-
-type CutLine = UserLine | DayLine | ModelLine;
-
-export const linesOf = (report: UsageReport, cut: ReportCut): CutLine[] =>
-  cut === 'user' ? report.byUser : cut === 'day' ? report.byDay : report.byModel;
 
 /** The report with only one cut's lines, as `report --by X --format json` prints it. */
 export function reportForCut(report: UsageReport, cut: ReportCut) {
@@ -22,62 +18,17 @@ export const renderJson = (value: unknown): string => `${JSON.stringify(value, n
 
 // ---------------------------------------------------------------------------------------------------------------- table
 
-const keyColumns: Record<ReportCut, { headers: string[]; cells: (l: CutLine) => string[] }> = {
-  user: { headers: ['USER'], cells: (l) => [(l as UserLine).userId] },
-  day: { headers: ['DAY', 'KIND'], cells: (l) => [(l as DayLine).day, (l as DayLine).kind ?? '-'] },
-  model: { headers: ['MODEL', 'KIND'], cells: (l) => [(l as ModelLine).model ?? '-', (l as ModelLine).kind ?? '-'] },
-};
-
-const figureCells = (f: Figures): string[] => [
-  String(f.calls),
-  String(f.promptTokens),
-  String(f.cachedPromptTokens),
-  String(f.completionTokens),
-  displayUsd(f.costUsd),
-];
-
-function cutTable(report: UsageReport, cut: ReportCut): { headers: string[]; rows: string[][]; right: number[] } {
-  const keys = keyColumns[cut];
-  const headers = [...keys.headers, 'LINE', 'CALLS', 'PROMPT', 'CACHED', 'COMPLETION', 'COST'];
-  const rows = linesOf(report, cut).map((l) => [...keys.cells(l), l.line, ...figureCells(l)]);
-  rows.push(['TOTAL', ...keys.headers.slice(1).map(() => ''), '', ...figureCells(report.totals)]);
-  const first = keys.headers.length + 1;
-  return { headers, rows, right: [first, first + 1, first + 2, first + 3, first + 4] };
-}
-
 function title(report: UsageReport, cut?: ReportCut): string {
   const so = report.period.complete ? '' : ' (month so far)';
   return `Usage report ${report.month}, ${report.timeZone}${so}${cut ? `, by ${cut}` : ''}`;
 }
 
-function economicsRows(report: UsageReport): [string, string][] {
-  const e = report.unitEconomics;
-  return [
-    ['spend (usage, adjustments, reconciliation; excludes credits)', displayUsd(e.spendUsd)],
-    ['completed runs', String(e.completedRuns)],
-    ['failed runs', String(e.failedRuns)],
-    ['active users', String(e.activeUsers)],
-    ['cost per completed run', displayUsd(e.costPerCompletedRunUsd)],
-    ['cost per active user', displayUsd(e.costPerActiveUserUsd)],
-    ['completed runs per dollar', e.completedRunsPerDollar],
-  ];
-}
-
-function breakdown(report: UsageReport): [string, string][] {
-  const t = report.totals;
-  return [
-    ['usage', displayUsd(t.usageUsd)],
-    ['adjustments', displayUsd(t.adjustmentsUsd)],
-    ['reconciliation', displayUsd(t.reconciliationUsd)],
-    ['credits', displayUsd(t.creditsUsd)],
-    ['total', displayUsd(t.costUsd)],
-  ];
-}
+const upperCaseHeaders = <T extends { headers: string[] }>(t: T): T => ({ ...t, headers: t.headers.map((h) => h.toUpperCase()) });
 
 const plural = (n: number, word: string, many = `${word}s`) => `${n} ${n === 1 ? word : many}`;
 
 export function renderTable(report: UsageReport, cut: ReportCut): string {
-  const t = cutTable(report, cut);
+  const t = upperCaseHeaders(cutTable(report, cut));
   const pairs = (rows: [string, string][]) => formatTable(['', ''], rows, [1]).split('\n').slice(2).map((l) => `  ${l}`).join('\n');
   return [
     title(report, cut),
@@ -85,7 +36,7 @@ export function renderTable(report: UsageReport, cut: ReportCut): string {
     formatTable(t.headers, t.rows, t.right),
     '',
     'Totals',
-    pairs(breakdown(report)),
+    pairs(totalsRows(report)),
     '',
     'Unit economics',
     pairs(economicsRows(report)),
@@ -186,7 +137,7 @@ function mdTable(headers: string[], rows: string[][], right: number[]): string {
 
 /** usage.md: the summary, the by-user table, the unit economics and the failed and duplicate slices. */
 export function renderMarkdown(report: UsageReport): string {
-  const t = cutTable(report, 'user');
+  const t = upperCaseHeaders(cutTable(report, 'user'));
   const rows = t.rows.map((r, i) => (i === t.rows.length - 1 ? r.map((c) => (c ? `**${c}**` : c)) : r));
   const e = report.unitEconomics;
   return [
@@ -198,7 +149,7 @@ export function renderMarkdown(report: UsageReport): string {
     '',
     `- Total: **${displayUsd(report.totals.costUsd)}** (exact: ${report.totals.costUsd} USD) over ${plural(report.totals.calls, 'model call')}` +
       ` and ${plural(report.ledger.entries, 'ledger entry', 'ledger entries')}`,
-    ...breakdown(report).slice(0, 4).map(([k, v]) => `- ${k[0].toUpperCase()}${k.slice(1)}: ${v}`),
+    ...totalsRows(report).slice(0, 4).map(([k, v]) => `- ${capitalized(k)}: ${v}`),
     `- Failed calls: ${plural(report.failedCalls.calls, 'call')}, ${displayUsd(report.failedCalls.costUsd)}`,
     `- Duplicate-skipped runs: ${plural(report.duplicateSkippedRuns.runs, 'run')}, ${displayUsd(report.duplicateSkippedRuns.costUsd)}`,
     '',
