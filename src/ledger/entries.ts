@@ -62,8 +62,7 @@ export async function adjustEntry(
     [input.idempotencyKey ?? `adjustment:${input.entryId}:${randomUUID()}`, input.entryId, input.reason, amount],
   );
   if (rows.length === 1) return rows[0];
-  const exists = await db.query('select 1 from usage_ledger where id = $1', [input.entryId]);
-  if (exists.rowCount === 0) throw new UserError(`ledger entry ${input.entryId} does not exist; see \`cronledger ledger --json\` for ids`);
+  await requireEntry(db, input.entryId);
   return (await db.query<LedgerEntry>('select * from usage_ledger where idempotency_key = $1', [input.idempotencyKey])).rows[0];
 }
 
@@ -72,6 +71,7 @@ export async function creditUser(
   db: pg.Pool,
   input: { userId: string; amount: string; reason: string; originalEntryId?: string; idempotencyKey?: string },
 ): Promise<LedgerEntry> {
+  if (input.originalEntryId !== undefined) await requireEntry(db, input.originalEntryId);
   const amount = parseUsd(input.amount, '--amount');
   if (toExactString(amount).startsWith('-')) {
     throw new UserError(`--amount ${input.amount} must be positive: a credit of 5.00 lowers what the user owes by $5.00`);
@@ -87,6 +87,12 @@ export async function creditUser(
       `-${toExactString(amount)}`],
   );
   return rows[0] ?? (await db.query<LedgerEntry>('select * from usage_ledger where idempotency_key = $1', [input.idempotencyKey])).rows[0];
+}
+
+/** Fails with a UserError unless the ledger has an entry with this id. */
+async function requireEntry(db: pg.Pool, entryId: string): Promise<void> {
+  const exists = await db.query('select 1 from usage_ledger where id = $1', [entryId]);
+  if (exists.rowCount === 0) throw new UserError(`ledger entry ${entryId} does not exist; see \`cronledger ledger --json\` for ids`);
 }
 
 function requireReason(reason: string): void {

@@ -83,10 +83,6 @@ export function registerLedgerCommands(program: Command): void {
         throw new UserError(`--entry ${JSON.stringify(opts.entry)} is not a ledger entry id (a whole number)`);
       }
       await withConnections({ db: true }, async ({ pool }) => {
-        if (opts.entry !== undefined) {
-          const found = await pool.query('select 1 from usage_ledger where id = $1', [opts.entry]);
-          if (found.rowCount === 0) throw new UserError(`ledger entry ${opts.entry} does not exist; see \`cronledger ledger --json\` for ids`);
-        }
         const entry = await creditUser(pool, { userId: opts.user, amount: opts.amount, reason: opts.reason, originalEntryId: opts.entry });
         printAppended(entry, opts.json);
       });
