@@ -15,7 +15,7 @@ import { MockProvider } from '../src/models/mock-provider';
 import type { ChatRequest, EmbeddingRequest, ModelProvider, TokenUsage } from '../src/models/provider';
 import { costAtPerMillion, parseUsd, sumMoney, toAttoUsd, toExactString } from '../src/money';
 import type { SimulateProfile } from '../src/models/simulate-profile';
-import type { ScheduledRunInput, ScheduledRunResult } from '../src/workflows/scheduled-run';
+import { scheduledRun, type ScheduledRunInput, type ScheduledRunResult } from '../src/workflows/scheduled-run';
 import { runCli } from './support/cli';
 import { createTestContext, type TestContext } from './support/context';
 import { startWorkers } from './support/workers';
@@ -68,7 +68,7 @@ async function runScheduled(
   };
   const fleet = await startWorkers({ ...ctx, taskQueue }, 1, { provider: opts.provider ?? new MockProvider() });
   const outcome = await fleet.runWhile(async () => {
-    const handle = await ctx.client.workflow.start('scheduledRun', { args: [input], workflowId, taskQueue });
+    const handle = await ctx.client.workflow.start(scheduledRun, { args: [input], workflowId, taskQueue });
     return handle.result().then(
       (result: ScheduledRunResult) => ({ result, error: undefined as unknown }),
       (error: unknown) => ({ result: undefined, error }),

@@ -6,7 +6,7 @@ import type { LedgerEntry } from '../src/ledger/entries';
 import { applyPrices, loadPricesFile } from '../src/ledger/prices';
 import { createOpenAIProvider } from '../src/models/openai-provider';
 import { BilledCallError, type ModelProvider } from '../src/models/provider';
-import type { ScheduledRunInput, ScheduledRunResult } from '../src/workflows/scheduled-run';
+import { scheduledRun, type ScheduledRunInput, type ScheduledRunResult } from '../src/workflows/scheduled-run';
 import { createTestContext, type TestContext } from './support/context';
 import { startFakeOpenAI, type FakeOpenAI } from './support/fake-openai';
 import { startWorkers } from './support/workers';
@@ -124,7 +124,7 @@ describe('through a real worker and the scheduledRun workflow', () => {
     };
     const fleet = await startWorkers({ ...ctx, taskQueue }, 1, { provider: provider(extraEnv) });
     const outcome = await fleet.runWhile(async () => {
-      const handle = await ctx.client.workflow.start('scheduledRun', { args: [input], workflowId, taskQueue });
+      const handle = await ctx.client.workflow.start(scheduledRun, { args: [input], workflowId, taskQueue });
       return handle.result().then(
         (result: ScheduledRunResult) => ({ result, error: undefined }),
         (error: unknown) => ({ result: undefined, error }),

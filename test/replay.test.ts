@@ -4,6 +4,7 @@ import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, inject, it } from 'vitest';
 import { applyPrices, loadPricesFile } from '../src/ledger/prices';
+import { scheduledRun } from '../src/workflows/scheduled-run';
 import { createTestContext, type TestContext } from './support/context';
 import { startWorkers, workflowBundle } from './support/workers';
 
@@ -34,10 +35,10 @@ it('replays freshly recorded histories of completed, duplicate and failed runs w
   const ids = ['cron-replayed-2026-11-02T09:00:00Z', 'cron-replayed-2026-11-02T09:00:00Z', 'cron-replayed-2026-11-02T09:05:00Z'];
   const fleet = await startWorkers(ctx, 1);
   const runIds = await fleet.runWhile(async () => {
-    const completed = await ctx.client.workflow.start('scheduledRun', { workflowId: ids[0], taskQueue: ctx.taskQueue, args: [task()] });
+    const completed = await ctx.client.workflow.start(scheduledRun, { workflowId: ids[0], taskQueue: ctx.taskQueue, args: [task()] });
     await completed.result();
     // same slot again (a native backfill would do this): ends as duplicate
-    const duplicate = await ctx.client.workflow.start('scheduledRun', {
+    const duplicate = await ctx.client.workflow.start(scheduledRun, {
       workflowId: ids[1],
       taskQueue: ctx.taskQueue,
       args: [task()],
@@ -45,7 +46,7 @@ it('replays freshly recorded histories of completed, duplicate and failed runs w
     });
     expect(await duplicate.result()).toMatchObject({ status: 'duplicate' });
     // a model with no price fails before any call
-    const failed = await ctx.client.workflow.start('scheduledRun', { workflowId: ids[2], taskQueue: ctx.taskQueue, args: [task('acme/unpriced')] });
+    const failed = await ctx.client.workflow.start(scheduledRun, { workflowId: ids[2], taskQueue: ctx.taskQueue, args: [task('acme/unpriced')] });
     await expect(failed.result()).rejects.toThrow();
     return [completed.firstExecutionRunId, duplicate.firstExecutionRunId, failed.firstExecutionRunId];
   });

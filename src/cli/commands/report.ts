@@ -12,7 +12,7 @@ import { renderCsv, renderJson, renderMarkdown, renderTable, reportForCut } from
 import { ensureReportSchedule, REPORT_CRON, reportScheduleZone } from '../../schedules/report-schedule';
 import { terminalProgress } from '../../reports/terminal-progress';
 import type { ReportCut, ReportFormat } from '../../reports/types';
-import { monthlyReportWorkflowId, type MonthlyReportInput, type MonthlyReportResult } from '../../workflows/monthly-report';
+import { monthlyReport, monthlyReportWorkflowId, type MonthlyReportInput, type MonthlyReportResult } from '../../workflows/monthly-report';
 import { withConnections } from '../connect';
 import { printJson } from '../output';
 
@@ -80,7 +80,7 @@ export function registerReportCommands(program: Command): void {
         }
         const workflowId = monthlyReportWorkflowId(month);
         const input: MonthlyReportInput = { month, timezone };
-        const handle = await client.workflow.start('monthlyReport', {
+        const handle = await client.workflow.start(monthlyReport, {
           workflowId,
           taskQueue: conn.taskQueue,
           args: [input],
