@@ -1,4 +1,10 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { TestWorkflowEnvironment } from '@temporalio/testing';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { freePort } from '../src/dev/ports';
+import { TASK_ID_KEY, USER_ID_KEY } from '../src/schedules/task-schedule';
 import { applyPrices, loadPricesFile } from '../src/ledger/prices';
 import { applyTasks } from '../src/schedules/apply-tasks';
 import { parseTasksFile } from '../src/tasks/tasks-file';
@@ -134,4 +140,45 @@ describe('backfill of a jittered task', () => {
       await ctx.client.schedule.getHandle('cron-jittered').delete();
     }
   }, 240_000);
+});
+
+describe('backfill --all', () => {
+  it('finds a task applied a moment ago, even while the schedule list (visibility) has not caught up', async () => {
+    // A private server whose visibility never catches up: its schedule list stays empty, while describing a schedule
+    // reads the schedule itself. So a task applied a moment ago is, here, a task applied forever ago.
+    const port = await freePort();
+    const env = await TestWorkflowEnvironment.createLocal({
+      server: {
+        executable: { type: 'existing-path', path: inject('stack').temporalCli },
+        port,
+        ip: '127.0.0.1',
+        searchAttributes: [TASK_ID_KEY, USER_ID_KEY],
+        log: { format: 'pretty', level: 'error' },
+        extraArgs: ['--dynamic-config-value', 'history.visibilityProcessorSchedulerWorkerCount=0'],
+      },
+    });
+    try {
+      const here = { ...ctx.env, TEMPORAL_ADDRESS: `127.0.0.1:${port}`, TEMPORAL_NAMESPACE: 'default' };
+      const file = join(mkdtempSync(join(tmpdir(), 'cronledger-all-')), 'tasks.json');
+      writeFileSync(file, JSON.stringify({ tasks: [{ id: 'just-applied', cron: '0 9 * * *', userId: 'u9', input: 'x', paused: true }], monthlyReport: false }));
+      const applied = await runCli(['tasks', 'apply', file], here);
+      expect(applied.code, applied.stderr).toBe(0);
+
+      const listed: string[] = [];
+      for await (const s of env.client.schedule.list()) listed.push(s.scheduleId);
+      expect(listed).toEqual([]); // the list really lags: without another source, --all would find nothing
+
+      const fleet = await startWorkers({ ...ctx, temporalAddress: `127.0.0.1:${port}`, namespace: 'default' }, 1);
+      const r = await fleet.runWhile(() => runCli(['backfill', '--all', '--from', FROM, '--to', TO, '--json'], here));
+      expect(r.code, r.stderr).toBe(0);
+      const { results } = JSON.parse(r.stdout) as { results: { workflowId: string; outcome: string }[] };
+      expect(results.map((x) => [x.workflowId, x.outcome])).toEqual([['cron-just-applied-2026-11-02T09:00:00Z', 'executed']]);
+
+      const list = await runCli(['tasks', 'list', '--json'], here);
+      expect(list.code, list.stderr).toBe(0);
+      expect((JSON.parse(list.stdout) as { tasks: { id: string }[] }).tasks.map((t) => t.id)).toEqual(['just-applied']);
+    } finally {
+      await env.teardown();
+    }
+  }, 120_000);
 });

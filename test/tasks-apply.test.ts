@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestContext, type TestContext } from './support/context';
 import { runCli } from './support/cli';
 import { waitFor } from './support/wait';
+import { describeOrUndefined } from '../src/schedules/describe-schedule';
 
 let ctx: TestContext;
 const dir = mkdtempSync(join(tmpdir(), 'cronledger-tasks-'));
@@ -18,26 +19,33 @@ function tasksFile(name: string, content: unknown): string {
   return path;
 }
 
-/** Every schedule in the namespace with the fields apply controls, for before/after comparisons. */
+/** Every schedule ID this file's tasks files could create, plus the one someone else made. */
+const KNOWN_SCHEDULES = ['alpha', 'beta', 'gamma', 'delta', 'epsilon', 'ok-one', 'bad-cron', 'bad-zone', 'twice', 'typo', 'x', 'not-ours']
+  .map((id) => `cron-${id}`)
+  .sort();
+
+/**
+ * The schedules that exist, with the fields apply controls, for before/after comparisons. Each known ID is described
+ * (which reads the schedule itself), not listed: the schedule list is eventually consistent, so a comparison of two
+ * lists could miss a schedule that apply created or deleted a moment ago.
+ */
 async function scheduleState(): Promise<Record<string, unknown>> {
   const state: Record<string, unknown> = {};
-  const ids: string[] = [];
-  for await (const s of ctx.client.schedule.list()) ids.push(s.scheduleId);
-  for (const id of ids.sort()) {
-    const d = await ctx.client.schedule.getHandle(id).describe();
-    state[id] = { paused: d.state.paused, memo: d.action.memo, args: d.action.type === 'startWorkflow' ? d.action.args : null, tz: d.spec.timezone };
+  for (const id of KNOWN_SCHEDULES) {
+    const d = await describeOrUndefined(ctx.client, id);
+    if (d) state[id] = { paused: d.state.paused, memo: d.action.memo, args: d.action.type === 'startWorkflow' ? d.action.args : null, tz: d.spec.timezone };
   }
   return state;
 }
 
+/** Waits until the schedule list (visibility) shows `count` schedules, which `tasks apply` reads to find deletions. */
 async function waitForListed(count: number): Promise<void> {
-  // schedule listing comes from visibility, which is eventually consistent
-  for (let i = 0; i < 80; i++) {
-    let n = 0;
-    for await (const _ of ctx.client.schedule.list()) n++;
-    if (n === count) return;
-    await new Promise((r) => setTimeout(r, 250));
-  }
+  let listed = -1;
+  await waitFor(async () => {
+    listed = 0;
+    for await (const _ of ctx.client.schedule.list()) listed++;
+    return listed === count;
+  }, 20_000, `the schedule list showing ${count} schedules (it showed ${listed})`);
 }
 
 beforeAll(async () => {
@@ -95,13 +103,14 @@ describe('tasks apply', () => {
     expect(b.code, b.stderr).toBe(0);
     const afterBoth = await scheduleState();
     const third = await runCli(['tasks', 'apply', file, '--json'], ctx.env);
-    expect(JSON.parse(third.stdout).changes.every((c: { action: string }) => c.action === 'unchanged')).toBe(true);
+    const changes = (JSON.parse(third.stdout) as { changes: { action: string; scheduleId: string }[] }).changes;
+    expect(changes.map((c) => c.scheduleId)).toEqual(['cron-alpha', 'cron-delta', 'cron-epsilon']);
+    expect(changes.every((c) => c.action === 'unchanged')).toBe(true);
     expect(await scheduleState()).toEqual(afterBoth);
     expect(Object.keys(afterBoth)).toEqual(['cron-alpha', 'cron-delta', 'cron-epsilon', 'cron-not-ours']);
   });
 
   it('lists tasks with next fire times, and pauses, resumes, triggers and deletes one', async () => {
-    await waitForListed(4);
     const list = await runCli(['tasks', 'list', '--json'], ctx.env);
     expect(list.code, list.stderr).toBe(0);
     const tasks = JSON.parse(list.stdout).tasks as { id: string; nextFireTimes: string[]; paused: boolean }[];

@@ -1,8 +1,9 @@
 import type { Client } from '@temporalio/client';
 import type pg from 'pg';
 import { TASK_SCHEDULE_PREFIX, taskScheduleId } from '../constants';
+import { appliedTaskIds } from '../db/applied-tasks';
 import { listRuns } from '../db/runs';
-import { describeTaskSchedule } from './describe-schedule';
+import { describeOrUndefined, describeTaskSchedule } from './describe-schedule';
 import { appliedTaskOf, isManagedTaskSchedule } from './task-schedule';
 
 export interface TaskListing {
@@ -16,15 +17,30 @@ export interface TaskListing {
   lastRuns: { scheduledMinute: string; status: string; workflowId: string }[];
 }
 
+/**
+ * The IDs of every task that has a cronledger schedule right now, sorted. Temporal's schedule list reads visibility,
+ * which is eventually consistent: a schedule created a moment ago may be missing from it, and one deleted a moment
+ * ago may linger. So the candidates are the list together with the task IDs `tasks apply` recorded in PostgreSQL
+ * (written before it returned), and each candidate is described, which reads the schedule itself.
+ */
+export async function managedTaskIds(client: Client, pool: pg.Pool): Promise<string[]> {
+  const candidates = new Set(await appliedTaskIds(pool));
+  for await (const s of client.schedule.list()) {
+    if (s.scheduleId.startsWith(TASK_SCHEDULE_PREFIX)) candidates.add(s.scheduleId.slice(TASK_SCHEDULE_PREFIX.length));
+  }
+  const ids: string[] = [];
+  for (const taskId of candidates) {
+    const d = await describeOrUndefined(client, taskScheduleId(taskId));
+    if (d && isManagedTaskSchedule(d.memo)) ids.push(taskId);
+  }
+  return ids.sort();
+}
+
 /** Every cronledger task schedule with its next fire times (from Temporal) and its last runs (from PostgreSQL). */
 export async function listTasks(client: Client, pool: pg.Pool): Promise<TaskListing[]> {
-  const ids: string[] = [];
-  for await (const s of client.schedule.list()) {
-    if (s.scheduleId.startsWith(TASK_SCHEDULE_PREFIX) && isManagedTaskSchedule(s.memo)) ids.push(s.scheduleId);
-  }
   const listings: TaskListing[] = [];
-  for (const scheduleId of ids.sort()) {
-    const taskId = scheduleId.slice(TASK_SCHEDULE_PREFIX.length);
+  for (const taskId of await managedTaskIds(client, pool)) {
+    const scheduleId = taskScheduleId(taskId);
     const d = await describeTaskSchedule(client, taskId);
     const task = appliedTaskOf(d)?.task;
     const runs = await listRuns(pool, { taskId, limit: 3 });

@@ -1,8 +1,7 @@
 import type { Command } from 'commander';
 import { backfill, parseRange, type SlotResult } from '../../schedules/backfill';
 import { UserError } from '../../errors';
-import { isManagedTaskSchedule } from '../../schedules/task-schedule';
-import { TASK_SCHEDULE_PREFIX } from '../../constants';
+import { managedTaskIds } from '../../schedules/manage-task';
 import { withConnections } from '../connect';
 import { printJson } from '../output';
 import { createProgress } from '../../progress-bar';
@@ -19,16 +18,8 @@ export function registerBackfillCommand(program: Command): void {
     .action(async (opts: { task?: string; all?: boolean; from: string; to: string; json?: boolean }) => {
       if (Boolean(opts.task) === Boolean(opts.all)) throw new UserError('give exactly one of --task ID or --all');
       const { from, to } = parseRange(opts.from, opts.to);
-      await withConnections({ temporal: true }, async ({ client }) => {
-        let taskIds = opts.task ? [opts.task] : [];
-        if (opts.all) {
-          for await (const s of client.schedule.list()) {
-            if (s.scheduleId.startsWith(TASK_SCHEDULE_PREFIX) && isManagedTaskSchedule(s.memo)) {
-              taskIds.push(s.scheduleId.slice(TASK_SCHEDULE_PREFIX.length));
-            }
-          }
-          taskIds = taskIds.sort();
-        }
+      await withConnections({ temporal: true, db: true }, async ({ client, pool }) => {
+        const taskIds = opts.task ? [opts.task] : await managedTaskIds(client, pool);
         const progress = createProgress('backfill');
         const { results, summary } = await backfill(client, {
           taskIds,

@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import { recordAppliedTasks } from '../../db/applied-tasks';
 import { applyTasks } from '../../schedules/apply-tasks';
 import { listTasks, operateOnTask, type TaskOperation } from '../../schedules/manage-task';
 import { loadTasksFile } from '../../tasks/tasks-file';
@@ -14,8 +15,10 @@ export function registerTasksCommands(program: Command): void {
     .option('--json', 'print the changes as JSON')
     .action(async (file: string, opts: { json?: boolean }) => {
       const parsed = loadTasksFile(file); // everything is validated before any schedule changes
-      await withConnections({ temporal: true }, async ({ client, conn }) => {
+      await withConnections({ temporal: true, db: true }, async ({ client, conn, pool }) => {
         const changes = await applyTasks(client, parsed, conn.taskQueue);
+        // so that `backfill --all` and `tasks list` find these tasks at once (the schedule list lags behind)
+        await recordAppliedTasks(pool, parsed.tasks.map((t) => t.id));
         if (opts.json) return printJson({ changes });
         for (const c of changes) process.stdout.write(`${c.action.padEnd(9)} ${c.scheduleId}\n`);
         const changed = changes.filter((c) => c.action !== 'unchanged').length;
