@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, inject, it } from 'vitest';
 import type { Client } from '@temporalio/client';
+import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
 import { freePort } from '../src/dev/ports';
 import { applyTasks } from '../src/schedules/apply-tasks';
 import { TASK_ID_KEY, USER_ID_KEY } from '../src/schedules/task-schedule';
@@ -12,6 +13,8 @@ import { applyPrices, loadPricesFile } from '../src/ledger/prices';
 import { createTestContext, type TestContext } from './support/context';
 import { waitFor } from './support/wait';
 import { startWorkers } from './support/workers';
+
+const TEMPORAL_SCHEDULED_START_TIME = defineSearchAttributeKey('TemporalScheduledStartTime', SearchAttributeType.DATETIME);
 
 /**
  * Slots that pass while nothing can run them. These wait for real minute boundaries (cron has minute resolution),
@@ -66,10 +69,14 @@ it('with the Temporal server down across a slot, a restart on the same SQLite fi
 
   const first = await TestWorkflowEnvironment.createLocal({ server });
   await applyTasks(first.client as Client, everyMinute('server-down'), ctx.taskQueue);
-  const [next] = (await first.client.schedule.getHandle('cron-server-down').describe()).info.nextActionTimes;
+  // a slot at least 10 s away, so the server is surely down (teardown takes about a second) before it arrives
+  const upcoming = (await first.client.schedule.getHandle('cron-server-down').describe()).info.nextActionTimes;
+  const next = upcoming.find((t) => t.getTime() - Date.now() > 10_000);
+  if (!next) throw new Error(`no upcoming slot 10 s away among ${upcoming.map((t) => t.toISOString()).join(', ')}`);
   await first.teardown(); // the server is down before the next slot arrives
 
   await waitFor(async () => Date.now() > next.getTime() + 3_000, 90_000, 'the slot passed while the server was down');
+  const restartedAt = new Date(); // the server is started after this instant (same machine, same clock)
   const second = await TestWorkflowEnvironment.createLocal({ server });
   try {
     const workflowId = `cron-server-down-${next.toISOString().replace('.000', '')}`;
@@ -82,6 +89,12 @@ it('with the Temporal server down across a slot, a restart on the same SQLite fi
     await second.client.schedule.getHandle('cron-server-down').pause('test done');
     const described = await second.client.workflow.getHandle(workflowId).describe();
     expect(described.status.name).toBe('COMPLETED');
+    // The slot was missed and caught up: its run started only after the restart, well past its nominal time.
+    expect(described.startTime.getTime()).toBeGreaterThanOrEqual(restartedAt.getTime());
+    expect(described.startTime.getTime()).toBeGreaterThan(next.getTime() + 3_000);
+    // ...and it is the slot's own run, stamped with its nominal time, not some later slot
+    const stamped = described.typedSearchAttributes.get(TEMPORAL_SCHEDULED_START_TIME);
+    expect(stamped?.toISOString()).toBe(next.toISOString());
   } finally {
     await second.teardown();
   }
