@@ -23,9 +23,3 @@ export const DEFAULT_EMBEDDING_MODEL = 'openai/text-embedding-3-small';
 export const MAX_TOKENS_PER_CALL = 10_000_000;
 
 export const taskScheduleId = (taskId: string): string => `${TASK_SCHEDULE_PREFIX}${taskId}`;
-
-/**
- * Model-call failures that retrying cannot fix (error names, as Temporal failure types): the run fails at once.
- * Shared by the activities, which raise them as non-retryable, and the workflow's retry policy.
- */
-export const NON_RETRYABLE_MODEL_ERRORS = ['NoPriceError', 'InvalidUsageError', 'MissingUsageError'];

@@ -33,8 +33,8 @@ afterAll(async () => ctx?.close());
 const count = async (sql: string, params: unknown[] = []): Promise<string> =>
   (await ctx.pool.query<{ n: string }>(`select count(*) as n from (${sql}) q`, params)).rows[0].n;
 
-const entriesOf = async (runId: string): Promise<LedgerEntry[]> =>
-  (await ctx.pool.query<LedgerEntry>('select * from usage_ledger where run_id = $1 order by idempotency_key', [runId])).rows;
+const entriesOf = async (workflowId: string): Promise<LedgerEntry[]> =>
+  (await ctx.pool.query<LedgerEntry>('select * from usage_ledger where workflow_id = $1 order by idempotency_key', [workflowId])).rows;
 
 /** A provider that counts calls before handing them to the mock. */
 class CountingProvider implements ModelProvider {
@@ -70,8 +70,8 @@ async function runScheduled(
   const outcome = await fleet.runWhile(async () => {
     const handle = await ctx.client.workflow.start(scheduledRun, { args: [input], workflowId, taskQueue });
     return handle.result().then(
-      (result: ScheduledRunResult) => ({ result, error: undefined as unknown }),
-      (error: unknown) => ({ result: undefined, error }),
+      (result: ScheduledRunResult) => ({ result, error: undefined as unknown, runId: handle.firstExecutionRunId }),
+      (error: unknown) => ({ result: undefined, error, runId: handle.firstExecutionRunId }),
     );
   });
   return { workflowId, ...outcome };
@@ -247,15 +247,15 @@ describe('exactness', () => {
 // ---------------------------------------------------------------------------------------------------------------
 
 describe('booking model calls of a scheduled run', () => {
-  it('one scheduledRun books exactly two usage rows, chat and embedding, keyed <workflowId>:<step>:1', async () => {
-    const { workflowId, result, error } = await runScheduled(`ledger-one-${randomUUID().slice(0, 6)}`);
+  it('one scheduledRun books exactly two usage rows, chat and embedding, keyed <temporal run id>:<step>:1', async () => {
+    const { workflowId, runId, result, error } = await runScheduled(`ledger-one-${randomUUID().slice(0, 6)}`);
     expect(error).toBeUndefined();
     expect(result?.status).toBe('completed');
 
     const rows = await entriesOf(workflowId);
     expect(rows.map((r) => [r.idempotency_key, r.entry_type, r.kind, r.status, r.attempt, r.price_version])).toEqual([
-      [`${workflowId}:chat:1`, 'usage', 'chat', 'ok', 1, 'v1'],
-      [`${workflowId}:embed:1`, 'usage', 'embedding', 'ok', 1, 'v1'],
+      [`${runId}:chat:1`, 'usage', 'chat', 'ok', 1, 'v1'],
+      [`${runId}:embed:1`, 'usage', 'embedding', 'ok', 1, 'v1'],
     ]);
     for (const r of rows) expect(toAttoUsd(parseUsd(r.cost_usd))).toBeGreaterThan(0n);
     // The cost on the row is the standard price applied to the row's own token counts.
@@ -271,7 +271,7 @@ describe('booking model calls of a scheduled run', () => {
   }, 60_000);
 
   it('failFirstAttempts: 1 books attempt 1 as failed and attempt 2 as ok for each call, all billed', async () => {
-    const { workflowId, result, error } = await runScheduled(`ledger-retry-${randomUUID().slice(0, 6)}`, {
+    const { workflowId, runId, result, error } = await runScheduled(`ledger-retry-${randomUUID().slice(0, 6)}`, {
       simulate: { failFirstAttempts: 1, promptTokens: 1234, completionTokens: 321, embeddingTokens: 77 },
     });
     expect(error).toBeUndefined();
@@ -279,10 +279,10 @@ describe('booking model calls of a scheduled run', () => {
 
     const rows = await entriesOf(workflowId);
     expect(rows.map((r) => [r.idempotency_key, r.status, r.attempt])).toEqual([
-      [`${workflowId}:chat:1`, 'failed', 1],
-      [`${workflowId}:chat:2`, 'ok', 2],
-      [`${workflowId}:embed:1`, 'failed', 1],
-      [`${workflowId}:embed:2`, 'ok', 2],
+      [`${runId}:chat:1`, 'failed', 1],
+      [`${runId}:chat:2`, 'ok', 2],
+      [`${runId}:embed:1`, 'failed', 1],
+      [`${runId}:embed:2`, 'ok', 2],
     ]);
     for (const r of rows) expect(toAttoUsd(parseUsd(r.cost_usd))).toBeGreaterThan(0n);
     // 1234 × 0.15 + 321 × 0.60 per million; 77 × 0.02 per million. The failed attempt cost the same as the good one.

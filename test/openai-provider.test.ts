@@ -4,11 +4,12 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { UserError } from '../src/errors';
 import type { LedgerEntry } from '../src/ledger/entries';
 import { applyPrices, loadPricesFile } from '../src/ledger/prices';
-import { createOpenAIProvider } from '../src/models/openai-provider';
-import { BilledCallError, type ModelProvider } from '../src/models/provider';
+import { createOpenAIProvider, retryAfterMs } from '../src/models/openai-provider';
+import { BilledCallError, ProviderUnavailableError, type ModelProvider } from '../src/models/provider';
 import { scheduledRun, type ScheduledRunInput, type ScheduledRunResult } from '../src/workflows/scheduled-run';
 import { createTestContext, type TestContext } from './support/context';
 import { startFakeOpenAI, type FakeOpenAI } from './support/fake-openai';
+import { waitFor } from './support/wait';
 import { startWorkers } from './support/workers';
 
 // The OpenAI provider over real HTTP against a local fake of the OpenAI API; Temporal and PostgreSQL are real.
@@ -61,26 +62,34 @@ describe('createOpenAIProvider over HTTP', () => {
     expect(fake.requests[0].body.model).toBe('text-embedding-3-small');
   });
 
-  it('retries a 429 after its retry-after and succeeds: the fake saw 2 requests', async () => {
-    fake.script('chat', { kind: 'error', status: 429, retryAfter: '1' }, { kind: 'ok' });
-    const started = Date.now();
-    const r = await provider().chat(chatRequest);
+  it('never retries on its own: a 429 is one request, refused with its Retry-After for Temporal to honour', async () => {
+    fake.script('chat', { kind: 'error', status: 429, retryAfter: '7' }, { kind: 'ok' });
+    const err = await provider().chat(chatRequest).then(() => undefined, (e: unknown) => e);
 
-    expect(r.requestId).toBe(fake.requests[1].billedId);
-    expect(fake.requests.map((q) => q.status)).toEqual([429, 200]);
-    expect(Date.now() - started).toBeGreaterThanOrEqual(900); // waited the 1 s it was told to
+    expect(err).toBeInstanceOf(ProviderUnavailableError);
+    expect(err).toMatchObject({ status: 429, retryAfterMs: 7000 });
+    expect(fake.requests.map((q) => q.status)).toEqual([429]);
   });
 
-  it('retries a 429 with retry-after: 0 at once', async () => {
-    fake.script('chat', { kind: 'error', status: 429, retryAfter: '0' }, { kind: 'ok' });
-    await provider().chat(chatRequest);
-    expect(fake.requests.map((q) => q.status)).toEqual([429, 200]);
+  it('a 5xx is one request and retry-worthy; a 400 is final (ProviderRejectedError)', async () => {
+    fake.script('chat', { kind: 'error', status: 503, retryAfter: '0' }, { kind: 'error', status: 400, message: 'bad model' });
+    await expect(provider().chat(chatRequest)).rejects.toMatchObject({ name: 'ProviderUnavailableError', status: 503, retryAfterMs: 0 });
+    await expect(provider().chat(chatRequest)).rejects.toMatchObject({ name: 'ProviderRejectedError', status: 400 });
+    expect(fake.requests.map((q) => q.status)).toEqual([503, 400]);
   });
 
-  it('gives up on a persistent 500 after OPENAI_MAX_RETRIES retries', async () => {
-    fake.setDefault('chat', { kind: 'error', status: 500, retryAfter: '0', message: 'upstream exploded' });
-    await expect(provider({ OPENAI_MAX_RETRIES: '1' }).chat(chatRequest)).rejects.toMatchObject({ status: 500 });
-    expect(fake.requests.map((q) => q.status)).toEqual([500, 500]);
+  it('passes the caller\'s abort signal to the request: an aborted call sends nothing', async () => {
+    await expect(provider().chat({ ...chatRequest, signal: AbortSignal.abort() })).rejects.toThrow(/abort/i);
+    expect(fake.requests).toHaveLength(0);
+  });
+
+  it('reads Retry-After as seconds, as an HTTP date, and OpenAI\'s retry-after-ms', () => {
+    const now = Date.parse('2026-11-02T09:00:00Z');
+    expect(retryAfterMs(new Headers({ 'retry-after': '3' }), now)).toBe(3000);
+    expect(retryAfterMs(new Headers({ 'retry-after': 'Mon, 02 Nov 2026 09:00:20 GMT' }), now)).toBe(20_000);
+    expect(retryAfterMs(new Headers({ 'retry-after-ms': '1500', 'retry-after': '9' }), now)).toBe(1500);
+    expect(retryAfterMs(new Headers({ 'retry-after': 'soon' }), now)).toBeNull();
+    expect(retryAfterMs(new Headers(), now)).toBeNull();
   });
 
   it('turns a billed but unusable reply (usage, no choices) into a BilledCallError carrying the usage', async () => {
@@ -109,7 +118,7 @@ describe('createOpenAIProvider over HTTP', () => {
 
 describe('through a real worker and the scheduledRun workflow', () => {
   const ledgerOf = async (runId: string) =>
-    (await ctx.pool.query<LedgerEntry>('select * from usage_ledger where run_id = $1 order by id', [runId])).rows;
+    (await ctx.pool.query<LedgerEntry>('select * from usage_ledger where workflow_id = $1 order by id', [runId])).rows;
 
   /** A real worker on a fresh task queue with the OpenAI provider pointed at the fake; starts one run and waits for it. */
   async function runOnce(taskId: string, extraEnv: Record<string, string> = {}) {
@@ -126,8 +135,8 @@ describe('through a real worker and the scheduledRun workflow', () => {
     const outcome = await fleet.runWhile(async () => {
       const handle = await ctx.client.workflow.start(scheduledRun, { args: [input], workflowId, taskQueue });
       return handle.result().then(
-        (result: ScheduledRunResult) => ({ result, error: undefined }),
-        (error: unknown) => ({ result: undefined, error }),
+        (result: ScheduledRunResult) => ({ result, error: undefined, runId: handle.firstExecutionRunId }),
+        (error: unknown) => ({ result: undefined, error, runId: handle.firstExecutionRunId }),
       );
     });
     return { workflowId, ...outcome };
@@ -136,7 +145,7 @@ describe('through a real worker and the scheduledRun workflow', () => {
   it('books exactly the two calls the fake answered, with its request ids and the standard prices', async () => {
     fake.script('chat', { kind: 'ok', usage: { prompt_tokens: 1000, cached_tokens: 400, completion_tokens: 200, reasoning_tokens: 50 } });
     fake.script('embeddings', { kind: 'ok', usage: { prompt_tokens: 12 } });
-    const { workflowId, result, error } = await runOnce(`oa-e2e-${randomUUID().slice(0, 6)}`);
+    const { workflowId, runId, result, error } = await runOnce(`oa-e2e-${randomUUID().slice(0, 6)}`);
 
     expect(error).toBeUndefined();
     expect(result?.status).toBe('completed');
@@ -146,7 +155,8 @@ describe('through a real worker and the scheduledRun workflow', () => {
     const billed = fake.billedIds();
     expect(billed).toHaveLength(2);
     expect(chat).toMatchObject({
-      idempotency_key: `${workflowId}:chat:1`,
+      idempotency_key: `${runId}:chat:1`,
+      workflow_id: workflowId,
       kind: 'chat',
       status: 'ok',
       provider_request_id: billed[0],
@@ -160,7 +170,7 @@ describe('through a real worker and the scheduledRun workflow', () => {
       cost_usd: '0.000240000000000000',
     });
     expect(embed).toMatchObject({
-      idempotency_key: `${workflowId}:embed:1`,
+      idempotency_key: `${runId}:embed:1`,
       kind: 'embedding',
       status: 'ok',
       provider_request_id: billed[1],
@@ -173,28 +183,65 @@ describe('through a real worker and the scheduledRun workflow', () => {
 
   it('books an unusable but billed reply as failed, then the retried attempt as ok', async () => {
     fake.script('chat', { kind: 'empty', usage: { prompt_tokens: 80, completion_tokens: 0 } }, { kind: 'ok' });
-    const { workflowId, error } = await runOnce(`oa-empty-${randomUUID().slice(0, 6)}`);
+    const { workflowId, runId, error } = await runOnce(`oa-empty-${randomUUID().slice(0, 6)}`);
 
     expect(error).toBeUndefined();
     const rows = await ledgerOf(workflowId);
     expect(rows.map((r) => [r.idempotency_key, r.status])).toEqual([
-      [`${workflowId}:chat:1`, 'failed'],
-      [`${workflowId}:chat:2`, 'ok'],
-      [`${workflowId}:embed:1`, 'ok'],
+      [`${runId}:chat:1`, 'failed'],
+      [`${runId}:chat:2`, 'ok'],
+      [`${runId}:embed:1`, 'ok'],
     ]);
     expect(rows[0].cost_usd).toBe('0.000012000000000000'); // 80 prompt tokens × 0.15 per million
   }, 60_000);
 
-  it('a persistent 500 fails the run with no ledger row (nothing was billed)', async () => {
-    fake.setDefault('chat', { kind: 'error', status: 500, retryAfter: '0' });
-    const { workflowId, error } = await runOnce(`oa-500-${randomUUID().slice(0, 6)}`, { OPENAI_MAX_RETRIES: '1' });
+  it('rides out a provider outage: three 503s, then the call is booked once; nothing was billed for the 503s', async () => {
+    fake.script('chat', ...Array(3).fill({ kind: 'error', status: 503, retryAfter: '0' }), { kind: 'ok' });
+    const { workflowId, runId, result, error } = await runOnce(`oa-503-${randomUUID().slice(0, 6)}`);
+
+    expect(error).toBeUndefined();
+    expect(result?.status).toBe('completed');
+    // one request per activity attempt (the SDK retries nothing itself)
+    expect(fake.requests.filter((q) => q.path === '/v1/chat/completions').map((q) => q.status)).toEqual([503, 503, 503, 200]);
+    const rows = await ledgerOf(workflowId);
+    expect(rows.map((r) => [r.idempotency_key, r.status])).toEqual([
+      [`${runId}:chat:1`, 'ok'],
+      [`${runId}:embed:1`, 'ok'],
+    ]);
+  }, 60_000);
+
+  it('honours Retry-After: after a 429 saying 600 s, the next attempt is scheduled 10 minutes later, not after the 1 s backoff', async () => {
+    fake.script('chat', { kind: 'error', status: 429, retryAfter: '600' });
+    const taskQueue = `${ctx.taskQueue}-openai-${randomUUID().slice(0, 8)}`;
+    const workflowId = `cron-oa-429-${randomUUID().slice(0, 6)}-2026-11-02T09:00:00Z`;
+    const input: ScheduledRunInput = { taskId: 'oa-429', userId: 'u-openai', input: 'hi', model: 'openai/gpt-4o-mini', embeddingModel: 'openai/text-embedding-3-small' };
+    const fleet = await startWorkers({ ...ctx, taskQueue }, 1, { provider: provider() });
+    const pending = await fleet.runWhile(async () => {
+      const handle = await ctx.client.workflow.start(scheduledRun, { args: [input], workflowId, taskQueue });
+      const callChat = async () => (await handle.describe()).raw.pendingActivities?.find((a) => a.activityType?.name === 'callChat');
+      await waitFor(async () => Boolean((await callChat())?.nextAttemptScheduleTime), 30_000, 'the 429 to be recorded on the pending activity');
+      const activity = await callChat();
+      await handle.terminate('test done');
+      return activity!;
+    });
+    const seconds = (t: { seconds?: unknown } | null | undefined) => Number(t?.seconds ?? 0);
+    const delay = seconds(pending.nextAttemptScheduleTime) - seconds(pending.lastAttemptCompleteTime);
+    expect(seconds(pending.lastAttemptCompleteTime)).toBeGreaterThan(0);
+    expect(pending.lastFailure?.message).toMatch(/429/);
+    expect(delay).toBeGreaterThanOrEqual(595);
+    expect(delay).toBeLessThan(660);
+    expect(fake.requests.map((q) => q.status)).toEqual([429]);
+  }, 60_000);
+
+  it('a request the provider rejects for good (400) fails the run at once, with no ledger row and the run failed', async () => {
+    fake.setDefault('chat', { kind: 'error', status: 400, message: 'model not found' });
+    const { workflowId, error } = await runOnce(`oa-400-${randomUUID().slice(0, 6)}`);
 
     expect(error).toBeInstanceOf(WorkflowFailedError);
-    // 5 activity attempts (the workflow's retry policy), each with one SDK retry.
-    expect(fake.requests.filter((q) => q.path === '/v1/chat/completions').map((q) => q.status)).toEqual(Array(10).fill(500));
-    expect(fake.requests.some((q) => q.path === '/v1/embeddings')).toBe(false);
+    expect(fake.requests.filter((q) => q.path === '/v1/chat/completions').map((q) => q.status)).toEqual([400]);
     expect(await ledgerOf(workflowId)).toHaveLength(0);
-    const run = await ctx.pool.query<{ status: string }>('select status from runs where workflow_id = $1', [workflowId]);
+    const run = await ctx.pool.query<{ status: string; error: string }>('select status, error from runs where workflow_id = $1', [workflowId]);
     expect(run.rows.map((r) => r.status)).toEqual(['failed']);
-  }, 90_000);
+    expect(run.rows[0].error).toMatch(/400/);
+  }, 60_000);
 });

@@ -1,13 +1,22 @@
-import { ApplicationFailure, Context, log, sleep } from '@temporalio/activity';
+import { ApplicationFailure, CancelledFailure, Context, log, sleep } from '@temporalio/activity';
 import type pg from 'pg';
-import { NON_RETRYABLE_MODEL_ERRORS } from '../constants';
-import { claimRun, completeRun } from '../db/runs';
+import { storeMemory } from '../db/memories';
+import { claimRun, completeRun, type ClaimOutcome, type RunStatus } from '../db/runs';
 import { UserError } from '../errors';
-import { costOfUsage, type CallKind } from '../ledger/cost';
-import { priceInForce } from '../ledger/prices';
+import type { CallKind } from '../ledger/cost';
 import type { LedgerEntry } from '../ledger/entries';
-import { recordUsage, usageKey, type UsageBooking } from '../ledger/record-usage';
-import { BilledCallError, type ModelProvider, type TokenUsage } from '../models/provider';
+import { refuseUnpricedCall } from '../ledger/price-check';
+import { LedgerConflictError, recordUsage, usageKey, type UsageBooking } from '../ledger/record-usage';
+import { recordUsageException } from '../ledger/usage-exceptions';
+import { fitEmbeddingInput } from '../models/embedding-input';
+import {
+  BilledCallError,
+  MissingUsageError,
+  ProviderRejectedError,
+  ProviderUnavailableError,
+  type ModelProvider,
+  type TokenUsage,
+} from '../models/provider';
 import type { SimulateProfile } from '../models/simulate-profile';
 
 export interface RunActivityDeps {
@@ -22,10 +31,244 @@ export interface ClaimRunInput {
   taskId: string;
   userId: string;
   scheduledMinute: string;
+  manual?: boolean;
+  /** A retry: take the claim over from this execution (Temporal run ID) if it owns it and did not complete. */
+  supersedesRunId?: string;
 }
 
-export interface ModelStepInput {
-  /** The run's workflow ID: the first part of every ledger key of this run. */
+/** One call of one step of an execution. Nothing here is booked: the workflow books the outcome with bookUsage. */
+export interface ModelCallInput {
+  /** The slot's workflow ID. */
+  workflowId: string;
+  /** Temporal's run ID of the execution: the first part of the ledger key. */
+  runId: string;
+  step: 'chat' | 'embed';
+  /** Which call of this step (1, then +1 after each billed failure): the last part of the ledger key. */
+  attempt: number;
+  taskId: string;
+  userId: string;
+  model: string;
+  text: string;
+  simulate?: SimulateProfile;
+}
+
+/**
+ * What the provider answered, whenever its answer carried usage: a usable reply, or a billed failure. A failure is
+ * returned, not thrown, because Temporal keeps only the last attempt's failure: usage carried by a failure that is
+ * retried would never become durable, and so never booked.
+ */
+export interface ModelCallOutcome {
+  outcome: 'answered' | 'billed-failure';
+  usage: TokenUsage;
+  providerModel: string;
+  requestId: string | null;
+  /** The chat reply. */
+  text?: string;
+  /** The embedding (its floats are not money). */
+  vector?: number[];
+  /** Why a billed call failed. */
+  error?: string;
+  /** The embedding input's token count before it was cut to the model's limit, when it was. */
+  inputTruncatedFrom?: number;
+}
+
+export interface BookUsageInput extends Pick<ModelCallInput, 'workflowId' | 'runId' | 'step' | 'attempt' | 'taskId' | 'userId' | 'model'> {
+  kind: CallKind;
+  status: 'ok' | 'failed';
+  usage: TokenUsage;
+  providerModel: string;
+  requestId: string | null;
+  inputTruncatedFrom?: number;
+}
+
+export type BookUsageResult =
+  | { booked: 'ledger'; entryId: string; costUsd: string }
+  /** The usage could not be priced or was invalid: kept in usage_exceptions instead, never nowhere. */
+  | { booked: 'exception'; exceptionId: string; reason: string };
+
+export interface StoreMemoryInput {
+  workflowId: string;
+  runId: string;
+  taskId: string;
+  userId: string;
+  content: string;
+  embedding: number[];
+  inputTruncatedFrom?: number;
+}
+
+export const createRunActivities = (deps: RunActivityDeps) => ({
+  async claimRun(input: ClaimRunInput): Promise<ClaimOutcome> {
+    const { workflowId, runId } = execution('claimRun');
+    return claimRun(deps.pool, { ...input, workflowId, temporalRunId: runId, workerId: deps.workerId });
+  },
+
+  /** Closes this execution's own claim (never another generation's). */
+  async completeRun(input: { idempotencyKey: string; status: Exclude<RunStatus, 'running'>; error?: string }): Promise<void> {
+    await completeRun(deps.pool, { ...input, temporalRunId: execution('completeRun').runId });
+  },
+
+  /** One chat request. Refused before any spend when the model has no price in force now (by the database's clock). */
+  async callChat(input: ModelCallInput): Promise<ModelCallOutcome> {
+    await nonRetryableWhenFinal(() => refuseUnpricedCall(deps.pool, input.model, 'chat'));
+    return callProvider(async (signal) => {
+      const r = await deps.provider.chat({ ...context(input), signal, model: input.model, prompt: input.text });
+      return { outcome: 'answered', usage: r.usage, providerModel: r.providerModel, requestId: r.requestId, text: r.text };
+    });
+  },
+
+  /** One embedding request for the run's reply, cut by tokens to the model's input limit (and saying so) when longer. */
+  async callEmbedding(input: ModelCallInput): Promise<ModelCallOutcome> {
+    await nonRetryableWhenFinal(() => refuseUnpricedCall(deps.pool, input.model, 'embedding'));
+    const fitted = fitEmbeddingInput(input.model, input.text);
+    if (fitted.truncatedFromTokens !== undefined) {
+      log.warn('reply longer than the embedding model accepts; embedding its first tokens only', { model: input.model, tokens: fitted.truncatedFromTokens });
+    }
+    const truncated = fitted.truncatedFromTokens === undefined ? {} : { inputTruncatedFrom: fitted.truncatedFromTokens };
+    const outcome = await callProvider(async (signal) => {
+      const r = await deps.provider.embed({ ...context(input), signal, model: input.model, input: fitted.text });
+      return { outcome: 'answered', usage: r.usage, providerModel: r.providerModel, requestId: r.requestId, vector: r.vector };
+    });
+    return { ...outcome, ...truncated };
+  },
+
+  /**
+   * Books one call's usage. Idempotent on its key, so the workflow retries it without limit: a database outage
+   * delays the booking, never repeats the call. Usage the ledger refuses (invalid, or unpriced by now) is kept in
+   * usage_exceptions. A key already booked for a different call fails loudly and for good.
+   */
+  async bookUsage(input: BookUsageInput): Promise<BookUsageResult> {
+    const booking = bookingOf(input, deps.workerId);
+    try {
+      const entry = await recordUsage(deps.pool, booking);
+      return { booked: 'ledger', entryId: entry.id, costUsd: entry.cost_usd };
+    } catch (err) {
+      if (err instanceof UserError) {
+        // InvalidUsageError or NoPriceError: the provider billed it, so it must be kept somewhere a human sees it.
+        const exception = await recordUsageException(deps.pool, booking, err.message);
+        log.error('billed usage could not be booked in the ledger; kept in usage_exceptions', { key: usageKey(booking), reason: err.message });
+        return { booked: 'exception', exceptionId: exception.id, reason: err.message };
+      }
+      throw finalOrRetried(err);
+    }
+  },
+
+  async storeMemory(input: StoreMemoryInput): Promise<void> {
+    await storeMemory(deps.pool, { ...input, temporalRunId: input.runId, content: input.content });
+  },
+
+  /**
+   * @deprecated Call and book in one activity, as executions started before the `call-then-book` patch still do.
+   * Kept registered so those executions can finish; new executions use callChat + bookUsage.
+   */
+  async chat(input: LegacyModelStepInput): Promise<LegacyModelStepResult> {
+    return legacyCallAndBook(deps, input, 'chat', async (attempt) => {
+      const r = await deps.provider.chat({ ...context({ ...input, attempt }), model: input.model, prompt: input.text });
+      return { ...r, output: r.text };
+    });
+  },
+
+  /** @deprecated See chat: callEmbedding + bookUsage + storeMemory for new executions. */
+  async embedMemory(input: LegacyModelStepInput): Promise<LegacyModelStepResult> {
+    let vector: number[] = [];
+    const result = await legacyCallAndBook(deps, input, 'embedding', async (attempt) => {
+      const r = await deps.provider.embed({ ...context({ ...input, attempt }), model: input.model, input: input.text });
+      vector = r.vector;
+      return { ...r, output: input.text };
+    });
+    await storeMemory(deps.pool, { workflowId: input.runId, temporalRunId: null, taskId: input.taskId, userId: input.userId, content: input.text, embedding: vector });
+    return result;
+  },
+});
+
+const HEARTBEAT_EVERY_MS = 5_000;
+
+/**
+ * Runs one provider request as this activity attempt: heartbeats while it waits (so a dead worker's call is retried
+ * within the heartbeat timeout, and a cancel reaches the request), aborts the request on cancellation, and sorts the
+ * outcome. Usage that came back is returned, even with a failure; a refusal without usage is thrown, with the
+ * provider's Retry-After as the next retry's delay.
+ */
+async function callProvider(request: (signal: AbortSignal) => Promise<ModelCallOutcome>): Promise<ModelCallOutcome> {
+  const ctx = Context.current();
+  ctx.heartbeat();
+  const beat = setInterval(() => ctx.heartbeat(), HEARTBEAT_EVERY_MS);
+  try {
+    return await request(ctx.cancellationSignal);
+  } catch (err) {
+    if (ctx.cancellationSignal.aborted) throw new CancelledFailure('model call cancelled', undefined, err instanceof Error ? err : undefined);
+    if (err instanceof BilledCallError) {
+      log.warn('model call failed after the provider reported usage; returning it to be booked as failed', { error: err.message });
+      return { outcome: 'billed-failure', usage: err.usage, providerModel: err.providerModel, requestId: err.requestId, error: err.message };
+    }
+    if (err instanceof ProviderUnavailableError) {
+      throw ApplicationFailure.create({
+        message: err.message,
+        type: err.name,
+        // Retry-After wins over the retry policy's backoff for this one retry. Zero is left to the backoff: the server
+        // reads a zero delay as "no retry" (RETRY_STATE_TIMEOUT). A delay beyond the call's budget ends the call.
+        nextRetryDelay: err.retryAfterMs ? err.retryAfterMs : undefined,
+      });
+    }
+    throw finalOrRetried(err);
+  } finally {
+    clearInterval(beat);
+  }
+}
+
+/**
+ * The non-retryable rule, written once: failures that retrying can't fix become non-retryable Application failures
+ * (the workflow's retry policies list no error types). Missing prices and invalid input are UserErrors.
+ */
+function finalOrRetried(err: unknown): unknown {
+  const final =
+    err instanceof UserError || err instanceof MissingUsageError || err instanceof ProviderRejectedError || err instanceof LedgerConflictError;
+  return final ? ApplicationFailure.nonRetryable((err as Error).message, (err as Error).name) : err;
+}
+
+async function nonRetryableWhenFinal<T>(fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (err) {
+    throw finalOrRetried(err);
+  }
+}
+
+function execution(activity: string): { workflowId: string; runId: string } {
+  const { workflowExecution } = Context.current().info;
+  if (!workflowExecution) throw ApplicationFailure.nonRetryable(`${activity} only runs inside a scheduledRun workflow`);
+  return workflowExecution;
+}
+
+const bookingOf = (input: BookUsageInput, workerId: string): UsageBooking => ({
+  runId: input.runId,
+  workflowId: input.workflowId,
+  step: input.step,
+  attempt: input.attempt,
+  userId: input.userId,
+  taskId: input.taskId,
+  model: input.model,
+  kind: input.kind,
+  status: input.status,
+  usage: input.usage,
+  providerModel: input.providerModel,
+  providerRequestId: input.requestId,
+  workerId,
+  inputTruncatedFrom: input.inputTruncatedFrom ?? null,
+});
+
+const context = (input: Pick<ModelCallInput, 'taskId' | 'userId' | 'attempt' | 'simulate'>) => ({
+  taskId: input.taskId,
+  userId: input.userId,
+  attempt: input.attempt,
+  simulate: input.simulate,
+});
+
+// ---------------------------------------------------------------------------------------------------------------
+// Before the call-then-book patch: kept only for executions that started on the old code.
+// ---------------------------------------------------------------------------------------------------------------
+
+export interface LegacyModelStepInput {
+  /** The run's workflow ID: the first part of every ledger key of such a run. */
   runId: string;
   step: 'chat' | 'embed';
   taskId: string;
@@ -35,115 +278,44 @@ export interface ModelStepInput {
   simulate?: SimulateProfile;
 }
 
-export interface ModelStepResult {
+export interface LegacyModelStepResult {
   text: string;
   ledgerEntryId: string;
   costUsd: string;
   usage: TokenUsage;
 }
 
-export const createRunActivities = (deps: RunActivityDeps) => ({
-  async claimRun(input: ClaimRunInput): Promise<{ claimed: boolean; ownerWorkflowRunId: string }> {
-    const { workflowExecution } = Context.current().info;
-    if (!workflowExecution) throw ApplicationFailure.nonRetryable('claimRun only runs inside a scheduledRun workflow');
-    return claimRun(deps.pool, { ...input, ...fromExecution(workflowExecution), workerId: deps.workerId });
-  },
-
-  async completeRun(input: { idempotencyKey: string; status: 'completed' | 'failed'; error?: string }): Promise<void> {
-    await completeRun(deps.pool, input);
-  },
-
-  /** One chat call, booked the moment its usage comes back. */
-  async chat(input: ModelStepInput): Promise<ModelStepResult> {
-    return callAndBook(deps, input, 'chat', async (attempt) => {
-      const r = await deps.provider.chat({ ...context(input, attempt), model: input.model, prompt: input.text });
-      return { ...r, output: r.text };
-    });
-  },
-
-  /** Embeds the run's reply and stores it as the run's memory; the embedding call is booked like any other. */
-  async embedMemory(input: ModelStepInput): Promise<ModelStepResult> {
-    let vector: number[] = [];
-    const result = await callAndBook(deps, input, 'embedding', async (attempt) => {
-      const r = await deps.provider.embed({ ...context(input, attempt), model: input.model, input: input.text });
-      vector = r.vector;
-      return { ...r, output: input.text };
-    });
-    await deps.pool.query(
-      `insert into memories (run_workflow_id, task_id, user_id, content, embedding) values ($1, $2, $3, $4, $5)
-       on conflict (run_workflow_id) do nothing`,
-      [input.runId, input.taskId, input.userId, input.text, JSON.stringify(vector)],
-    );
-    return result;
-  },
-});
-
 type ProviderAnswer = { output: string; usage: TokenUsage; providerModel: string; requestId: string | null };
 
-async function callAndBook(
+async function legacyCallAndBook(
   deps: RunActivityDeps,
-  input: ModelStepInput,
+  input: LegacyModelStepInput,
   kind: CallKind,
   call: (attempt: number) => Promise<ProviderAnswer>,
-): Promise<ModelStepResult> {
+): Promise<LegacyModelStepResult> {
   const { attempt } = Context.current().info;
-  const booking = { runId: input.runId, step: input.step, attempt, userId: input.userId, taskId: input.taskId, model: input.model, kind, workerId: deps.workerId };
+  const booking = { runId: input.runId, workflowId: input.runId, step: input.step, attempt, userId: input.userId, taskId: input.taskId, model: input.model, kind, workerId: deps.workerId };
+  await nonRetryableWhenFinal(() => refuseUnpricedCall(deps.pool, input.model, kind));
+  let answer: ProviderAnswer;
   try {
-    // No call without a price: refuse before any spend. Pricing zero tokens also refuses a model whose version lacks
-    // the rates this kind of call needs (an embedding-only model used for chat), which recordUsage would hit only after the call.
-    const now = new Date();
-    costOfUsage(kind, { promptTokens: 0, cachedPromptTokens: 0, completionTokens: 0, reasoningTokens: 0 }, await priceInForce(deps.pool, input.model, now), now);
-    let answer: ProviderAnswer;
-    try {
-      answer = await call(attempt);
-    } catch (err) {
-      if (err instanceof BilledCallError) {
-        // The provider billed this attempt even though it failed: book it before letting the retry happen.
-        await bookPersistently(deps.pool, { ...booking, status: 'failed', usage: err.usage, providerModel: err.providerModel, providerRequestId: err.requestId });
-        log.warn('model call failed after usage was reported; booked as failed', { runId: input.runId, step: input.step, attempt });
-      }
-      throw err;
-    }
-    const entry = await bookPersistently(deps.pool, {
-      ...booking,
-      status: 'ok',
-      usage: answer.usage,
-      providerModel: answer.providerModel,
-      providerRequestId: answer.requestId,
-    });
-    return { text: answer.output, ledgerEntryId: entry.id, costUsd: entry.cost_usd, usage: answer.usage };
+    answer = await call(attempt);
   } catch (err) {
-    if (err instanceof Error && NON_RETRYABLE_MODEL_ERRORS.includes(err.name)) {
-      throw ApplicationFailure.nonRetryable(err.message, err.name);
+    if (err instanceof BilledCallError) {
+      await legacyBook(deps.pool, { ...booking, status: 'failed', usage: err.usage, providerModel: err.providerModel, providerRequestId: err.requestId });
     }
-    throw err;
+    throw finalOrRetried(err);
   }
+  const entry = await legacyBook(deps.pool, { ...booking, status: 'ok', usage: answer.usage, providerModel: answer.providerModel, providerRequestId: answer.requestId });
+  return { text: answer.output, ledgerEntryId: entry.id, costUsd: entry.cost_usd, usage: answer.usage };
 }
 
-/**
- * Books usage that the provider already billed. A transient database error here must not fail the activity, or its
- * retry would call (and pay) the provider again while this call stayed unbooked: so the booking itself is retried,
- * which is harmless because the insert is idempotent on its key. Invalid usage or a missing price fail at once.
- */
-async function bookPersistently(pool: pg.Pool, booking: UsageBooking): Promise<LedgerEntry> {
+async function legacyBook(pool: pg.Pool, booking: UsageBooking): Promise<LedgerEntry> {
   for (let attempt = 1; ; attempt++) {
     try {
       return await recordUsage(pool, booking);
     } catch (err) {
-      if (err instanceof UserError || attempt >= BOOKING_ATTEMPTS) throw err;
-      log.warn('booking usage failed; retrying the idempotent insert', { key: usageKey(booking), attempt, error: String(err) });
+      if (err instanceof UserError || err instanceof LedgerConflictError || attempt >= 8) throw finalOrRetried(err);
       await sleep(Math.min(200 * 2 ** attempt, 5_000));
     }
   }
 }
-
-const BOOKING_ATTEMPTS = 8;
-
-const context = (input: ModelStepInput, attempt: number) => ({
-  taskId: input.taskId,
-  userId: input.userId,
-  attempt,
-  simulate: input.simulate,
-});
-
-const fromExecution = (e: { workflowId: string; runId: string }) => ({ workflowId: e.workflowId, temporalRunId: e.runId });

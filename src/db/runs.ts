@@ -1,5 +1,9 @@
 import type pg from 'pg';
+import { inTransaction } from './pool';
 
+export type RunStatus = 'running' | 'completed' | 'failed' | 'cancelled';
+
+/** The slot's claim: one row per idempotency key, naming the execution (generation) that currently owns it. */
 export interface RunRow {
   id: string;
   idempotency_key: string;
@@ -8,11 +12,28 @@ export interface RunRow {
   workflow_id: string;
   temporal_run_id: string;
   scheduled_minute: Date;
-  status: 'running' | 'completed' | 'failed';
+  status: RunStatus;
+  /** Which execution of the slot owns the claim: 1 for the first, +1 for each retry that took it over. */
+  generation: number;
+  manual: boolean;
   claimed_by: string;
   claimed_at: Date;
   finished_at: Date | null;
   duration_ms: string | null;
+  error: string | null;
+}
+
+/** One execution that owned a claim: every generation of a slot keeps its row here. */
+export interface RunAttemptRow {
+  id: string;
+  idempotency_key: string;
+  generation: number;
+  workflow_id: string;
+  temporal_run_id: string;
+  status: RunStatus | 'stale';
+  claimed_by: string;
+  started_at: Date;
+  finished_at: Date | null;
   error: string | null;
 }
 
@@ -24,44 +45,100 @@ export interface ClaimRequest {
   temporalRunId: string;
   scheduledMinute: string;
   workerId: string;
+  manual?: boolean;
+  /** Take the claim over from this execution (Temporal run ID), if it still owns it and did not complete. */
+  supersedesRunId?: string;
+}
+
+export interface ClaimOutcome {
+  claimed: boolean;
+  /** The execution that owns the claim after this call. */
+  ownerWorkflowRunId: string;
+  generation: number;
+  /** Why a claim was refused, for the duplicate's log and result. */
+  ownerStatus?: RunStatus;
 }
 
 /**
- * Claims a slot: the first insert of its idempotency key wins. A workflow execution that claimed it before (its own
- * claim activity retried) still counts as the owner; any other execution is recorded as a duplicate and must stop.
+ * Claims a slot. The first insert of its idempotency key wins (generation 1). An execution that already owns it (its
+ * own claim activity retried) still counts as the owner. A retry may take the claim over, in one compare-and-set
+ * statement, only from the execution it names and only while that claim is not completed; the old owner's attempt is
+ * then closed as 'stale' if it never recorded an outcome (terminated, timed out). Anyone else is recorded as a
+ * duplicate and must stop.
  */
-export async function claimRun(db: pg.Pool, c: ClaimRequest): Promise<{ claimed: boolean; ownerWorkflowRunId: string }> {
-  const inserted = await db.query(
-    `insert into runs (idempotency_key, task_id, user_id, workflow_id, temporal_run_id, scheduled_minute, claimed_by)
-     values ($1, $2, $3, $4, $5, $6, $7)
-     on conflict (idempotency_key) do nothing`,
-    [c.idempotencyKey, c.taskId, c.userId, c.workflowId, c.temporalRunId, c.scheduledMinute, c.workerId],
-  );
-  if (inserted.rowCount === 1) return { claimed: true, ownerWorkflowRunId: c.temporalRunId };
-  const owner = await db.query<{ temporal_run_id: string }>('select temporal_run_id from runs where idempotency_key = $1', [
-    c.idempotencyKey,
-  ]);
-  const ownerRunId = owner.rows[0].temporal_run_id;
-  if (ownerRunId === c.temporalRunId) return { claimed: true, ownerWorkflowRunId: ownerRunId };
-  await db.query(
-    `insert into run_duplicates (temporal_run_id, workflow_id, idempotency_key, task_id, user_id, detected_by)
-     values ($1, $2, $3, $4, $5, $6) on conflict do nothing`,
-    [c.temporalRunId, c.workflowId, c.idempotencyKey, c.taskId, c.userId, c.workerId],
-  );
-  return { claimed: false, ownerWorkflowRunId: ownerRunId };
+export async function claimRun(db: pg.Pool, c: ClaimRequest): Promise<ClaimOutcome> {
+  return inTransaction(db, async (tx) => {
+    const inserted = await tx.query<{ generation: number }>(
+      `insert into runs (idempotency_key, task_id, user_id, workflow_id, temporal_run_id, scheduled_minute, claimed_by, manual)
+       values ($1, $2, $3, $4, $5, $6, $7, $8)
+       on conflict (idempotency_key) do nothing
+       returning generation`,
+      [c.idempotencyKey, c.taskId, c.userId, c.workflowId, c.temporalRunId, c.scheduledMinute, c.workerId, c.manual ?? false],
+    );
+    if (inserted.rowCount === 1) {
+      await recordAttempt(tx, c, 1);
+      return { claimed: true, ownerWorkflowRunId: c.temporalRunId, generation: 1 };
+    }
+    if (c.supersedesRunId !== undefined && c.supersedesRunId !== c.temporalRunId) {
+      const taken = await tx.query<{ generation: number }>(
+        `update runs set generation = generation + 1, workflow_id = $2, temporal_run_id = $3, claimed_by = $4, status = 'running',
+                claimed_at = now(), finished_at = null, duration_ms = null, error = null
+          where idempotency_key = $1 and temporal_run_id = $5 and status <> 'completed'
+          returning generation`,
+        [c.idempotencyKey, c.workflowId, c.temporalRunId, c.workerId, c.supersedesRunId],
+      );
+      if (taken.rowCount === 1) {
+        await tx.query(
+          `update run_attempts set status = 'stale', finished_at = now() where temporal_run_id = $1 and status = 'running'`,
+          [c.supersedesRunId],
+        );
+        await recordAttempt(tx, c, taken.rows[0].generation);
+        return { claimed: true, ownerWorkflowRunId: c.temporalRunId, generation: taken.rows[0].generation };
+      }
+    }
+    const owner = await tx.query<{ temporal_run_id: string; generation: number; status: RunStatus }>(
+      'select temporal_run_id, generation, status from runs where idempotency_key = $1',
+      [c.idempotencyKey],
+    );
+    const { temporal_run_id: ownerRunId, generation, status } = owner.rows[0];
+    if (ownerRunId === c.temporalRunId) return { claimed: true, ownerWorkflowRunId: ownerRunId, generation };
+    await tx.query(
+      `insert into run_duplicates (temporal_run_id, workflow_id, idempotency_key, task_id, user_id, detected_by)
+       values ($1, $2, $3, $4, $5, $6) on conflict do nothing`,
+      [c.temporalRunId, c.workflowId, c.idempotencyKey, c.taskId, c.userId, c.workerId],
+    );
+    return { claimed: false, ownerWorkflowRunId: ownerRunId, generation, ownerStatus: status };
+  });
 }
 
-/** Closes a claimed run. Only a running row changes, so a retried completion is harmless. */
+async function recordAttempt(tx: pg.PoolClient, c: ClaimRequest, generation: number): Promise<void> {
+  await tx.query(
+    `insert into run_attempts (idempotency_key, generation, workflow_id, temporal_run_id, claimed_by)
+     values ($1, $2, $3, $4, $5)`,
+    [c.idempotencyKey, generation, c.workflowId, c.temporalRunId, c.workerId],
+  );
+}
+
+/**
+ * Closes the claim of one execution. Only a running claim that this execution still owns changes, so a retried
+ * completion is harmless and an execution that a retry superseded can never overwrite the new generation's outcome.
+ */
 export async function completeRun(
   db: pg.Pool,
-  c: { idempotencyKey: string; status: 'completed' | 'failed'; error?: string },
+  c: { idempotencyKey: string; temporalRunId: string; status: Exclude<RunStatus, 'running'>; error?: string },
 ): Promise<void> {
-  await db.query(
-    `update runs set status = $2, error = $3, finished_at = now(),
-            duration_ms = (extract(epoch from (now() - claimed_at)) * 1000)::bigint
-      where idempotency_key = $1 and status = 'running'`,
-    [c.idempotencyKey, c.status, c.error ?? null],
-  );
+  await inTransaction(db, async (tx) => {
+    await tx.query(
+      `update runs set status = $3, error = $4, finished_at = now(),
+              duration_ms = (extract(epoch from (now() - claimed_at)) * 1000)::bigint
+        where idempotency_key = $1 and temporal_run_id = $2 and status = 'running'`,
+      [c.idempotencyKey, c.temporalRunId, c.status, c.error ?? null],
+    );
+    await tx.query(
+      `update run_attempts set status = $2, error = $3, finished_at = now() where temporal_run_id = $1 and status = 'running'`,
+      [c.temporalRunId, c.status, c.error ?? null],
+    );
+  });
 }
 
 export async function listRuns(db: pg.Pool, filter: { taskId?: string; limit?: number } = {}): Promise<RunRow[]> {
@@ -69,5 +146,29 @@ export async function listRuns(db: pg.Pool, filter: { taskId?: string; limit?: n
     `select * from runs where ($1::text is null or task_id = $1) order by scheduled_minute desc, id desc limit $2`,
     [filter.taskId ?? null, filter.limit ?? 100],
   );
+  return rows;
+}
+
+/** The claim of one slot (or manual run), or null when nothing claimed it yet. */
+export async function claimOf(db: pg.Pool, idempotencyKey: string): Promise<RunRow | null> {
+  const { rows } = await db.query<RunRow>('select * from runs where idempotency_key = $1', [idempotencyKey]);
+  return rows[0] ?? null;
+}
+
+/**
+ * The claim a retry may take over: a slot's claim that is not completed (failed, cancelled, or running; whether a
+ * running claim's execution is really closed, i.e. stale, is for the caller to check with Temporal). Null when the
+ * slot was never claimed or is completed. Pass its temporal_run_id as the retry's `supersedesRunId`.
+ */
+export async function retryableClaim(db: pg.Pool, idempotencyKey: string): Promise<RunRow | null> {
+  const claim = await claimOf(db, idempotencyKey);
+  return claim && claim.status !== 'completed' ? claim : null;
+}
+
+/** Every execution that owned the slot's claim, oldest generation first. */
+export async function listRunAttempts(db: pg.Pool, idempotencyKey: string): Promise<RunAttemptRow[]> {
+  const { rows } = await db.query<RunAttemptRow>('select * from run_attempts where idempotency_key = $1 order by generation', [
+    idempotencyKey,
+  ]);
   return rows;
 }

@@ -11,7 +11,10 @@ export interface LedgerEntry {
   original_entry_id: string | null;
   reason: string | null;
   user_id: string;
+  /** Temporal's run ID of the execution that made the call (before migration 004: the workflow ID). */
   run_id: string | null;
+  /** The slot's workflow ID; null on rows booked before migration 004. */
+  workflow_id: string | null;
   task_id: string | null;
   model: string | null;
   provider_model: string | null;
@@ -26,16 +29,19 @@ export interface LedgerEntry {
   price_version: string | null;
   provider_request_id: string | null;
   worker_id: string | null;
+  /** An embedding whose input was cut to the model's limit: the input's token count before. */
+  input_truncated_from: string | null;
   created_at: Date;
 }
 
 export async function listEntries(
   db: pg.Pool,
+  /** runId matches an execution's Temporal run ID or a slot's workflow ID (all its executions). */
   filter: { runId?: string; userId?: string; limit?: number } = {},
 ): Promise<LedgerEntry[]> {
   const { rows } = await db.query<LedgerEntry>(
     `select * from usage_ledger
-      where ($1::text is null or run_id = $1) and ($2::text is null or user_id = $2)
+      where ($1::text is null or run_id = $1 or workflow_id = $1) and ($2::text is null or user_id = $2)
       order by id desc limit $3`,
     [filter.runId ?? null, filter.userId ?? null, filter.limit ?? 1000],
   );

@@ -1,9 +1,11 @@
 import OpenAI from 'openai';
 import { UserError } from '../errors';
-import { bareModel } from './provider';
 import {
+  bareModel,
   BilledCallError,
   MissingUsageError,
+  ProviderRejectedError,
+  ProviderUnavailableError,
   type ChatRequest,
   type ChatResult,
   type EmbeddingRequest,
@@ -15,10 +17,13 @@ import {
 const DEFAULT_BASE_URL = 'https://api.openai.com/v1';
 
 /**
- * Any OpenAI-compatible endpoint through the official SDK. OPENAI_BASE_URL / OPENAI_API_KEY say where;
- * OPENAI_MAX_RETRIES (default 2) is how often the SDK itself retries 408/409/429/5xx and connection errors,
- * honouring retry-after. Those retries happen before any usage comes back, so nothing is billed twice;
- * Temporal's activity retries on top of them get their own ledger rows.
+ * Any OpenAI-compatible endpoint through the official SDK. OPENAI_BASE_URL / OPENAI_API_KEY say where.
+ *
+ * The SDK never retries on its own (maxRetries 0): Temporal owns retries, so each activity attempt is exactly one
+ * request, and each billed answer one ledger row. A refusal that is worth retrying (408, 409, 429, 5xx, a connection
+ * error or timeout) becomes ProviderUnavailableError with the server's Retry-After, which the activity turns into the
+ * next retry's delay; other 4xx become ProviderRejectedError, which is not retried. The request is aborted when the
+ * caller's signal fires (the activity was cancelled, or its worker lost the activity).
  */
 export function createOpenAIProvider(env: NodeJS.ProcessEnv = process.env): ModelProvider {
   const apiKey = env.OPENAI_API_KEY;
@@ -28,18 +33,17 @@ export function createOpenAIProvider(env: NodeJS.ProcessEnv = process.env): Mode
   const client = new OpenAI({
     apiKey,
     baseURL: env.OPENAI_BASE_URL || DEFAULT_BASE_URL,
-    maxRetries: maxRetriesFrom(env.OPENAI_MAX_RETRIES),
-    timeout: 90_000, // below the chat activity's 2-minute startToCloseTimeout
+    maxRetries: 0,
+    timeout: 90_000, // below the model-call activity's 2-minute startToCloseTimeout
   });
 
   return {
     name: 'openai',
 
     async chat(req: ChatRequest): Promise<ChatResult> {
-      const response = await client.chat.completions.create({
-        model: bareModel(req.model),
-        messages: [{ role: 'user', content: req.prompt }],
-      });
+      const response = await client.chat.completions
+        .create({ model: bareModel(req.model), messages: [{ role: 'user', content: req.prompt }] }, { signal: req.signal })
+        .catch(refusal);
       const requestId = response.id || response._request_id || null;
       const usage = chatUsage(response.usage, requestId);
       const text = response.choices?.[0]?.message?.content;
@@ -51,7 +55,9 @@ export function createOpenAIProvider(env: NodeJS.ProcessEnv = process.env): Mode
     },
 
     async embed(req: EmbeddingRequest): Promise<EmbeddingResult> {
-      const response = await client.embeddings.create({ model: bareModel(req.model), input: req.input, encoding_format: 'float' });
+      const response = await client.embeddings
+        .create({ model: bareModel(req.model), input: req.input, encoding_format: 'float' }, { signal: req.signal })
+        .catch(refusal);
       const requestId = response._request_id ?? null;
       if (!response.usage || response.usage.prompt_tokens === undefined) {
         throw new MissingUsageError(`OpenAI embedding response ${requestId ?? '(no id)'} carries no usage (usage.prompt_tokens); its cost cannot be booked`);
@@ -79,8 +85,28 @@ function chatUsage(u: OpenAI.CompletionUsage | undefined, requestId: string | nu
   };
 }
 
-function maxRetriesFrom(value: string | undefined): number {
-  if (value === undefined || value === '') return 2;
-  if (!/^\d{1,2}$/.test(value)) throw new UserError(`OPENAI_MAX_RETRIES=${JSON.stringify(value)} must be a whole number from 0 to 99`);
-  return Number.parseInt(value, 10);
+/** Sorts an SDK error into retry-worthy (with the server's Retry-After) or final. Nothing was billed for either. */
+function refusal(err: unknown): never {
+  if (err instanceof OpenAI.APIUserAbortError) throw err;
+  if (err instanceof OpenAI.APIConnectionError) throw new ProviderUnavailableError(`OpenAI unreachable: ${err.message}`, null, null);
+  if (err instanceof OpenAI.APIError) {
+    const status = err.status ?? null;
+    const message = `OpenAI answered ${status ?? 'an error'}: ${err.message}`;
+    if (status !== null && status >= 400 && status < 500 && ![408, 409, 429].includes(status)) {
+      throw new ProviderRejectedError(message, status);
+    }
+    throw new ProviderUnavailableError(message, status, retryAfterMs(err.headers));
+  }
+  throw err;
+}
+
+/** retry-after-ms (OpenAI's own), else Retry-After in seconds or as an HTTP date; null when absent or unreadable. */
+export function retryAfterMs(headers: Headers | undefined, now = Date.now()): number | null {
+  const ms = headers?.get('retry-after-ms');
+  if (ms && /^\d+(\.\d+)?$/.test(ms)) return Math.ceil(Number(ms));
+  const value = headers?.get('retry-after');
+  if (!value) return null;
+  if (/^\d+$/.test(value)) return Number(value) * 1000;
+  const at = Date.parse(value);
+  return Number.isNaN(at) ? null : Math.max(0, at - now);
 }

@@ -13,9 +13,11 @@ export interface TokenUsage {
 export interface CallContext {
   taskId: string | null;
   userId: string;
-  /** Temporal activity attempt, so a mock can fail the first N attempts after producing usage. */
+  /** Which call of this step this is (1, 2, ... after billed failures), so a mock can fail the first N after producing usage. */
   attempt: number;
   simulate?: SimulateProfile;
+  /** Aborts the request when the caller is cancelled (the activity's cancellation signal). */
+  signal?: AbortSignal;
 }
 
 export interface ChatRequest extends CallContext {
@@ -79,3 +81,29 @@ export class MissingUsageError extends Error {
 
 /** `openai/gpt-4o-mini` → `gpt-4o-mini`: price keys carry a provider prefix, APIs want the bare name. */
 export const bareModel = (model: string): string => model.slice(model.indexOf('/') + 1);
+
+/**
+ * The provider refused or failed the request without billing it (a 429, a 5xx, a timeout). Worth retrying; the
+ * provider may say when (Retry-After), which the activity hands to Temporal as the next retry's delay.
+ */
+export class ProviderUnavailableError extends Error {
+  constructor(
+    message: string,
+    readonly status: number | null,
+    readonly retryAfterMs: number | null,
+  ) {
+    super(message);
+    this.name = 'ProviderUnavailableError';
+  }
+}
+
+/** The provider refused the request for good (400, 401, 403, 404...): retrying the same request can't help. */
+export class ProviderRejectedError extends Error {
+  constructor(
+    message: string,
+    readonly status: number | null,
+  ) {
+    super(message);
+    this.name = 'ProviderRejectedError';
+  }
+}

@@ -1,8 +1,17 @@
-import { log, proxyActivities, workflowInfo } from '@temporalio/workflow';
+import {
+  ActivityCancellationType,
+  ApplicationFailure,
+  CancellationScope,
+  isCancellation,
+  log,
+  patched,
+  proxyActivities,
+  workflowInfo,
+} from '@temporalio/workflow';
 import type { Activities } from '../activities';
-import { NON_RETRYABLE_MODEL_ERRORS } from '../constants';
+import type { BookUsageResult, ModelCallInput, ModelCallOutcome } from '../activities/run-activities';
 import type { SimulateProfile } from '../models/simulate-profile';
-import { scheduledTimeOf, slotKey } from './scheduled-time';
+import { manualKey, manualTimeOf, scheduledTimeOf, slotKey } from './scheduled-time';
 
 /** The schedule action's argument: everything a run needs, so editing a task edits the schedule, not the code. */
 export interface ScheduledRunInput {
@@ -29,31 +38,188 @@ export interface ScheduledRunResult {
   status: 'completed' | 'duplicate';
   idempotencyKey: string;
   scheduledMinute: string;
+  /** Which execution of the slot this was (1 = first; a retry that took the claim over is 2, 3, ...). */
+  generation?: number;
+  /** True for a manual trigger (`tasks trigger`), which claimed its own key, not a slot. */
+  manual?: boolean;
+  /** A duplicate: the execution (Temporal run ID) that owns the claim. */
+  ownerRunId?: string;
   chatCostUsd?: string;
   embeddingCostUsd?: string;
 }
 
+/**
+ * The patch that split calling from booking, gave claims generations and ledger keys Temporal's run ID. Executions
+ * that started before it replay (and finish) on the old sequence, kept below as `legacyScheduledRun`.
+ */
+export const CALL_THEN_BOOK_PATCH = 'call-then-book';
+
+/**
+ * A provider answer that carried usage but failed (BilledCallError) is booked as failed and the step called again,
+ * under the next attempt number. This many calls per step at most, so a provider that keeps billing broken replies
+ * can't drain a budget.
+ */
+export const MAX_CALLS_PER_STEP = 5;
+
+/** Claim, close and memory writes: idempotent, retried without limit (no maximumAttempts) (a database outage delays them, never fails the run). */
 const bookkeeping = proxyActivities<Activities>({
   startToCloseTimeout: '30 seconds',
-  retry: { initialInterval: '1 second', maximumInterval: '30 seconds' },
+  retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '1 minute' },
 });
 
-const modelCalls = proxyActivities<Activities>({
-  startToCloseTimeout: '2 minutes',
-  retry: {
-    initialInterval: '1 second',
-    backoffCoefficient: 2,
-    maximumInterval: '1 minute',
-    maximumAttempts: 5,
-    nonRetryableErrorTypes: NON_RETRYABLE_MODEL_ERRORS,
-  },
+/** Booking a call's usage: idempotent on its ledger key, so retried without limit; it never calls the provider. */
+const booking = proxyActivities<Activities>({
+  startToCloseTimeout: '30 seconds',
+  retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '1 minute' },
 });
 
 /**
- * One agent run for one schedule slot. It first claims the slot in PostgreSQL: if another execution already has it
- * (a native backfill, a re-created schedule, a second deployment), this one ends as `duplicate` before any model call.
+ * Model calls retry on a time budget, not a count: a provider outage of many minutes must not fail the run.
+ * - scheduleToCloseTimeout 30 minutes: the whole budget of one call, all retries included.
+ * - startToCloseTimeout 2 minutes per request (the OpenAI client's own timeout is 90 s).
+ * - heartbeatTimeout 30 s: the activity heartbeats every 5 s while it waits, so a dead worker's call is retried
+ *   within about 30 s, and a cancel reaches the request.
+ * - backoff 1 s, doubling, capped at 2 minutes; a Retry-After from the provider replaces the next delay
+ *   (ApplicationFailure nextRetryDelay).
+ * - WAIT_CANCELLATION_COMPLETED: on cancel, wait for the call to end, so an answer that did come back is still booked.
+ * What can't be fixed by retrying is thrown non-retryable by the activity itself; no error types are listed here.
+ */
+const modelCalls = proxyActivities<Activities>({
+  scheduleToCloseTimeout: '30 minutes',
+  startToCloseTimeout: '2 minutes',
+  heartbeatTimeout: '30 seconds',
+  cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+  retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '2 minutes' },
+});
+
+/**
+ * One agent run for one schedule slot (or one manual trigger). It first claims the slot in PostgreSQL: if another
+ * execution already has it (a native backfill, a re-created schedule, a second deployment), this one ends as
+ * `duplicate` before any model call. A retry (input.retry) may take over a claim that did not complete.
  */
 export async function scheduledRun(task: ScheduledRunInput): Promise<ScheduledRunResult> {
+  if (!patched(CALL_THEN_BOOK_PATCH)) return legacyScheduledRun(task);
+  const info = workflowInfo();
+  const manual = task.manual === true;
+  const at = manual ? manualTimeOf(info) : scheduledTimeOf(info);
+  const idempotencyKey = manual ? manualKey(task.taskId, at) : slotKey(task.taskId, at);
+  const scheduledMinute = `${at.toISOString().slice(0, 16)}Z`;
+  const kind = manual ? { manual: true } : {};
+
+  try {
+    // Not cancellable: a claim that is made must be known, so that a cancel can close it as cancelled.
+    const claim = await CancellationScope.nonCancellable(() =>
+      bookkeeping.claimRun({
+        idempotencyKey,
+        taskId: task.taskId,
+        userId: task.userId,
+        scheduledMinute,
+        ...kind,
+        ...(task.retry ? { supersedesRunId: task.retry.supersedesRunId } : {}),
+      }),
+    );
+    if (!claim.claimed) {
+      log.info('slot already claimed by another execution; stopping as duplicate', { idempotencyKey, owner: claim.ownerWorkflowRunId });
+      return { status: 'duplicate', idempotencyKey, scheduledMinute, ...kind, generation: claim.generation, ownerRunId: claim.ownerWorkflowRunId };
+    }
+
+    const step = { workflowId: info.workflowId, runId: info.runId, taskId: task.taskId, userId: task.userId, simulate: task.simulate };
+    const chat = await callAndBook('chat', { ...step, step: 'chat', model: task.model, text: task.input });
+    const embed = await callAndBook('embedding', { ...step, step: 'embed', model: task.embeddingModel, text: chat.outcome.text ?? '' });
+    await bookkeeping.storeMemory({
+      workflowId: info.workflowId,
+      runId: info.runId,
+      taskId: task.taskId,
+      userId: task.userId,
+      content: chat.outcome.text ?? '',
+      embedding: embed.outcome.vector ?? [],
+      ...(embed.outcome.inputTruncatedFrom === undefined ? {} : { inputTruncatedFrom: embed.outcome.inputTruncatedFrom }),
+    });
+    await bookkeeping.completeRun({ idempotencyKey, status: 'completed' });
+    return {
+      status: 'completed',
+      idempotencyKey,
+      scheduledMinute,
+      ...kind,
+      generation: claim.generation,
+      chatCostUsd: costOf(chat.booked),
+      embeddingCostUsd: costOf(embed.booked),
+    };
+  } catch (err) {
+    // Cancelled or failed, the claim is closed as such, even while the workflow is being cancelled. (A terminate or
+    // a timeout runs no workflow code: `runs` shows such a claim as stale.)
+    const status = isCancellation(err) ? 'cancelled' : 'failed';
+    await CancellationScope.nonCancellable(() => bookkeeping.completeRun({ idempotencyKey, status, error: messageOf(err) }));
+    throw err;
+  }
+}
+
+/**
+ * Calls the provider for one step and books what it answered. Calling and booking are separate activities: once the
+ * call activity returned, its usage is in history, and booking it retries without limit, so no database trouble can
+ * make the call happen again or get lost. A billed failure is booked as failed and the step called again, with the
+ * next attempt number (a new ledger key), up to MAX_CALLS_PER_STEP calls.
+ */
+async function callAndBook(
+  kind: 'chat' | 'embedding',
+  base: Omit<ModelCallInput, 'attempt'>,
+): Promise<{ outcome: ModelCallOutcome; booked: BookUsageResult }> {
+  for (let attempt = 1; ; attempt++) {
+    const input: ModelCallInput = { ...base, attempt };
+    const outcome = await (kind === 'chat' ? modelCalls.callChat(input) : modelCalls.callEmbedding(input));
+    const booked = await CancellationScope.nonCancellable(() =>
+      booking.bookUsage({
+        workflowId: base.workflowId,
+        runId: base.runId,
+        step: base.step,
+        attempt,
+        taskId: base.taskId,
+        userId: base.userId,
+        model: base.model,
+        kind,
+        status: outcome.outcome === 'answered' ? 'ok' : 'failed',
+        usage: outcome.usage,
+        providerModel: outcome.providerModel,
+        requestId: outcome.requestId,
+        ...(outcome.inputTruncatedFrom === undefined ? {} : { inputTruncatedFrom: outcome.inputTruncatedFrom }),
+      }),
+    );
+    if (outcome.outcome === 'answered') {
+      if (booked.booked === 'exception') {
+        throw ApplicationFailure.nonRetryable(`${base.step}: usage kept in usage_exceptions, not the ledger: ${booked.reason}`, 'UnbookableUsage');
+      }
+      return { outcome, booked };
+    }
+    log.warn('billed call failed; booked as failed', { step: base.step, attempt, error: outcome.error });
+    if (attempt >= MAX_CALLS_PER_STEP) {
+      throw ApplicationFailure.nonRetryable(
+        `${base.step}: ${attempt} calls were billed and failed (last: ${outcome.error ?? 'unknown'}); giving up`,
+        'BilledFailuresExhausted',
+      );
+    }
+  }
+}
+
+const costOf = (b: BookUsageResult): string | undefined => (b.booked === 'ledger' ? b.costUsd : undefined);
+
+/** The innermost message: an ActivityFailure's own message only names the activity. */
+function messageOf(err: unknown): string {
+  let e: unknown = err;
+  while (e instanceof Error && e.cause instanceof Error) e = e.cause;
+  return e instanceof Error ? e.message : String(e);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Before CALL_THEN_BOOK_PATCH. Unchanged command sequence (claimRun, chat, embedMemory, completeRun), so executions
+// that started on it replay and finish. Remove once no such execution is open and their histories have aged out.
+// ---------------------------------------------------------------------------------------------------------------
+
+const legacyModelCalls = proxyActivities<Activities>({
+  startToCloseTimeout: '2 minutes',
+  retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '1 minute', maximumAttempts: 5 },
+});
+
+async function legacyScheduledRun(task: ScheduledRunInput): Promise<ScheduledRunResult> {
   const info = workflowInfo();
   const scheduledAt = scheduledTimeOf(info);
   const idempotencyKey = slotKey(task.taskId, scheduledAt);
@@ -67,8 +233,8 @@ export async function scheduledRun(task: ScheduledRunInput): Promise<ScheduledRu
 
   try {
     const step = { runId: info.workflowId, taskId: task.taskId, userId: task.userId, simulate: task.simulate };
-    const chat = await modelCalls.chat({ ...step, step: 'chat', model: task.model, text: task.input });
-    const memory = await modelCalls.embedMemory({ ...step, step: 'embed', model: task.embeddingModel, text: chat.text });
+    const chat = await legacyModelCalls.chat({ ...step, step: 'chat', model: task.model, text: task.input });
+    const memory = await legacyModelCalls.embedMemory({ ...step, step: 'embed', model: task.embeddingModel, text: chat.text });
     await bookkeeping.completeRun({ idempotencyKey, status: 'completed' });
     return { status: 'completed', idempotencyKey, scheduledMinute, chatCostUsd: chat.costUsd, embeddingCostUsd: memory.costUsd };
   } catch (err) {
