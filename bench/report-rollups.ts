@@ -3,14 +3,18 @@
  * rollups current costs. Figures are ratios within one run (the machine is shared and noisy), printed with the
  * command that produced them.
  *
- *   npx cronledger dev up --workers 0      # or set DATABASE_URL to any PostgreSQL you may create databases on
+ *   npx cronledger dev up --workers 0      # or set BENCH_ADMIN_DATABASE_URL to a role that may create databases
  *   node --import tsx bench/report-rollups.ts [--entries 200000]
+ * It creates a scratch database owned by cronledger_owner, migrates it as the owner and runs as cronledger_app,
+ * like the real thing.
  */
 import { performance } from 'node:perf_hooks';
 import pg from 'pg';
-import { resolveConnections } from '../src/config';
-import { migrate } from '../src/db/migrate';
+import { readStackFile } from '../src/config';
+import { migrateDatabase } from '../src/db/migrate';
 import { createPool } from '../src/db/pool';
+import { OWNER_ROLE } from '../src/db/roles';
+import { databaseUrlFor } from '../src/dev/postgres';
 import { applyPrices, loadPricesFile } from '../src/ledger/prices';
 import { buildReport } from '../src/reports/build-report';
 
@@ -39,16 +43,18 @@ async function timed<T>(fn: () => Promise<T>): Promise<number> {
 }
 
 async function main(): Promise<void> {
-  const { databaseUrl } = resolveConnections(process.env, { db: true });
+  const stack = readStackFile()?.postgres;
+  const passwords = stack?.passwords;
+  const adminUrl = process.env.BENCH_ADMIN_DATABASE_URL ?? (stack && passwords ? databaseUrlFor(stack.port, 'superuser', passwords, 'postgres') : undefined);
+  if (!adminUrl || !stack || !passwords) throw new Error('no local stack: run `npx cronledger dev up --workers 0` first');
   const name = `cronledger_bench_${process.pid}`;
-  const admin = new pg.Client({ connectionString: databaseUrl });
+  const admin = new pg.Client({ connectionString: adminUrl });
   await admin.connect();
-  await admin.query(`create database ${name}`);
-  const url = new URL(databaseUrl);
-  url.pathname = `/${name}`;
+  await admin.query(`create database ${name} owner ${OWNER_ROLE}`);
+  const url = new URL(databaseUrlFor(stack.port, 'app', passwords, name));
   const pool = createPool(url.toString());
   try {
-    await migrate(pool);
+    await migrateDatabase(databaseUrlFor(stack.port, 'owner', passwords, name));
     await applyPrices(pool, loadPricesFile('prices/standard.json'), 'bench');
     await pool.query(insertSql(1, entries));
     await pool.query('analyze usage_ledger');

@@ -2,7 +2,6 @@ import { NativeConnection } from '@temporalio/worker';
 import { loadClientConnectConfig } from '@temporalio/envconfig';
 import { hostname } from 'node:os';
 import { definedEnv, resolveConnections } from './config';
-import { migrate } from './db/migrate';
 import { createPool } from './db/pool';
 import { selectProvider } from './models/select-provider';
 import { createCronledgerWorker } from './worker-setup';
@@ -12,7 +11,6 @@ async function main(): Promise<void> {
   const conn = resolveConnections();
   const workerId = process.env.CRONLEDGER_WORKER_ID ?? `${hostname()}-${process.pid}`;
   const pool = createPool(conn.databaseUrl);
-  await migrate(pool); // safe with many replicas starting at once: the runner holds an advisory lock
   const config = loadClientConnectConfig({ overrideEnvVars: { ...definedEnv(), TEMPORAL_ADDRESS: conn.temporalAddress } });
   const connection = await NativeConnection.connect(config.connectionOptions);
   const worker = await createCronledgerWorker({

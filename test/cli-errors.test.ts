@@ -1,7 +1,9 @@
 import { mkdtempSync } from 'node:fs';
+import { createServer, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { redactDatabaseUrl } from '../src/config';
 import { runCli } from './support/cli';
 
 /** Commands pointed at services that are not there say which one and how to fix it, without a stack trace. */
@@ -30,4 +32,68 @@ it('with no stack and no environment, names both variables and `dev up`', async 
   expect(r.code).not.toBe(0);
   expect(r.stderr).toMatch(/no running stack found in .* TEMPORAL_ADDRESS and DATABASE_URL not set/);
   expect(r.stderr).toContain('npx cronledger dev up');
+});
+
+describe('the URL redactor', () => {
+  it.each([
+    ['postgres://app:pw-in-user@db:5432/x', 'postgres://app:***@db:5432/x'],
+    ['postgres://app@db:5432/x?password=pw-in-query&sslmode=require', 'postgres://app@db:5432/x?password=***&sslmode=require'],
+    ['postgres://app@db/x?sslpassword=pw-ssl', 'postgres://app@db/x?sslpassword=***'],
+    ['postgres://app:pw@[not a url', '(unparseable URL, not shown: it may hold a password)'],
+  ])('hides the secret in %s', (url, shown) => {
+    expect(redactDatabaseUrl(url)).toBe(shown);
+  });
+
+  it('is used on ?password= in error messages too', async () => {
+    const r = await runCli(['runs'], { ...env, DATABASE_URL: 'postgres://app@127.0.0.1:1/x?password=planted-query-secret' });
+    expect(r.code).not.toBe(0);
+    expect(r.stderr).toContain('password=***');
+    expect(r.stderr).not.toContain('planted-query-secret');
+  });
+});
+
+/**
+ * A host that never answers: a socket that takes connections and then says nothing, like a blackholed address
+ * (10.255.255.1 is no use here: without a route it is refused at once). Each command must give up with the fix
+ * after its connect timeout, not wait for the kernel's two minutes (runCli fails the test long before that).
+ */
+describe('a host that never answers', () => {
+  let silent: Server;
+  const sockets: Socket[] = [];
+  let address = '';
+
+  beforeAll(async () => {
+    silent = createServer((s) => void sockets.push(s));
+    await new Promise<void>((r) => silent.listen(0, '127.0.0.1', r));
+    address = `127.0.0.1:${(silent.address() as { port: number }).port}`;
+  });
+
+  afterAll(async () => {
+    for (const s of sockets) s.destroy();
+    await new Promise((r) => silent.close(r));
+  });
+
+  it('as DATABASE_URL: a clear error naming the variable, after the connect timeout', async () => {
+    const r = await runCli(['runs'], { ...env, DATABASE_URL: `postgres://app:planted-pw@${address}/cronledger` });
+    expect(r.code).not.toBe(0);
+    expect(r.stderr).toContain(`cannot reach PostgreSQL at postgres://app:***@${address}/cronledger (no answer within 5s)`);
+    expect(r.stderr).toContain('fix DATABASE_URL');
+    expect(r.stderr).not.toContain('planted-pw');
+    expect(r.stderr).not.toMatch(/\n\s+at /);
+  });
+
+  it('as TEMPORAL_ADDRESS: a clear error naming the variable, after the connect timeout', async () => {
+    const r = await runCli(['tasks', 'list'], { ...env, TEMPORAL_ADDRESS: address });
+    expect(r.code).not.toBe(0);
+    expect(r.stderr).toMatch(new RegExp(`cannot reach Temporal at ${address} .*fix TEMPORAL_ADDRESS`));
+    expect(r.stderr).not.toMatch(/\n\s+at /);
+  });
+
+  it('as DATABASE_OWNER_URL for `db migrate`', async () => {
+    const r = await runCli(['db', 'migrate'], { ...env, DATABASE_OWNER_URL: `postgres://owner:planted-pw@${address}/cronledger` });
+    expect(r.code).not.toBe(0);
+    expect(r.stderr).toContain('(no answer within 5s)');
+    expect(r.stderr).toContain('fix DATABASE_OWNER_URL');
+    expect(r.stderr).not.toContain('planted-pw');
+  });
 });

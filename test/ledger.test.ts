@@ -4,6 +4,7 @@ import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MAX_TOKENS_PER_CALL } from '../src/constants';
 import { costOfUsage, type CallKind } from '../src/ledger/cost';
@@ -417,20 +418,28 @@ describe('recordUsage', () => {
 // ---------------------------------------------------------------------------------------------------------------
 
 describe('append-only ledger', () => {
-  it('refuses UPDATE, DELETE and TRUNCATE with the append-only error, and the row is untouched', async () => {
+  it('refuses UPDATE, DELETE and TRUNCATE with the append-only error even to the owner, and the row is untouched', async () => {
+    // The application role is refused by privilege (test/grants.test.ts); the triggers are the second guard, which
+    // holds even for the owner of the tables.
     const row = await recordUsage(ctx.pool, booking());
     const total = await count('select 1 from usage_ledger');
-    await expect(ctx.pool.query(`update usage_ledger set cost_usd = 0 where id = $1`, [row.id])).rejects.toThrow(
-      /usage_ledger is append-only: UPDATE is not allowed/,
-    );
-    await expect(ctx.pool.query('delete from usage_ledger where id = $1', [row.id])).rejects.toThrow(
-      /usage_ledger is append-only: DELETE is not allowed/,
-    );
-    // A plain TRUNCATE is refused before any trigger runs, by PostgreSQL's check of the foreign keys that point at
-    // the ledger from another table (rollup_pending.entry_id); with CASCADE the append-only trigger refuses it.
-    await expect(ctx.pool.query('truncate usage_ledger')).rejects.toThrow(/cannot truncate a table referenced in a foreign key constraint/);
-    await expect(ctx.pool.query('truncate usage_ledger cascade')).rejects.toThrow(/usage_ledger is append-only: TRUNCATE is not allowed/);
-    await expect(ctx.pool.query('truncate model_prices')).rejects.toThrow(/model_prices is append-only: TRUNCATE is not allowed/);
+    const owner = new pg.Client({ connectionString: ctx.ownerDatabaseUrl });
+    await owner.connect();
+    try {
+      await expect(owner.query(`update usage_ledger set cost_usd = 0 where id = $1`, [row.id])).rejects.toThrow(
+        /usage_ledger is append-only: UPDATE is not allowed/,
+      );
+      await expect(owner.query('delete from usage_ledger where id = $1', [row.id])).rejects.toThrow(
+        /usage_ledger is append-only: DELETE is not allowed/,
+      );
+      // A plain TRUNCATE is refused before any trigger runs, by PostgreSQL's check of the foreign keys that point at
+      // the ledger from another table (rollup_pending.entry_id); with CASCADE the append-only trigger refuses it.
+      await expect(owner.query('truncate usage_ledger')).rejects.toThrow(/cannot truncate a table referenced in a foreign key constraint/);
+      await expect(owner.query('truncate usage_ledger cascade')).rejects.toThrow(/usage_ledger is append-only: TRUNCATE is not allowed/);
+      await expect(owner.query('truncate model_prices')).rejects.toThrow(/model_prices is append-only: TRUNCATE is not allowed/);
+    } finally {
+      await owner.end();
+    }
     const again = (await ctx.pool.query<LedgerEntry>('select * from usage_ledger where id = $1', [row.id])).rows[0];
     expect(again.cost_usd).toBe(row.cost_usd);
     expect(await count('select 1 from usage_ledger')).toBe(total);

@@ -141,3 +141,35 @@ describe('rebuild', () => {
     expect(bad.stderr).toContain('--month "2026-6" is not a month: write it as YYYY-MM');
   });
 });
+
+describe('a zone registered while a ledger writer is open', () => {
+  it('waits for that writer without any table lock, so its entry is in the first build of the month', async () => {
+    const zone = 'Asia/Tokyo';
+    const writer = await ctx.pool.connect();
+    try {
+      await writer.query('begin');
+      // Its trigger runs now, before Tokyo is tracked: the entry is queued for the zones known so far, not for Tokyo.
+      await writer.query(
+        `insert into usage_ledger (idempotency_key, entry_type, user_id, model, kind, status, attempt, prompt_tokens, completion_tokens,
+                                   cost_usd, price_version, created_at)
+         values ('open-writer', 'usage', 'user-writer', 'openai/gpt-4o-mini', 'chat', 'ok', 1, 1000, 10, '0.000156000000000000', 'v1', '2026-06-10T03:00:00Z')`,
+      );
+      let resolveWaiting!: () => void;
+      const waiting = new Promise<void>((r) => (resolveWaiting = r));
+      const built = ensureMonthRollups(ctx.pool, zone, MONTH, (p) => {
+        if (p.phase === 'waiting for ledger writers to commit') resolveWaiting();
+      });
+      // Commit only once the build says it waits for us (or once it is done, which is what a build that does not wait does).
+      await Promise.race([waiting, built]);
+      await writer.query('commit');
+      expect((await built).built).toBe(true);
+    } finally {
+      writer.release();
+    }
+    expect((await snapshot(zone)).some((r) => r.includes('"user-writer"'))).toBe(true);
+    expect(await snapshot(zone)).toEqual(await fromLedger(zone));
+    // The application role took no lock on the ledger for it: it may not (test/grants.test.ts).
+    const { rows } = await ctx.pool.query<{ locks: boolean }>(`select has_table_privilege(current_user, 'usage_ledger', 'update') as locks`);
+    expect(rows[0].locks).toBe(false);
+  });
+});

@@ -1,11 +1,13 @@
 import { Connection, WorkflowClient } from '@temporalio/client';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { isAbsolute, join } from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isPortFree } from '../src/dev/ports';
-import { processExists } from '../src/dev/processes';
+import type { StackFile } from '../src/config';
+import { processExists, processStartTime } from '../src/dev/processes';
 import type { StackStatus } from '../src/dev/stack';
 import { startTemporal, stopTemporal } from '../src/dev/stack';
 import { runCli } from './support/cli';
@@ -51,6 +53,15 @@ async function migrationsIn(databaseUrl: string): Promise<string[]> {
   }
 }
 
+/** The variables `dev env` exports, parsed the way a shell would read its single-quoted values. */
+async function devEnv(env: NodeJS.ProcessEnv): Promise<Record<string, string>> {
+  const r = await runCli(['dev', 'env'], env);
+  expect(r.code, r.stderr).toBe(0);
+  return Object.fromEntries(
+    [...r.stdout.matchAll(/^export (\w+)='((?:[^']|'\\'')*)'$/gm)].map((m) => [m[1], m[2].replaceAll("'\\''", "'")]),
+  );
+}
+
 const a = stackDir();
 const b = stackDir();
 let first: StackStatus;
@@ -69,7 +80,7 @@ describe('dev up, status and down', () => {
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).toMatch(/^Temporal\s+127\.0\.0\.1:\d+\s+\(started, pid \d+\)/m);
     expect(r.stdout).toMatch(/^Web UI\s+http:\/\/127\.0\.0\.1:\d+$/m);
-    expect(r.stdout).toMatch(/^PostgreSQL\s+postgres:\/\/postgres@127\.0\.0\.1:\d+\/cronledger\s/m);
+    expect(r.stdout).toMatch(/^PostgreSQL\s+postgres:\/\/cronledger_app:\*\*\*@127\.0\.0\.1:\d+\/cronledger\s/m);
     expect(r.stdout).toMatch(/^Workers\s+worker-1 \(started, pid \d+\)/m);
     first = await status(a.env);
   });
@@ -80,7 +91,7 @@ describe('dev up, status and down', () => {
       dataDir: a.dir,
       temporalAddress: expect.stringMatching(/^127\.0\.0\.1:\d+$/),
       uiUrl: expect.stringMatching(/^http:\/\/127\.0\.0\.1:\d+$/),
-      databaseUrl: expect.stringMatching(/^postgres:\/\/postgres@127\.0\.0\.1:\d+\/cronledger$/),
+      databaseUrl: expect.stringMatching(/^postgres:\/\/cronledger_app:\*\*\*@127\.0\.0\.1:\d+\/cronledger$/),
       temporal: { running: true, pid: expect.any(Number), dbFile: join(a.dir, 'temporal.db') },
       postgres: { running: true, external: false, pid: expect.any(Number) },
       workers: [{ id: 'worker-1', running: true, pid: expect.any(Number) }],
@@ -89,7 +100,7 @@ describe('dev up, status and down', () => {
 
     const ui = await fetch(first.uiUrl!);
     expect(ui.status).toBe(200);
-    expect(await migrationsIn(first.databaseUrl!)).toContain('001_runs.sql');
+    expect(await migrationsIn((await devEnv(a.env)).DATABASE_URL)).toContain('005_app_role_grants.sql');
     const pollers = await withConnection(first.temporalAddress!, async (c) =>
       (await c.workflowService.describeTaskQueue({ namespace: 'default', taskQueue: { name: 'cronledger' } })).pollers.map((p) => p.identity),
     );
@@ -139,6 +150,54 @@ describe('dev up, status and down', () => {
     expect(described.status.name).toBe('RUNNING');
   });
 
+  it('prints passwords only from `dev env`; every role needs its password, even on the local socket', async () => {
+    const stack = JSON.parse(readFileSync(join(a.dir, 'stack.json'), 'utf8')) as StackFile;
+    const passwords = Object.values(stack.postgres.passwords!);
+    expect(passwords).toHaveLength(3);
+    const exported = await devEnv(a.env);
+    expect(exported).toMatchObject({
+      TEMPORAL_ADDRESS: first.temporalAddress,
+      DATABASE_URL: expect.stringMatching(/^postgres:\/\/cronledger_app:[\w-]{20,}@127\.0\.0\.1:\d+\/cronledger$/),
+      DATABASE_OWNER_URL: expect.stringMatching(/^postgres:\/\/cronledger_owner:[\w-]{20,}@127\.0\.0\.1:\d+\/cronledger$/),
+    });
+    const outputs = [
+      (await runCli(['dev', 'up', '--workers', '1'], a.env)).stdout,
+      (await runCli(['dev', 'status'], a.env)).stdout,
+      (await runCli(['dev', 'status', '--json'], a.env)).stdout,
+    ];
+    for (const out of outputs) for (const pw of passwords) expect(out).not.toContain(pw);
+
+    // Password authentication only: a wrong password is refused over TCP and over the Unix socket (trust would admit it).
+    const port = stack.postgres.port;
+    for (const host of ['127.0.0.1', stack.postgres.clusterDir]) {
+      for (const user of ['postgres', 'cronledger_owner', 'cronledger_app']) {
+        const client = new pg.Client({ host, port, user, password: 'not-the-password', database: 'cronledger', connectionTimeoutMillis: 5_000 });
+        await expect(client.connect().finally(() => client.end().catch(() => undefined))).rejects.toMatchObject({ code: '28P01' });
+      }
+    }
+    expect(readFileSync(join(stack.postgres.clusterDir, 'pg_hba.conf'), 'utf8')).not.toMatch(/^\s*(local|host)\S*\s.*\btrust\b/m);
+    // The superuser cannot run programs for someone who only has the app role's password.
+    const app = new pg.Client({ connectionString: exported.DATABASE_URL });
+    await app.connect();
+    try {
+      await expect(app.query(`copy (select 1) to program 'true'`)).rejects.toMatchObject({ code: '42501' });
+    } finally {
+      await app.end();
+    }
+  });
+
+  it('keeps the data dir, logs, the Temporal SQLite file and the stack file to this user', async () => {
+    // As root the data dir keeps o+x so that the postgres account can reach its cluster: traverse, never read.
+    const traverseOnly = process.getuid?.() === 0 ? 0o001 : 0;
+    const mode = (path: string) => statSync(path).mode & 0o777;
+    expect(mode(a.dir) & ~traverseOnly).toBe(0o700);
+    expect(mode(join(a.dir, 'logs')) & ~traverseOnly).toBe(0o700);
+    expect(mode(join(a.dir, 'postgres'))).toBe(0o700);
+    const files = ['stack.json', 'temporal.db', ...readdirSync(join(a.dir, 'logs')).map((f) => join('logs', f))];
+    expect(files).toEqual(expect.arrayContaining(['temporal.db', 'logs/temporal.log', 'logs/postgres.log', 'logs/worker-1.log']));
+    for (const f of files) expect({ f, mode: mode(join(a.dir, f)) }).toEqual({ f, mode: 0o600 });
+  });
+
   it.each(['-1', 'abc', '1.5'])('refuses --workers %s, naming the value, and starts nothing', async (value) => {
     const c = stackDir();
     const r = await runCli(['dev', 'up', '--workers', value], c.env);
@@ -162,5 +221,33 @@ describe('dev up, status and down', () => {
     const again = await runCli(['dev', 'down'], a.env);
     expect(again.stdout).toBe(`nothing was running in ${a.dir}\n`);
     expect((await status(b.env)).temporal.running).toBe(true); // the other stack is untouched
+  });
+
+  it('never stops a process that is not this stack\'s, even when its pid is recorded there', async () => {
+    // Pid reuse, staged: the stack file names pids that now belong to other processes. One is unrelated; one even has
+    // the worker's command line and this stack's marker, but started at another time than the one recorded.
+    const unrelated = spawn('sleep', ['600'], { stdio: 'ignore', detached: true });
+    const lookalike = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1000)', 'src/worker.ts', `--cronledger-stack=${a.dir}`], {
+      stdio: 'ignore',
+      detached: true,
+    });
+    try {
+      const stack = JSON.parse(readFileSync(join(a.dir, 'stack.json'), 'utf8')) as StackFile;
+      stack.temporal.pid = unrelated.pid!;
+      stack.temporal.startTime = processStartTime(unrelated.pid!);
+      stack.workers = [
+        { pid: unrelated.pid!, log: join(a.dir, 'logs', 'worker-1.log') },
+        { pid: lookalike.pid!, startTime: `${processStartTime(lookalike.pid!)}0`, log: join(a.dir, 'logs', 'worker-2.log') },
+      ];
+      writeFileSync(join(a.dir, 'stack.json'), JSON.stringify(stack));
+      const r = await runCli(['dev', 'down'], a.env);
+      expect(r.code, r.stderr).toBe(0);
+      expect(r.stdout).toBe(`nothing was running in ${a.dir}\n`);
+      expect([processExists(unrelated.pid!), processExists(lookalike.pid!)]).toEqual([true, true]);
+      expect((await status(a.env)).workers.map((w) => w.running)).toEqual([]);
+    } finally {
+      unrelated.kill('SIGKILL');
+      lookalike.kill('SIGKILL');
+    }
   });
 });

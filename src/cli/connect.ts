@@ -1,8 +1,8 @@
 import type { Client } from '@temporalio/client';
 import type pg from 'pg';
 import { connectClient } from '../client';
-import { redactDatabaseUrl, resolveConnections, type Connections } from '../config';
-import { createPool } from '../db/pool';
+import { resolveConnections, type Connections } from '../config';
+import { connectPool } from '../db/pool';
 import { UserError } from '../errors';
 
 /**
@@ -26,16 +26,7 @@ export async function withConnections<T>(
         );
       }
     }
-    if (needs.db) {
-      pool = createPool(conn.databaseUrl, 4);
-      try {
-        await pool.query('select 1');
-      } catch (err) {
-        throw new UserError(
-          `cannot reach PostgreSQL at ${redactDatabaseUrl(conn.databaseUrl)} (${(err as Error).message}); start it with \`npx cronledger dev up\` or fix DATABASE_URL`,
-        );
-      }
-    }
+    if (needs.db) pool = await connectPool(conn.databaseUrl, 'DATABASE_URL', 4);
     return await body({ conn, client: client as Client, pool: pool as pg.Pool });
   } finally {
     await client?.connection.close();

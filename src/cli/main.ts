@@ -1,6 +1,7 @@
 import { Command, CommanderError } from 'commander';
 import { UserError } from '../errors';
 import { registerBackfillCommand } from './commands/backfill';
+import { registerDbCommands } from './commands/db';
 import { registerDevCommands } from './commands/dev';
 import { registerLedgerCommands } from './commands/ledger';
 import { registerPricesCommands } from './commands/prices';
@@ -15,6 +16,7 @@ const program = new Command('cronledger')
   .exitOverride();
 
 registerDevCommands(program);
+registerDbCommands(program);
 registerTasksCommands(program);
 registerBackfillCommand(program);
 registerRunsCommand(program);

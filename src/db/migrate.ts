@@ -1,7 +1,9 @@
 import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Pool } from 'pg';
-import { repoRoot } from '../config';
+import { redactDatabaseUrl, repoRoot } from '../config';
+import { UserError } from '../errors';
+import { connectPool } from './pool';
 
 /**
  * A deliberately small migration runner (graphile-worker style): numbered plain SQL files, only ever appended,
@@ -31,7 +33,8 @@ export async function migrate(pool: Pool, dir = migrationsDir()): Promise<string
         await client.query('commit');
       } catch (err) {
         await client.query('rollback');
-        throw new Error(`migration ${file} failed: ${(err as Error).message}`);
+        const { message, hint } = err as { message: string; hint?: string };
+        throw new UserError(`migration ${file} failed: ${message}${hint ? `\nHint: ${hint}` : ''}`);
       }
       applied.push(file);
     }
@@ -40,4 +43,26 @@ export async function migrate(pool: Pool, dir = migrationsDir()): Promise<string
     client.release();
   }
   return applied;
+}
+
+/**
+ * `cronledger db migrate` and `dev up`: connects as the owner role (ownerDatabaseUrl, named by `variable` in errors)
+ * and applies what is pending. Only the owner may: the application role can create no table.
+ */
+export async function migrateDatabase(ownerDatabaseUrl: string, variable = 'DATABASE_OWNER_URL'): Promise<string[]> {
+  const pool = await connectPool(ownerDatabaseUrl, variable, 1);
+  try {
+    return await migrate(pool);
+  } catch (err) {
+    // A database error here (permission denied, no schema to create in) means the wrong role, not a bug.
+    if (!(err instanceof UserError) && typeof (err as { code?: unknown }).code === 'string') {
+      throw new UserError(
+        `the role in ${variable} (${redactDatabaseUrl(ownerDatabaseUrl)}) may not migrate: ${(err as Error).message}.\n` +
+          'Point DATABASE_OWNER_URL at the role that owns the tables, not at the application role.',
+      );
+    }
+    throw err;
+  } finally {
+    await pool.end();
+  }
 }

@@ -1,4 +1,6 @@
 import pg from 'pg';
+import { redactDatabaseUrl } from '../config';
+import { UserError } from '../errors';
 
 // Return bigint and numeric columns as strings: they hold token counts and exact money, never JS numbers.
 pg.types.setTypeParser(pg.types.builtins.INT8, (v) => v);
@@ -6,8 +8,37 @@ pg.types.setTypeParser(pg.types.builtins.NUMERIC, (v) => v);
 
 export type Pool = pg.Pool;
 
+/**
+ * A host that never answers (a blackholed address, a socket nobody accepts on) fails a connection attempt after this
+ * long instead of the kernel's two minutes; queries themselves are not limited (a rollup rebuild may take a while).
+ */
+export const CONNECT_TIMEOUT_MS = 5_000;
+
 export function createPool(databaseUrl: string, max = 10): pg.Pool {
-  return new pg.Pool({ connectionString: databaseUrl, max });
+  return new pg.Pool({ connectionString: databaseUrl, max, connectionTimeoutMillis: CONNECT_TIMEOUT_MS });
+}
+
+/**
+ * A pool whose first connection has succeeded; otherwise a UserError naming the variable the URL came from, with
+ * the password hidden, and the fix.
+ */
+export async function connectPool(databaseUrl: string, variable = 'DATABASE_URL', max = 4): Promise<pg.Pool> {
+  let pool: pg.Pool;
+  try {
+    pool = createPool(databaseUrl, max);
+  } catch {
+    throw new UserError(`${variable} is not a PostgreSQL URL (its value is not shown: it may hold a password); use postgres://user:password@host:5432/database`);
+  }
+  try {
+    await pool.query('select 1');
+    return pool;
+  } catch (err) {
+    await pool.end().catch(() => undefined);
+    const why = /timeout/i.test((err as Error).message) ? `no answer within ${CONNECT_TIMEOUT_MS / 1000}s` : (err as Error).message;
+    throw new UserError(
+      `cannot reach PostgreSQL at ${redactDatabaseUrl(databaseUrl)} (${why}); start it with \`npx cronledger dev up\` or fix ${variable}`,
+    );
+  }
 }
 
 /** Runs fn in one transaction, rolling back on any error. */

@@ -2,6 +2,7 @@ import { execFileSync, spawn } from 'node:child_process';
 import { appendFileSync, chmodSync, chownSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join, parse } from 'node:path';
 import pg from 'pg';
+import { adoptByOwner, APP_ROLE, ensureRoles, OWNER_ROLE, type RolePasswords } from '../db/roles';
 import { UserError } from '../errors';
 import { LOCALHOST } from './ports';
 import { isOurProcess, logTail } from './processes';
@@ -9,18 +10,31 @@ import { findOnPath } from './temporal-cli';
 
 /**
  * A private PostgreSQL cluster for the dev stack and the tests, from Debian's `postgresql` package: its own
- * directory, its own port on 127.0.0.1, trust auth (nothing but this machine can reach it), no system service touched.
+ * directory (0700), its own port on 127.0.0.1, no system service touched. Every connection, even a local one,
+ * authenticates with a SCRAM password: other users of this machine get neither a superuser (which could run
+ * programs through COPY ... TO PROGRAM) nor the ledger. The passwords are generated and kept in the 0600 stack file.
  */
 
 export const LEDGER_DATABASE = 'cronledger';
 const DEBIAN_PG_ROOT = '/usr/lib/postgresql';
+const SUPERUSER = 'postgres';
 
 export const clusterDirOf = (dataDir: string): string => join(dataDir, 'postgres');
 export const postgresLogOf = (dataDir: string): string => join(dataDir, 'logs', 'postgres.log');
 
-export function databaseUrlFor(port: number, database = LEDGER_DATABASE): string {
-  return `postgres://postgres@${LOCALHOST}:${port}/${database}`;
+export type ClusterRole = 'superuser' | 'owner' | 'app';
+const ROLE_NAMES: Record<ClusterRole, string> = { superuser: SUPERUSER, owner: OWNER_ROLE, app: APP_ROLE };
+
+/** A URL for one of the cluster's roles, password included (keep it out of output: redactDatabaseUrl). */
+export function databaseUrlFor(port: number, role: ClusterRole, passwords: RolePasswords, database = LEDGER_DATABASE): string {
+  return `postgres://${ROLE_NAMES[role]}:${passwords[role]}@${LOCALHOST}:${port}/${database}`;
 }
+
+/** Only password logins, and only from this machine. */
+const PG_HBA = `# written by cronledger at every start: SCRAM passwords for every connection, local or 127.0.0.1
+local all all scram-sha-256
+host  all all 127.0.0.1/32 scram-sha-256
+`;
 
 /** Debian installs each major version side by side under /usr/lib/postgresql/<major>/bin; take the newest. */
 export function findPostgresBinDir(): string | undefined {
@@ -62,7 +76,8 @@ function runningPostmaster(dataDir: string): { pid: number; port: number } | und
   try {
     const lines = readFileSync(join(clusterDirOf(dataDir), 'postmaster.pid'), 'utf8').split('\n');
     const pid = Number(lines[0]);
-    return isOurProcess(pid, ['postgres']) ? { pid, port: Number(lines[3]) } : undefined;
+    // The cluster dir on its command line ties the pid to this stack, even after the pid was reused.
+    return isOurProcess(pid, ['postgres', clusterDirOf(dataDir)]) ? { pid, port: Number(lines[3]) } : undefined;
   } catch {
     return undefined;
   }
@@ -77,44 +92,59 @@ export interface StartedPostgres {
   alreadyRunning: boolean;
 }
 
-/** Creates (first time) and starts the cluster in <dataDir>/postgres on port, and makes sure database `cronledger` exists. */
-export async function startPostgres(opts: { dataDir: string; port: number; log: (line: string) => void }): Promise<StartedPostgres> {
-  const { dataDir, port, log } = opts;
+/**
+ * Creates (first time) and starts the cluster in <dataDir>/postgres on port, and makes sure the roles and database
+ * `cronledger` (owned by the owner role) exist, with these passwords.
+ */
+export async function startPostgres(opts: {
+  dataDir: string;
+  port: number;
+  passwords: RolePasswords;
+  log: (line: string) => void;
+}): Promise<StartedPostgres> {
+  const { dataDir, port, passwords, log } = opts;
   const clusterDir = clusterDirOf(dataDir);
   const running = runningPostmaster(dataDir);
   if (running) {
     // Its own port wins over the one asked for: it may have been started before stack.json was lost.
-    await ensureDatabase(running.port);
-    return { databaseUrl: databaseUrlFor(running.port), port: running.port, pid: running.pid, alreadyRunning: true };
+    await ensureDatabase(running.port, passwords, clusterDir);
+    return { databaseUrl: databaseUrlFor(running.port, 'app', passwords), port: running.port, pid: running.pid, alreadyRunning: true };
   }
   const binDir = await ensurePostgresBinDir(log);
   const owner = checkClusterReachable(dataDir);
   const logFile = postgresLogOf(dataDir);
-  mkdirSync(dirname(logFile), { recursive: true });
-  appendFileSync(logFile, '');
-  if (owner) chownSync(logFile, owner.uid, owner.gid); // pg_ctl opens the log as the postgres user
+  mkdirSync(dirname(logFile), { recursive: true, mode: 0o700 });
+  appendFileSync(logFile, '', { mode: 0o600 });
+  chmodSync(logFile, 0o600);
+  if (owner) {
+    chownSync(logFile, owner.uid, owner.gid); // pg_ctl opens the log as the postgres user,
+    chmodSync(dirname(logFile), 0o701); // which may enter (not list) the logs dir
+  }
 
   if (!existsSync(join(clusterDir, 'PG_VERSION'))) {
     log(`creating the PostgreSQL cluster in ${clusterDir}`);
     rmSync(clusterDir, { recursive: true, force: true }); // what a killed initdb left behind is worth nothing
     mkdirSync(clusterDir, { recursive: true, mode: 0o700 });
     if (owner) chownSync(clusterDir, owner.uid, owner.gid);
-    const init = await run(join(binDir, 'initdb'), ['-D', clusterDir, '-U', 'postgres', '-A', 'trust', '-E', 'UTF8', '--locale=C', '--no-sync'], {
-      cwd: clusterDir,
-      as: owner,
-    });
+    // The superuser's password reaches initdb through a 0600 file of the cluster's account, never argv.
+    const pwfile = join(dataDir, '.initdb-password');
+    writeFileSync(pwfile, `${passwords.superuser}\n`, { mode: 0o600 });
+    if (owner) chownSync(pwfile, owner.uid, owner.gid);
+    const initdbArgs = ['-D', clusterDir, '-U', SUPERUSER, '-A', 'scram-sha-256', `--pwfile=${pwfile}`, '-E', 'UTF8', '--locale=C', '--no-sync'];
+    const init = await run(join(binDir, 'initdb'), initdbArgs, { cwd: clusterDir, as: owner }).finally(() => rmSync(pwfile, { force: true }));
     if (init.code !== 0) throw new UserError(`initdb failed in ${clusterDir} (exit ${init.code}):\n${tail(init.output)}`);
     appendFileSync(join(clusterDir, 'postgresql.conf'), "\n# cronledger: port, address and socket dir, rewritten at every start\ninclude_if_exists = 'cronledger.conf'\n");
+    writeClusterFile(join(clusterDir, 'pg_hba.conf'), PG_HBA, owner);
   }
-  writeFileSync(join(clusterDir, 'cronledger.conf'), clusterSettings(clusterDir, port));
+  writeClusterFile(join(clusterDir, 'cronledger.conf'), clusterSettings(clusterDir, port), owner);
 
   const start = await run(join(binDir, 'pg_ctl'), ['-D', clusterDir, '-l', logFile, '-w', '-t', '60', 'start'], { cwd: clusterDir, as: owner });
   const pid = postgresPid(dataDir);
   if (start.code !== 0 || !pid) {
     throw new UserError(`PostgreSQL did not start on ${LOCALHOST}:${port} (pg_ctl exit ${start.code}). From ${logFile}:\n${logTail(logFile)}`);
   }
-  await ensureDatabase(port);
-  return { databaseUrl: databaseUrlFor(port), port, pid, alreadyRunning: false };
+  await ensureDatabase(port, passwords, clusterDir);
+  return { databaseUrl: databaseUrlFor(port, 'app', passwords), port, pid, alreadyRunning: false };
 }
 
 /** Fast shutdown (disconnects clients, no crash recovery on the next start). Returns whether it was running. */
@@ -140,16 +170,46 @@ function clusterSettings(clusterDir: string, port: number): string {
     `listen_addresses = ${quote(LOCALHOST)}`,
     // Inside the cluster dir, so several clusters (and the system one) never fight over /var/run/postgresql.
     `unix_socket_directories = ${quote(socketDir)}`,
+    'unix_socket_permissions = 0700',
+    // Logs, written by the logging collector or pg_ctl, readable by the cluster's account only.
+    'log_file_mode = 0600',
+    "password_encryption = 'scram-sha-256'",
     '',
   ].join('\n');
 }
 
-async function ensureDatabase(port: number): Promise<void> {
-  const client = new pg.Client({ connectionString: databaseUrlFor(port, 'postgres') });
+/**
+ * The roles with the stack's passwords, and database `cronledger` owned by the owner role. A cluster made by an
+ * older cronledger trusted every local connection: there the first connection (trusted, whatever the password) sets
+ * the passwords, the owner adopts the tables, and pg_hba.conf is replaced by password-only rules and reloaded.
+ */
+async function ensureDatabase(port: number, passwords: RolePasswords, clusterDir: string): Promise<void> {
+  await withSuperuser(port, passwords, 'postgres', async (client) => {
+    await client.query(`set password_encryption = 'scram-sha-256'`);
+    await client.query(`alter role ${SUPERUSER} password ${client.escapeLiteral(passwords.superuser)}`);
+    await ensureRoles(client, passwords);
+    const exists = await client.query('select 1 from pg_database where datname = $1', [LEDGER_DATABASE]);
+    if (exists.rowCount === 0) await client.query(`create database ${LEDGER_DATABASE} owner ${OWNER_ROLE}`);
+    if (readFileSync(join(clusterDir, 'pg_hba.conf'), 'utf8') !== PG_HBA) {
+      writeClusterFile(join(clusterDir, 'pg_hba.conf'), PG_HBA, isRoot() ? postgresAccount() : undefined);
+      await client.query('select pg_reload_conf()');
+    }
+  });
+  await withSuperuser(port, passwords, LEDGER_DATABASE, (client) => adoptByOwner(client, LEDGER_DATABASE));
+}
+
+/** A file the server reads: 0600, and as root owned by the account the cluster runs as. */
+function writeClusterFile(path: string, content: string, owner: Account | undefined): void {
+  writeFileSync(path, content, { mode: 0o600 });
+  chmodSync(path, 0o600);
+  if (owner) chownSync(path, owner.uid, owner.gid);
+}
+
+async function withSuperuser(port: number, passwords: RolePasswords, database: string, fn: (c: pg.Client) => Promise<void>): Promise<void> {
+  const client = new pg.Client({ connectionString: databaseUrlFor(port, 'superuser', passwords, database), connectionTimeoutMillis: 10_000 });
   await client.connect();
   try {
-    const exists = await client.query('select 1 from pg_database where datname = $1', [LEDGER_DATABASE]);
-    if (exists.rowCount === 0) await client.query(`create database ${LEDGER_DATABASE}`);
+    await fn(client);
   } finally {
     await client.end();
   }

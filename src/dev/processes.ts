@@ -27,18 +27,34 @@ function isZombie(pid: number): boolean {
 }
 
 /**
- * Whether pid is alive and still the process we started: pids are reused after a reboot, so the command line
- * must contain every marker. Without /proc (macOS) only liveness is checked.
+ * Whether pid is alive and still the process we started. Pids are reused (after a reboot, or just after the process
+ * exited), so the command line must contain every marker (each names this stack's data dir or a file in it), and
+ * when the start time was recorded it must match too. Without /proc (macOS) only liveness is checked.
  */
-export function isOurProcess(pid: number, markers: string[]): boolean {
+export function isOurProcess(pid: number, markers: string[], startTime?: string): boolean {
   if (!processExists(pid)) return false;
-  const path = `/proc/${pid}/cmdline`;
   if (!existsSync('/proc/self/cmdline')) return true;
   try {
-    const cmdline = readFileSync(path, 'utf8').split('\0').join(' ');
-    return markers.every((m) => cmdline.includes(m));
+    const cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').join(' ');
+    if (!markers.every((m) => cmdline.includes(m))) return false;
+    return startTime === undefined || processStartTime(pid) === startTime;
   } catch {
     return false;
+  }
+}
+
+/**
+ * When pid started, as `<boot id>:<clock ticks since boot>` (field 22 of /proc/<pid>/stat): unique to one process
+ * across pid reuse and reboots. Undefined without /proc.
+ */
+export function processStartTime(pid: number): string | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' '); // the name may contain spaces; fields start at 3
+    const bootId = readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim();
+    return `${bootId}:${fields[22 - 3]}`;
+  } catch {
+    return undefined;
   }
 }
 
@@ -48,8 +64,8 @@ export function spawnDetached(
   args: string[],
   opts: { cwd?: string; env?: NodeJS.ProcessEnv; logFile: string; banner: string },
 ): Promise<number> {
-  appendFileSync(opts.logFile, `\n--- ${new Date().toISOString()} ${opts.banner}\n`);
-  const fd = openSync(opts.logFile, 'a');
+  appendFileSync(opts.logFile, `\n--- ${new Date().toISOString()} ${opts.banner}\n`, { mode: 0o600 });
+  const fd = openSync(opts.logFile, 'a', 0o600);
   try {
     const child = spawn(command, args, { cwd: opts.cwd, env: opts.env, detached: true, stdio: ['ignore', fd, fd] });
     return new Promise((resolve, reject) => {

@@ -1,10 +1,11 @@
-import { mkdirSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import pg from 'pg';
 import { defaultDataDir, readStackFile, redactDatabaseUrl, stackFilePath, type StackFile } from '../config';
 import { DEFAULT_TASK_QUEUE } from '../constants';
-import { migrate } from '../db/migrate';
+import { migrateDatabase } from '../db/migrate';
 import { createPool } from '../db/pool';
+import { generatePasswords } from '../db/roles';
 import { UserError } from '../errors';
 import { freePorts, isPortFree, LOCALHOST } from './ports';
 import { checkClusterReachable, clusterDirOf, databaseUrlFor, ensurePostgresBinDir, postgresLogOf, postgresPid, startPostgres, stopPostgres } from './postgres';
@@ -32,6 +33,8 @@ export interface StartStackOptions {
   namespaces?: string[];
   /** Use this PostgreSQL instead of a private cluster (`dev up` passes DATABASE_URL). */
   externalDatabaseUrl?: string;
+  /** The owner role of that external PostgreSQL, to migrate it (`dev up` passes DATABASE_OWNER_URL). */
+  externalOwnerDatabaseUrl?: string;
   taskQueue?: string;
   log?: (line: string) => void;
 }
@@ -40,7 +43,8 @@ export interface StackUp {
   stack: StackFile;
   temporal: { pid: number; alreadyRunning: boolean };
   postgres: { pid?: number; alreadyRunning: boolean; external: boolean };
-  migrationsApplied: string[];
+  /** null: not migrated, because an external database came without DATABASE_OWNER_URL. */
+  migrationsApplied: string[] | null;
   workers: WorkerState[];
   taskQueue: string;
 }
@@ -50,7 +54,7 @@ export async function startStack(opts: StartStackOptions): Promise<StackUp> {
   const dataDir = resolve(opts.dataDir);
   const log = opts.log ?? ((line: string) => process.stderr.write(`${line}\n`));
   const taskQueue = opts.taskQueue ?? DEFAULT_TASK_QUEUE;
-  mkdirSync(join(dataDir, 'logs'), { recursive: true });
+  makePrivateDirs(dataDir);
 
   // Tools and checks first, one at a time: a first run may build the temporal CLI or apt-install PostgreSQL,
   // each printing progress, and what can be known to fail fails before anything starts.
@@ -59,24 +63,40 @@ export async function startStack(opts: StartStackOptions): Promise<StackUp> {
     await ensurePostgresBinDir(log);
     checkClusterReachable(dataDir);
   }
-  writeStackFile(dataDir, await planStack(dataDir, cli.path, opts.externalDatabaseUrl));
+  writeStackFile(dataDir, await planStack(dataDir, cli.path, opts.externalDatabaseUrl, opts.externalOwnerDatabaseUrl));
 
+  // Whatever the parts create (the Temporal SQLite file, logs) is for this user only; children inherit the umask.
+  const umask = process.umask(0o077);
   try {
     // Side by side, and both settled before anything is reported, so an error never races a half-started part.
     const [temporal, postgres] = settledOrThrow(
       await Promise.allSettled([startTemporal(dataDir, { namespaces: opts.namespaces }), startLedgerDatabase(dataDir, log)]),
     );
-    const migrationsApplied = await migrateLedger(requireStackFile(dataDir).postgres.databaseUrl);
+    const ownerUrl = requireStackFile(dataDir).postgres.ownerDatabaseUrl;
+    const migrationsApplied = ownerUrl ? await migrateDatabase(ownerUrl, 'DATABASE_OWNER_URL') : null;
     const workers = await startWorkers(dataDir, opts.workers, taskQueue);
     return { stack: requireStackFile(dataDir), temporal, postgres, migrationsApplied, workers, taskQueue };
   } catch (err) {
     // Whatever did start keeps running (its logs may say why the rest did not); say how to see and stop it.
     const stack = requireStackFile(dataDir);
-    const somethingRuns = temporalRunning(stack) || Boolean(postgresPid(dataDir)) || stack.workers.some(workerRunning);
+    const somethingRuns = temporalRunning(stack) || Boolean(postgresPid(dataDir)) || stack.workers.some((w) => workerRunning(w, dataDir));
     if (err instanceof UserError && somethingRuns) {
       throw new UserError(`${err.message}\nParts that did start are still running: \`cronledger dev status\` shows them, \`cronledger dev down\` stops them.`);
     }
     throw err;
+  } finally {
+    process.umask(umask);
+  }
+}
+
+/** The data dir and its logs 0700, and what an older cronledger left readable there 0600. */
+function makePrivateDirs(dataDir: string): void {
+  mkdirSync(join(dataDir, 'logs'), { recursive: true, mode: 0o700 });
+  // As root the data dir keeps o+x (traverse, not read) for the postgres account: checkClusterReachable adds it.
+  chmodSync(dataDir, 0o700);
+  chmodSync(join(dataDir, 'logs'), 0o700);
+  for (const file of ['stack.json', 'temporal.db', 'temporal.db-wal', 'temporal.db-shm']) {
+    if (existsSync(join(dataDir, file))) chmodSync(join(dataDir, file), 0o600);
   }
 }
 
@@ -139,7 +159,7 @@ export async function stackStatus(dataDir: string): Promise<StackStatus> {
     ...base,
     temporalAddress: t.address,
     uiUrl: t.uiUrl,
-    databaseUrl: p.databaseUrl,
+    databaseUrl: redactDatabaseUrl(p.databaseUrl), // `dev env` is the one place that prints passwords
     temporalCli: t.cli,
     namespace: stack.namespace,
     temporal: { running: tRunning, pid: tRunning ? t.pid : null, port: t.port, uiPort: t.uiPort, dbFile: t.dbFile, log: temporalLogOf(dataDir) },
@@ -151,17 +171,17 @@ export async function stackStatus(dataDir: string): Promise<StackStatus> {
       clusterDir: p.external ? null : p.clusterDir,
       log: p.external ? null : postgresLogOf(dataDir),
     },
-    workers: stack.workers.map((w) => ({ id: workerId(w), running: workerRunning(w), pid: w.pid, log: w.log })),
+    workers: stack.workers.map((w) => ({ id: workerId(w), running: workerRunning(w, dataDir), pid: w.pid, log: w.log })),
   };
 }
 
 /** Ports and paths: those already in stack.json (same ports, same SQLite file on every restart), else fresh ones. */
-async function planStack(dataDir: string, cli: string, externalDatabaseUrl: string | undefined): Promise<StackFile> {
+async function planStack(dataDir: string, cli: string, externalDatabaseUrl: string | undefined, externalOwnerUrl: string | undefined): Promise<StackFile> {
   const existing = readStackFile(dataDir);
   const postgres = externalDatabaseUrl
-    ? externalPostgres(externalDatabaseUrl)
+    ? externalPostgres(externalDatabaseUrl, externalOwnerUrl)
     : existing && !existing.postgres.external
-      ? existing.postgres
+      ? { ...existing.postgres, passwords: existing.postgres.passwords ?? generatePasswords() } // older stacks had none
       : await privatePostgres(dataDir);
   if (existing) return { ...existing, temporal: { ...existing.temporal, cli }, postgres };
 
@@ -193,17 +213,35 @@ async function temporalPorts(dataDir: string): Promise<[number, number]> {
 
 async function privatePostgres(dataDir: string): Promise<StackFile['postgres']> {
   const [port] = await freePorts(1);
-  return { databaseUrl: databaseUrlFor(port), port, clusterDir: clusterDirOf(dataDir), external: false };
+  const passwords = generatePasswords();
+  return {
+    databaseUrl: databaseUrlFor(port, 'app', passwords),
+    ownerDatabaseUrl: databaseUrlFor(port, 'owner', passwords),
+    port,
+    clusterDir: clusterDirOf(dataDir),
+    external: false,
+    passwords,
+  };
 }
 
-function externalPostgres(databaseUrl: string): StackFile['postgres'] {
-  let url: URL;
+function externalPostgres(databaseUrl: string, ownerDatabaseUrl: string | undefined): StackFile['postgres'] {
+  const url = parseDatabaseUrl('DATABASE_URL', databaseUrl);
+  if (ownerDatabaseUrl) parseDatabaseUrl('DATABASE_OWNER_URL', ownerDatabaseUrl);
+  return { databaseUrl, ownerDatabaseUrl: ownerDatabaseUrl ?? null, port: Number(url.port || 5432), clusterDir: '', external: true };
+}
+
+/** A postgres:// URL, or a UserError that names the variable without echoing it (it may hold a password). */
+export function parseDatabaseUrl(variable: string, value: string): URL {
+  let url: URL | undefined;
   try {
-    url = new URL(databaseUrl);
+    url = new URL(value);
   } catch {
-    throw new UserError(`DATABASE_URL=${JSON.stringify(databaseUrl)} is not a URL; use postgres://user:password@host:5432/database`);
+    url = undefined;
   }
-  return { databaseUrl, port: Number(url.port || 5432), clusterDir: '', external: true };
+  if (!url || !/^postgres(ql)?:$/.test(url.protocol) || !url.hostname) {
+    throw new UserError(`${variable} is not a PostgreSQL URL (its value is not shown: it may hold a password); use postgres://user:password@host:5432/database`);
+  }
+  return url;
 }
 
 async function startLedgerDatabase(dataDir: string, log: (line: string) => void): Promise<StackUp['postgres']> {
@@ -215,25 +253,17 @@ async function startLedgerDatabase(dataDir: string, log: (line: string) => void)
         `Stop that process, or delete ${stackFilePath(dataDir)} so that \`dev up\` picks new ports.`,
     );
   }
-  const started = await startPostgres({ dataDir, port: postgres.port, log });
+  const passwords = postgres.passwords ?? generatePasswords();
+  const started = await startPostgres({ dataDir, port: postgres.port, passwords, log });
   updateStackFile(dataDir, (s) => {
     s.postgres.port = started.port;
-    s.postgres.databaseUrl = started.databaseUrl;
+    s.postgres.passwords = passwords;
+    s.postgres.databaseUrl = databaseUrlFor(started.port, 'app', passwords);
+    s.postgres.ownerDatabaseUrl = databaseUrlFor(started.port, 'owner', passwords);
   });
   return { external: false, pid: started.pid, alreadyRunning: started.alreadyRunning };
 }
 
-async function migrateLedger(databaseUrl: string): Promise<string[]> {
-  const pool = createPool(databaseUrl, 1);
-  try {
-    await pool.query('select 1').catch((err: Error) => {
-      throw new UserError(`cannot connect to PostgreSQL at ${redactDatabaseUrl(databaseUrl)}: ${err.message}. Check DATABASE_URL or run \`dev down\` and \`dev up\`.`);
-    });
-    return await migrate(pool);
-  } finally {
-    await pool.end();
-  }
-}
 
 function settledOrThrow<A, B>([a, b]: [PromiseSettledResult<A>, PromiseSettledResult<B>]): [A, B] {
   if (a.status === 'rejected') throw a.reason;

@@ -4,7 +4,7 @@ import type { StackFile } from '../config';
 import { SEARCH_ATTRIBUTES } from '../constants';
 import { UserError } from '../errors';
 import { isPortFree } from './ports';
-import { isOurProcess, logTail, sleep, spawnDetached, stopProcess } from './processes';
+import { isOurProcess, logTail, processStartTime, sleep, spawnDetached, stopProcess } from './processes';
 import { requireStackFile, updateStackFile } from './stack-file';
 
 /**
@@ -17,7 +17,7 @@ const READY_TIMEOUT_MS = 60_000;
 const GRPC_NOT_FOUND = 5;
 
 export function temporalRunning(stack: StackFile): boolean {
-  return isOurProcess(stack.temporal.pid, ['start-dev', stack.temporal.dbFile]);
+  return isOurProcess(stack.temporal.pid, ['start-dev', stack.temporal.dbFile], stack.temporal.startTime);
 }
 
 export function temporalArgs(t: StackFile['temporal'], namespaces: string[]): string[] {
@@ -67,8 +67,10 @@ export async function startTemporal(dataDir: string, opts: { namespaces?: string
     logFile,
     banner: `temporal server start-dev on 127.0.0.1:${t.port}, UI ${t.uiPort}, db ${t.dbFile}`,
   });
+  const startTime = processStartTime(pid);
   updateStackFile(dataDir, (s) => {
     s.temporal.pid = pid;
+    s.temporal.startTime = startTime;
   });
   try {
     await waitUntilServing(t, namespaces, { pid, logFile, alreadyRunning: false });
@@ -88,6 +90,7 @@ export async function stopTemporal(dataDir: string): Promise<number | undefined>
   if (running) await stopProcess(pid, 20_000);
   updateStackFile(dataDir, (s) => {
     s.temporal.pid = 0;
+    delete s.temporal.startTime;
   });
   return running ? pid : undefined;
 }
@@ -106,7 +109,7 @@ async function waitUntilServing(
   let connection: Connection | undefined;
   try {
     for (;;) {
-      if (!isOurProcess(proc.pid, ['start-dev'])) {
+      if (!isOurProcess(proc.pid, ['start-dev', t.dbFile])) {
         throw new UserError(`the Temporal server (pid ${proc.pid}) exited while starting. From ${proc.logFile}:\n${logTail(proc.logFile)}`);
       }
       try {

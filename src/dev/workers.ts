@@ -2,7 +2,7 @@ import { Connection } from '@temporalio/client';
 import { basename, join } from 'node:path';
 import { repoRoot, type StackFile } from '../config';
 import { UserError } from '../errors';
-import { isOurProcess, logTail, sleep, spawnDetached, stopProcess } from './processes';
+import { isOurProcess, logTail, processStartTime, sleep, spawnDetached, stopProcess } from './processes';
 import { requireStackFile, updateStackFile } from './stack-file';
 import { withoutClientSettings } from './temporal-server';
 
@@ -19,7 +19,9 @@ const workerLogOf = (dataDir: string, id: string): string => join(dataDir, 'logs
 
 /** worker-<i>, from its log file name, which is where stack.json keeps it. */
 export const workerId = (w: WorkerEntry): string => basename(w.log, '.log');
-export const workerRunning = (w: WorkerEntry): boolean => isOurProcess(w.pid, [WORKER_SCRIPT]);
+/** On each worker's command line (node ignores arguments after the script): ties the process to its data dir. */
+const stackMarker = (dataDir: string): string => `--cronledger-stack=${dataDir}`;
+export const workerRunning = (w: WorkerEntry, dataDir: string): boolean => isOurProcess(w.pid, [WORKER_SCRIPT, stackMarker(dataDir)], w.startTime);
 
 export interface WorkerState {
   id: string;
@@ -34,14 +36,14 @@ export interface WorkerState {
  */
 export async function startWorkers(dataDir: string, count: number, taskQueue: string): Promise<WorkerState[]> {
   const stack = requireStackFile(dataDir);
-  const running = new Map(stack.workers.filter(workerRunning).map((w) => [workerId(w), w]));
+  const running = new Map(stack.workers.filter((w) => workerRunning(w, dataDir)).map((w) => [workerId(w), w]));
   const started: WorkerState[] = [];
   const startedAt = Date.now();
   for (let i = 1; i <= count; i++) {
     const id = `worker-${i}`;
     if (running.has(id)) continue;
     const log = workerLogOf(dataDir, id);
-    const pid = await spawnDetached(process.execPath, ['--import', 'tsx', WORKER_SCRIPT], {
+    const pid = await spawnDetached(process.execPath, ['--import', 'tsx', WORKER_SCRIPT, stackMarker(dataDir)], {
       cwd: repoRoot(),
       env: {
         ...withoutClientSettings(process.env),
@@ -54,13 +56,13 @@ export async function startWorkers(dataDir: string, count: number, taskQueue: st
       logFile: log,
       banner: `${id} on task queue ${taskQueue}`,
     });
-    running.set(id, { pid, log });
+    running.set(id, { pid, startTime: processStartTime(pid), log });
     started.push({ id, pid, log, alreadyRunning: false });
     updateStackFile(dataDir, (s) => {
       s.workers = sortById([...running.values()]);
     });
   }
-  await waitUntilPolling(stack, started, taskQueue, startedAt);
+  await waitUntilPolling(stack, started, taskQueue, startedAt, dataDir);
   const fresh = new Set(started.map((w) => w.id));
   return sortById([...running.values()]).map((w) => ({ id: workerId(w), pid: w.pid, log: w.log, alreadyRunning: !fresh.has(workerId(w)) }));
 }
@@ -68,7 +70,7 @@ export async function startWorkers(dataDir: string, count: number, taskQueue: st
 /** Stops every recorded worker (SIGTERM lets in-flight tasks finish) and returns the ones that were running. */
 export async function stopWorkers(dataDir: string): Promise<{ id: string; pid: number }[]> {
   const stack = requireStackFile(dataDir);
-  const running = stack.workers.filter(workerRunning);
+  const running = stack.workers.filter((w) => workerRunning(w, dataDir));
   await Promise.all(running.map((w) => stopProcess(w.pid, 15_000)));
   updateStackFile(dataDir, (s) => {
     s.workers = [];
@@ -77,14 +79,14 @@ export async function stopWorkers(dataDir: string): Promise<{ id: string; pid: n
 }
 
 /** A worker counts as up once Temporal has seen it poll the workflow task queue (not merely once its process exists). */
-async function waitUntilPolling(stack: StackFile, workers: WorkerState[], taskQueue: string, since: number): Promise<void> {
+async function waitUntilPolling(stack: StackFile, workers: WorkerState[], taskQueue: string, since: number, dataDir: string): Promise<void> {
   if (workers.length === 0) return;
   const deadline = Date.now() + READY_TIMEOUT_MS;
   const connection = await Connection.connect({ address: stack.temporal.address, connectTimeout: '5s' });
   try {
     for (;;) {
       for (const w of workers) {
-        if (!workerRunning(w)) {
+        if (!workerRunning(w, dataDir)) {
           throw new UserError(`${w.id} (pid ${w.pid}) exited while starting. From ${w.log}:\n${logTail(w.log)}`);
         }
       }

@@ -86,7 +86,8 @@ export interface ApplyPricesResult {
  */
 export async function applyPrices(pool: pg.Pool, file: PricesFile, source: string): Promise<ApplyPricesResult> {
   return inTransaction(pool, async (db) => {
-    await db.query('lock table model_prices in share row exclusive mode');
+    // Appliers take turns (an advisory lock: the application role may not lock the table, it may only append).
+    await db.query(`select pg_advisory_xact_lock(hashtextextended('cronledger-prices', 0))`);
     const result: ApplyPricesResult = { added: [], unchanged: [] };
     for (const v of file.versions) {
       for (const [model, p] of Object.entries(v.models)) {

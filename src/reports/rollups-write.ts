@@ -77,11 +77,28 @@ export async function registerZone(db: pg.Pool, zone: string): Promise<boolean> 
 /**
  * Waits until every transaction that was inserting into the ledger has ended. A writer whose trigger ran before a zone
  * was registered did not queue its entries for that zone, so a month is built only after such writers committed
- * (their rows are then in the build's snapshot). SHARE conflicts with the writers' ROW EXCLUSIVE; it is held for an
- * instant, but needs a role that may lock the table (the owner, or UPDATE/DELETE/TRUNCATE privilege).
+ * (their rows are then in the build's snapshot). Without any table lock (the application role may not take one):
+ * a writer holds ROW EXCLUSIVE on the ledger from before its statement's snapshot until it ends, so the writers that
+ * might have missed the zone are among those holding it now; wait for each of their transactions (by virtual
+ * transaction id, as CREATE INDEX CONCURRENTLY does) to end. Writers that start later see the zone.
  */
-async function waitForLedgerWriters(db: pg.Pool): Promise<void> {
-  await inTransaction(db, (c) => c.query('lock table usage_ledger in share mode'));
+async function waitForLedgerWriters(db: pg.Pool, onProgress?: OnProgress): Promise<void> {
+  const { rows } = await db.query<{ vxid: string }>(
+    `select distinct virtualtransaction as vxid from pg_locks
+      where locktype = 'relation' and database = (select oid from pg_database where datname = current_database())
+        and relation = 'usage_ledger'::regclass and mode = 'RowExclusiveLock' and granted and pid <> pg_backend_pid()`,
+  );
+  const writers = rows.map((r) => r.vxid);
+  for (let waited = 0; ; waited++) {
+    const open = await db.query<{ n: string }>(
+      `select count(*) as n from pg_locks where locktype = 'virtualxid' and mode = 'ExclusiveLock' and granted and virtualxid = any($1::text[])`,
+      [writers],
+    );
+    const left = Number(open.rows[0].n);
+    if (left === 0) return;
+    onProgress?.({ phase: 'waiting for ledger writers to commit', done: writers.length - left, total: writers.length });
+    await new Promise((r) => setTimeout(r, Math.min(20 * 2 ** waited, 200)));
+  }
 }
 
 /** Makes the month's rollups for a zone complete and current: builds the month once, then folds in the queue. */
@@ -179,7 +196,7 @@ export async function refreshRollups(
  */
 export async function rebuildMonth(db: pg.Pool, zone: string, month: Month, onProgress?: OnProgress): Promise<RebuildResult> {
   await registerZone(db, zone);
-  await waitForLedgerWriters(db);
+  await waitForLedgerWriters(db, onProgress);
   const { firstDay: first, lastDay: last } = monthBoundsSql('$2', '$1');
   const days = daysOf(month);
   const phase = `rebuilding rollups ${zone} ${month}`;

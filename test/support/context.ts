@@ -8,15 +8,18 @@ import pg from 'pg';
 import { inject } from 'vitest';
 import { connectClient } from '../../src/client';
 import { createPool } from '../../src/db/pool';
+import { OWNER_ROLE } from '../../src/db/roles';
 import './provided';
 
 export interface TestContext {
   /** The test file's own Temporal namespace, named after the file. */
   namespace: string;
   temporalAddress: string;
-  /** A fresh, migrated database for this context only. */
+  /** A fresh, migrated database for this context only, as the application role (what workers and the CLI use). */
   databaseUrl: string;
   pool: pg.Pool;
+  /** The same database as the owner role, for what only migrations may do (tests of the triggers, the grants). */
+  ownerDatabaseUrl: string;
   client: Client;
   /** Unique per context, so workers of one test never pick up another's tasks. */
   taskQueue: string;
@@ -32,8 +35,9 @@ export async function createTestContext(importMetaUrl: string): Promise<TestCont
   const stack = inject('stack');
   const namespace = basename(fileURLToPath(importMetaUrl), '.test.ts');
   const database = `t_${namespace.replace(/[^a-z0-9]/gi, '_')}_${process.pid}_${++contexts}`.toLowerCase().slice(0, 63);
-  await adminQuery(stack.adminDatabaseUrl, `create database "${database}" template ${stack.templateDatabase}`);
-  const databaseUrl = withDatabase(stack.adminDatabaseUrl, database);
+  await adminQuery(stack.adminDatabaseUrl, `create database "${database}" template ${stack.templateDatabase} owner ${OWNER_ROLE}`);
+  const databaseUrl = withDatabase(stack.appDatabaseUrl, database);
+  const ownerDatabaseUrl = withDatabase(stack.ownerDatabaseUrl, database);
   const pool = createPool(databaseUrl);
   const client = await connectClient({ temporalAddress: stack.temporalAddress, namespace });
   await client.connection.workflowService.describeNamespace({ namespace }).catch((err: Error) => {
@@ -49,6 +53,7 @@ export async function createTestContext(importMetaUrl: string): Promise<TestCont
     TEMPORAL_ADDRESS: stack.temporalAddress,
     TEMPORAL_NAMESPACE: namespace,
     DATABASE_URL: databaseUrl,
+    DATABASE_OWNER_URL: ownerDatabaseUrl,
     CRONLEDGER_TASK_QUEUE: taskQueue,
     CRONLEDGER_DATA_DIR: dataDir,
   };
@@ -57,6 +62,7 @@ export async function createTestContext(importMetaUrl: string): Promise<TestCont
     temporalAddress: stack.temporalAddress,
     databaseUrl,
     pool,
+    ownerDatabaseUrl,
     client,
     taskQueue,
     env,

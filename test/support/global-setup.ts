@@ -4,8 +4,8 @@ import { basename, join } from 'node:path';
 import pg from 'pg';
 import type { TestProject } from 'vitest/node';
 import { repoRoot } from '../../src/config';
-import { migrate } from '../../src/db/migrate';
-import { createPool } from '../../src/db/pool';
+import { migrateDatabase } from '../../src/db/migrate';
+import { OWNER_ROLE } from '../../src/db/roles';
 import { databaseUrlFor } from '../../src/dev/postgres';
 import { startStack, stopStack } from '../../src/dev/stack';
 import type { TestStack } from './provided';
@@ -16,6 +16,7 @@ const TEMPLATE_DATABASE = 'cronledger_template';
  * One real stack for the whole run (Temporal dev server, private PostgreSQL, no workers) in a fresh temp dir.
  * Test files share it without seeing each other: each gets its own namespace and its own clone of a migrated
  * template database. The temporal binary comes from the usual resolution, so CRONLEDGER_TEMPORAL_CLI is honoured.
+ * As in production, the template is migrated by the owner role and tests connect as the application role.
  */
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
   const dataDir = mkdtempSync(join(tmpdir(), 'cronledger-test-'));
@@ -27,13 +28,17 @@ export default async function setup(project: TestProject): Promise<() => Promise
   try {
     // No externalDatabaseUrl: a DATABASE_URL in the developer's shell must never receive test databases.
     const up = await startStack({ dataDir, workers: 0, namespaces: testFileNamespaces() });
-    const adminDatabaseUrl = databaseUrlFor(up.stack.postgres.port, 'postgres');
-    await createTemplateDatabase(adminDatabaseUrl, databaseUrlFor(up.stack.postgres.port, TEMPLATE_DATABASE));
+    const { port, passwords } = up.stack.postgres;
+    if (!passwords) throw new Error('the test stack has no role passwords in its stack file');
+    const adminDatabaseUrl = databaseUrlFor(port, 'superuser', passwords, 'postgres');
+    await createTemplateDatabase(adminDatabaseUrl, databaseUrlFor(port, 'owner', passwords, TEMPLATE_DATABASE));
     const provided: TestStack = {
       temporalAddress: up.stack.temporal.address,
       uiUrl: up.stack.temporal.uiUrl,
       temporalCli: up.stack.temporal.cli,
       adminDatabaseUrl,
+      ownerDatabaseUrl: databaseUrlFor(port, 'owner', passwords, TEMPLATE_DATABASE),
+      appDatabaseUrl: databaseUrlFor(port, 'app', passwords, TEMPLATE_DATABASE),
       templateDatabase: TEMPLATE_DATABASE,
       dataDir,
     };
@@ -53,19 +58,14 @@ function testFileNamespaces(): string[] {
   return [...new Set(files.map((f) => basename(f, '.test.ts')))];
 }
 
-async function createTemplateDatabase(adminDatabaseUrl: string, templateUrl: string): Promise<void> {
+async function createTemplateDatabase(adminDatabaseUrl: string, ownerTemplateUrl: string): Promise<void> {
   const admin = new pg.Client({ connectionString: adminDatabaseUrl });
   await admin.connect();
   try {
-    await admin.query(`create database ${TEMPLATE_DATABASE}`);
+    await admin.query(`create database ${TEMPLATE_DATABASE} owner ${OWNER_ROLE}`);
   } finally {
     await admin.end();
   }
-  // The pool must be closed before anyone clones the template: Postgres refuses to copy a database in use.
-  const pool = createPool(templateUrl, 1);
-  try {
-    await migrate(pool);
-  } finally {
-    await pool.end();
-  }
+  // Closes its pool before returning: Postgres refuses to copy a database in use.
+  await migrateDatabase(ownerTemplateUrl);
 }

@@ -7,6 +7,9 @@ export interface TestStack {
   temporalCli: string;
   /** A superuser connection to the `postgres` database of the suite's cluster, for creating databases. */
   adminDatabaseUrl: string;
+  /** The owner role (owns the tables, runs migrations) and the application role, both at the template database. */
+  ownerDatabaseUrl: string;
+  appDatabaseUrl: string;
   /** Migrated database that every test context clones (`create database x template y`). */
   templateDatabase: string;
   dataDir: string;

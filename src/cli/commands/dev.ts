@@ -1,8 +1,8 @@
 import type { Command } from 'commander';
-import { dataDir } from '../../config';
+import { dataDir, redactDatabaseUrl } from '../../config';
 import { DEFAULT_TASK_QUEUE } from '../../constants';
 import { ensurePostgresBinDir } from '../../dev/postgres';
-import { redactDatabaseUrl } from '../../config';
+import { requireStackFile } from '../../dev/stack-file';
 import { stackStatus, startStack, stopStack, type StackStatus } from '../../dev/stack';
 import { resolveTemporalCli } from '../../dev/temporal-cli';
 import { UserError } from '../../errors';
@@ -25,6 +25,7 @@ export function registerDevCommands(program: Command): void {
         dataDir: dir,
         workers,
         externalDatabaseUrl: process.env.DATABASE_URL,
+        externalOwnerDatabaseUrl: process.env.DATABASE_OWNER_URL,
         taskQueue: process.env.CRONLEDGER_TASK_QUEUE ?? DEFAULT_TASK_QUEUE,
       });
       const state = (alreadyRunning: boolean, pid?: number) => `${alreadyRunning ? 'already running' : 'started'}${pid ? `, pid ${pid}` : ''}`;
@@ -32,14 +33,19 @@ export function registerDevCommands(program: Command): void {
         `Temporal     ${up.stack.temporal.address}  (${state(up.temporal.alreadyRunning, up.temporal.pid)})`,
         `Web UI       ${up.stack.temporal.uiUrl}`,
         `PostgreSQL   ${redactDatabaseUrl(up.stack.postgres.databaseUrl)}  (${up.postgres.external ? 'external, from DATABASE_URL' : state(up.postgres.alreadyRunning, up.postgres.pid)})`,
-        `Migrations   ${up.migrationsApplied.length ? `applied ${up.migrationsApplied.join(', ')}` : 'up to date'}`,
+        `Migrations   ${
+          up.migrationsApplied === null
+            ? 'not run: set DATABASE_OWNER_URL (the owner role) to migrate, or run `cronledger db migrate` with it'
+            : up.migrationsApplied.length
+              ? `applied ${up.migrationsApplied.join(', ')}`
+              : 'up to date'
+        }`,
         `Workers      ${up.workers.length ? up.workers.map((w) => `${w.id} (${state(w.alreadyRunning, w.pid)})`).join(', ') : 'none'}` +
           (up.workers.length ? ` on task queue ${up.taskQueue}` : ''),
         `Data dir     ${dir} (logs in ${dir}/logs)`,
         '',
-        'Every cronledger command in this checkout finds this stack through the data dir. Elsewhere:',
-        `  export TEMPORAL_ADDRESS=${up.stack.temporal.address}` +
-          (up.postgres.external ? ' (DATABASE_URL as you set it)' : ` DATABASE_URL=${up.stack.postgres.databaseUrl}`),
+        'Every cronledger command in this checkout finds this stack through the data dir. Elsewhere (psql too):',
+        '  eval "$(npx cronledger dev env)"    # prints the passwords: the one command that does',
       ];
       const extra = up.workers.length - workers;
       if (extra > 0) lines.push(`Note: ${extra} worker(s) beyond --workers ${workers} are still running; \`dev down\` stops them.`);
@@ -75,6 +81,23 @@ export function registerDevCommands(program: Command): void {
     });
 
   dev
+    .command('env')
+    .description('print shell export lines for this stack (TEMPORAL_ADDRESS, DATABASE_URL, DATABASE_OWNER_URL) WITH passwords: eval "$(npx cronledger dev env)"')
+    .action(() => {
+      const dir = dataDir();
+      const stack = requireStackFile(dir);
+      const quote = (v: string) => `'${v.replaceAll("'", "'\\''")}'`;
+      const lines = [
+        `# cronledger stack in ${dir}: these lines hold passwords; do not paste them into logs or tickets`,
+        `export TEMPORAL_ADDRESS=${quote(stack.temporal.address)}`,
+        `export TEMPORAL_NAMESPACE=${quote(stack.namespace)}`,
+        `export DATABASE_URL=${quote(stack.postgres.databaseUrl)}`,
+        stack.postgres.ownerDatabaseUrl ? `export DATABASE_OWNER_URL=${quote(stack.postgres.ownerDatabaseUrl)}` : '# DATABASE_OWNER_URL: as you set it (external database)',
+      ];
+      process.stdout.write(`${lines.join('\n')}\n`);
+    });
+
+  dev
     .command('install')
     .description('install what `dev up` needs (the temporal CLI, PostgreSQL) without starting anything')
     .action(async () => {
@@ -104,7 +127,7 @@ function printStatus(s: StackStatus): void {
       'PostgreSQL',
       s.postgres.external ? `${state(s.postgres.running)} (external)` : state(s.postgres.running),
       String(s.postgres.pid ?? '-'),
-      s.databaseUrl ? redactDatabaseUrl(s.databaseUrl) : '-',
+      s.databaseUrl ?? '-',
     ],
     ...s.workers.map((w) => [w.id, state(w.running), String(w.pid), w.log]),
   ];

@@ -1,0 +1,61 @@
+import { randomBytes } from 'node:crypto';
+import type pg from 'pg';
+
+/**
+ * The two database roles (see migrations/005_app_role_grants.sql): the owner runs migrations and owns every table;
+ * the application role is what workers, the CLI and reports connect as. A private dev cluster gets both from
+ * `dev up`; for an external database a DBA creates them (README, "Database roles").
+ */
+export const OWNER_ROLE = 'cronledger_owner';
+export const APP_ROLE = 'cronledger_app';
+
+export interface RolePasswords {
+  superuser: string;
+  owner: string;
+  app: string;
+}
+
+/** 32 random bytes, URL-safe: they go into connection URLs without escaping. */
+export const generatePassword = (): string => randomBytes(32).toString('base64url');
+
+export const generatePasswords = (): RolePasswords => ({ superuser: generatePassword(), owner: generatePassword(), app: generatePassword() });
+
+/**
+ * As a superuser: both roles exist, log in with these passwords (stored as SCRAM verifiers), and hold nothing
+ * special: no superuser, no CREATEROLE, no CREATEDB, no BYPASSRLS, no replication.
+ */
+export async function ensureRoles(superuser: pg.Client, passwords: Pick<RolePasswords, 'owner' | 'app'>): Promise<void> {
+  await superuser.query(`set password_encryption = 'scram-sha-256'`);
+  for (const [role, password] of [
+    [OWNER_ROLE, passwords.owner],
+    [APP_ROLE, passwords.app],
+  ] as const) {
+    const exists = await superuser.query('select 1 from pg_roles where rolname = $1', [role]);
+    const verb = exists.rowCount === 0 ? 'create' : 'alter';
+    // Utility statements take no parameters; the password is URL-safe base64, escaped all the same.
+    await superuser.query(
+      `${verb} role ${role} login nosuperuser nocreaterole nocreatedb noreplication nobypassrls password ${superuser.escapeLiteral(password)}`,
+    );
+  }
+}
+
+/**
+ * As a superuser, in the ledger database: the owner role owns the database and every table, sequence and function in
+ * its public schema. Stacks created before the roles existed had everything owned by `postgres`; this adopts it.
+ */
+export async function adoptByOwner(superuserInLedgerDb: pg.Client, database: string): Promise<void> {
+  const db = superuserInLedgerDb;
+  await db.query(`alter database ${db.escapeIdentifier(database)} owner to ${OWNER_ROLE}`);
+  const { rows } = await db.query<{ kind: string; name: string }>(
+    `select case c.relkind when 'S' then 'sequence' else 'table' end as kind, format('%I', c.relname) as name
+       from pg_class c join pg_namespace n on n.oid = c.relnamespace
+      where n.nspname = 'public' and c.relkind in ('r', 'p', 'S') and pg_get_userbyid(c.relowner) <> $1
+        and not (c.relkind = 'S' and exists (select 1 from pg_depend d where d.objid = c.oid and d.deptype in ('a', 'i')))
+     union all
+     select 'function', format('%I(%s)', p.proname, pg_get_function_identity_arguments(p.oid))
+       from pg_proc p join pg_namespace n on n.oid = p.pronamespace
+      where n.nspname = 'public' and pg_get_userbyid(p.proowner) <> $1`,
+    [OWNER_ROLE],
+  );
+  for (const r of rows) await db.query(`alter ${r.kind} ${r.name} owner to ${OWNER_ROLE}`);
+}

@@ -1,0 +1,246 @@
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { APP_ROLE } from '../src/db/roles';
+import { applyPrices, loadPricesFile } from '../src/ledger/prices';
+import { recordUsage } from '../src/ledger/record-usage';
+import { runCli } from './support/cli';
+import { createTestContext, type TestContext } from './support/context';
+
+/**
+ * Who may write what: the application role (what workers, the CLI and reports connect as) may append to the ledger
+ * and the prices and read them, and nothing more. Each refusal must come from PostgreSQL's privileges (SQLSTATE
+ * 42501), not from the append-only triggers, which stay as a second guard.
+ */
+
+let ctx: TestContext;
+let owner: pg.Client;
+
+beforeAll(async () => {
+  ctx = await createTestContext(import.meta.url);
+  await applyPrices(ctx.pool, loadPricesFile('prices/standard.json'), 'test');
+  await recordUsage(ctx.pool, {
+    runId: null,
+    idempotencyKey: 'grants-1',
+    step: 'chat',
+    attempt: 1,
+    userId: 'u1',
+    taskId: null,
+    model: 'openai/gpt-4o-mini',
+    kind: 'chat',
+    status: 'ok',
+    usage: { promptTokens: 100, cachedPromptTokens: 0, completionTokens: 10, reasoningTokens: 0 },
+    providerModel: null,
+    providerRequestId: null,
+    workerId: 'test',
+    occurredAt: new Date('2026-06-01T00:00:00Z'),
+  });
+  owner = new pg.Client({ connectionString: ctx.ownerDatabaseUrl });
+  await owner.connect();
+});
+
+afterAll(async () => {
+  await owner?.end();
+  await ctx?.close();
+});
+
+/** What must stay exactly as it is: every row of the ledger and the prices, and whether their triggers are enabled. */
+async function guarded(): Promise<string> {
+  const { rows } = await owner.query(
+    `select (select coalesce(json_agg(l order by l.id), '[]') from usage_ledger l)::text as ledger,
+            (select coalesce(json_agg(p order by p.id), '[]') from model_prices p)::text as prices,
+            (select json_agg(json_build_object(t.tgname, t.tgenabled) order by t.tgname)
+               from pg_trigger t where t.tgrelid in ('usage_ledger'::regclass, 'model_prices'::regclass) and not t.tgisinternal)::text as triggers`,
+  );
+  return JSON.stringify(rows[0]);
+}
+
+const forbidden = (table: string) => [
+  `update ${table} set created_at = now()`,
+  `delete from ${table}`,
+  `truncate ${table}`,
+  `truncate ${table} cascade`,
+  `alter table ${table} disable trigger all`,
+  `alter table ${table} disable trigger user`,
+  `alter table ${table} add column sneaky integer`,
+  `alter table ${table} owner to ${APP_ROLE}`,
+  `drop table ${table}`,
+  `drop table ${table} cascade`,
+  `lock table ${table} in share mode`,
+  `create trigger sneaky before insert on ${table} for each row execute function forbid_append_only_change()`,
+];
+
+describe('the application role', () => {
+  it.each([
+    ...forbidden('usage_ledger'),
+    ...forbidden('model_prices'),
+    `alter table usage_ledger disable trigger usage_ledger_append_only`,
+    `alter table model_prices disable trigger model_prices_no_truncate`,
+    `set session_replication_role = replica`,
+    `set local session_replication_role = replica`,
+    `select set_config('session_replication_role', 'replica', false)`,
+    `select setval('usage_ledger_id_seq', 1)`,
+    `create table sneaky (id int)`,
+    `create schema sneaky`,
+    `alter role ${APP_ROLE} superuser`,
+  ])('is refused by privilege: %s', async (sql) => {
+    const before = await guarded();
+    const client = await ctx.pool.connect();
+    try {
+      await client.query('begin');
+      const err = await client.query(sql).then(
+        () => undefined,
+        (e: { code?: string; message: string }) => e,
+      );
+      await client.query('rollback');
+      expect(err, `${sql} succeeded as ${APP_ROLE}`).toBeDefined();
+      expect({ code: err?.code, message: err?.message }).toMatchObject({ code: '42501' });
+    } finally {
+      client.release();
+    }
+    expect(await guarded()).toBe(before);
+  });
+
+  it('appends to the ledger and reads it (what it is for)', async () => {
+    const { rows } = await ctx.pool.query<{ n: string }>('select count(*) as n from usage_ledger');
+    expect(Number(rows[0].n)).toBeGreaterThan(0);
+  });
+
+  it('is an ordinary login role: not superuser, cannot create roles or databases, bypass RLS or act as the owner', async () => {
+    const { rows } = await owner.query(
+      `select rolsuper, rolcreaterole, rolcreatedb, rolbypassrls, rolreplication,
+              pg_has_role($1, table_owner, 'usage') as acts_as_owner,
+              has_database_privilege($1, current_database(), 'create') as creates_schemas,
+              has_schema_privilege($1, 'public', 'create') as creates_tables
+         from pg_roles, (select pg_get_userbyid(relowner) as table_owner from pg_class where oid = 'usage_ledger'::regclass) o
+        where rolname = $1`,
+      [APP_ROLE],
+    );
+    expect(rows[0]).toEqual({
+      rolsuper: false,
+      rolcreaterole: false,
+      rolcreatedb: false,
+      rolbypassrls: false,
+      rolreplication: false,
+      acts_as_owner: false,
+      creates_schemas: false,
+      creates_tables: false,
+    });
+  });
+});
+
+// ---------------------------------------------------------------------------------------------------------------
+// Every table, against an allow-list
+// ---------------------------------------------------------------------------------------------------------------
+
+const PRIVILEGES = ['SELECT', 'INSERT', 'UPDATE', 'DELETE', 'TRUNCATE', 'REFERENCES', 'TRIGGER'] as const;
+
+/**
+ * The application role's privileges, table by table. A migration that adds a table adds it here with the least it
+ * needs (and grants exactly that); a table missing here fails the test, whatever it was granted.
+ */
+const ALLOWED: Record<string, string[]> = {
+  usage_ledger: ['SELECT', 'INSERT'],
+  model_prices: ['SELECT', 'INSERT'],
+  runs: ['SELECT', 'INSERT', 'UPDATE'],
+  run_duplicates: ['SELECT', 'INSERT'],
+  memories: ['SELECT', 'INSERT'],
+  report_deliveries: ['SELECT', 'INSERT'],
+  rollup_zones: ['SELECT', 'INSERT', 'UPDATE'],
+  rollup_months: ['SELECT', 'INSERT', 'UPDATE'],
+  rollup_pending: ['SELECT', 'INSERT', 'DELETE'],
+  usage_rollups: ['SELECT', 'INSERT', 'DELETE'],
+  schema_migrations: ['SELECT'],
+  applied_tasks: ['SELECT', 'INSERT', 'UPDATE', 'DELETE'], // 006: the task IDs of the last `tasks apply`, replaced whole
+};
+
+/** Every relation in every schema the role can reach (not the catalogs), with what the role may do to it. */
+async function appPrivileges(db: pg.Client): Promise<Record<string, string[]>> {
+  const { rows } = await db.query<{ name: string; kind: string; privileges: string[] }>(
+    `select case when n.nspname = 'public' then c.relname else n.nspname || '.' || c.relname end as name, c.relkind as kind,
+            array(select p from unnest($2::text[]) p where has_table_privilege($1, c.oid, p)) as privileges
+       from pg_class c join pg_namespace n on n.oid = c.relnamespace
+      where c.relkind in ('r', 'p', 'v', 'm', 'f')
+        and n.nspname not in ('pg_catalog', 'information_schema', 'pg_toast') and n.nspname not like 'pg_temp%'
+      order by 1`,
+    [APP_ROLE, PRIVILEGES],
+  );
+  return Object.fromEntries(rows.map((r) => [r.name, r.privileges]));
+}
+
+describe('grants, walked over every table', () => {
+  it('give the application role exactly its allow-list, on every table there is', async () => {
+    expect(await appPrivileges(owner)).toEqual(ALLOWED);
+  });
+
+  it('catch a table that a later migration adds: readable by default, never writable, and not on the list', async () => {
+    await owner.query('begin');
+    try {
+      await owner.query('create table added_later (id bigserial primary key, note text)');
+      const privileges = await appPrivileges(owner);
+      expect(privileges.added_later).toEqual(['SELECT']); // the default privileges of migration 005
+      expect(privileges).not.toEqual(ALLOWED);
+      const seq = await owner.query(
+        `select has_sequence_privilege($1, 'added_later_id_seq', 'usage') as usage, has_sequence_privilege($1, 'added_later_id_seq', 'update') as setval`,
+        [APP_ROLE],
+      );
+      expect(seq.rows[0]).toEqual({ usage: true, setval: false });
+    } finally {
+      await owner.query('rollback');
+    }
+  });
+
+  it('give the application role no sequence it may reset, and no SECURITY DEFINER function it did not need', async () => {
+    const seqs = await owner.query<{ name: string }>(
+      `select c.relname as name from pg_class c join pg_namespace n on n.oid = c.relnamespace
+        where n.nspname = 'public' and case when c.relkind = 'S' then has_sequence_privilege($1, c.oid, 'update') else false end`,
+      [APP_ROLE],
+    );
+    expect(seqs.rows).toEqual([]);
+    const definers = await owner.query<{ name: string }>(
+      `select p.proname as name from pg_proc p join pg_namespace n on n.oid = p.pronamespace
+        where n.nspname = 'public' and p.prosecdef order by 1`,
+    );
+    expect(definers.rows.map((r) => r.name)).toEqual([]);
+  });
+});
+
+// ---------------------------------------------------------------------------------------------------------------
+// Migrations: only the owner, only through `cronledger db migrate`
+// ---------------------------------------------------------------------------------------------------------------
+
+describe('cronledger db migrate', () => {
+  it('as the owner: nothing pending on a migrated database', async () => {
+    const r = await runCli(['db', 'migrate'], ctx.env);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toBe('migrations up to date\n');
+  });
+
+  it('refuses the application role as the migrating role, naming DATABASE_OWNER_URL, password hidden', async () => {
+    const fresh = `grants_unmigrated_${process.pid}`;
+    await owner.query(`create schema ${fresh}`);
+    try {
+      // A pending migration the application role would have to run: it may not create its table.
+      const r = await runCli(['db', 'migrate'], { ...ctx.env, DATABASE_OWNER_URL: appUrlWithSearchPath(fresh) });
+      expect(r.code).not.toBe(0);
+      expect(r.stderr).toMatch(/DATABASE_OWNER_URL/);
+      expect(r.stderr).not.toMatch(/\n\s+at /);
+      expect(r.stderr).not.toContain(new URL(ctx.databaseUrl).password);
+    } finally {
+      await owner.query(`drop schema ${fresh} cascade`);
+    }
+  });
+
+  it('without DATABASE_OWNER_URL, says which variable to set', async () => {
+    const { DATABASE_OWNER_URL: _o, ...env } = ctx.env;
+    const r = await runCli(['db', 'migrate'], env);
+    expect(r.code).not.toBe(0);
+    expect(r.stderr).toContain('DATABASE_OWNER_URL is not set (DATABASE_URL is the application role, which may not migrate)');
+  });
+});
+
+/** The application role's URL with a search_path of an empty schema, where every migration is pending. */
+function appUrlWithSearchPath(schema: string): string {
+  const url = new URL(ctx.databaseUrl);
+  url.searchParams.set('options', `-c search_path=${schema}`);
+  return url.toString();
+}
