@@ -151,6 +151,8 @@ const ALLOWED: Record<string, string[]> = {
   usage_rollups: ['SELECT', 'INSERT', 'DELETE'],
   schema_migrations: ['SELECT'],
   applied_tasks: ['SELECT', 'INSERT', 'UPDATE', 'DELETE'], // 006: the task IDs of the last `tasks apply`, replaced whole
+  run_attempts: ['SELECT', 'INSERT', 'UPDATE'], // 004, granted in 007: each execution that owned a slot
+  usage_exceptions: ['SELECT', 'INSERT'], // 004, granted in 007: unbookable usage, append-only like the ledger
 };
 
 /** Every relation in every schema the role can reach (not the catalogs), with what the role may do to it. */
