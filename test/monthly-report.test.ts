@@ -10,7 +10,7 @@ import { applyPrices, loadPricesFile } from '../src/ledger/prices';
 import { previousMonthOf } from '../src/reports/month';
 import { ensureReportSchedule } from '../src/schedules/report-schedule';
 import type { MonthlyReportResult } from '../src/workflows/monthly-report';
-import { atto, ledgerSums, seedMonth } from './report-fixtures';
+import { atto, ledgerSums, seedMonth } from './support/report-fixtures';
 import { runCli } from './support/cli';
 import { createTestContext, type TestContext } from './support/context';
 import { waitFor } from './support/wait';
@@ -114,7 +114,11 @@ describe('monthlyReport through Temporal', () => {
         const before = new Date();
         await ctx.client.schedule.getHandle(REPORT_SCHEDULE_ID).trigger();
         const query = `WorkflowType = 'monthlyReport' AND TemporalScheduledById = '${REPORT_SCHEDULE_ID}'`;
-        await waitFor(async () => (await ctx.client.workflow.count(`${query} AND ExecutionStatus = 'Completed'`)).count === 1, 60_000, 'scheduled report');
+        await waitFor(
+          async () => (await ctx.client.workflow.count(`${query} AND ExecutionStatus = 'Completed'`)).count === 1,
+          60_000,
+          'scheduled report',
+        );
         const [execution] = await collect(ctx.client.workflow.list({ query }));
         expect(execution.workflowId).toMatch(/^report-monthly-\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/);
         const result = (await ctx.client.workflow.getHandle(execution.workflowId).result()) as MonthlyReportResult;

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { applyPrices, loadPricesFile } from '../src/ledger/prices';
-import { atto, ledgerSums, parseCsv, seedMonth } from './report-fixtures';
+import { atto, ledgerSums, parseCsv, seedMonth } from './support/report-fixtures';
 import { runCli } from './support/cli';
 import { createTestContext, type TestContext } from './support/context';
 
@@ -57,6 +57,7 @@ describe('cronledger report', () => {
     expect(json.by).toBe('model');
     expect(json.totals.costUsd).toBe((await ledgerSums(ctx.pool, 'UTC', MONTH, 'total')).get('total'));
     expect(json.totals.costUsd).toMatch(/^-?\d+\.\d{18}$/);
+    expect(json.lines.length).toBeGreaterThan(0);
     expect(json.lines.every((l) => typeof l.costUsd === 'string' && /^-?\d+\.\d{18}$/.test(l.costUsd))).toBe(true);
     expect(Object.keys(json.unitEconomics)).toEqual(
       expect.arrayContaining(['costPerCompletedRunUsd', 'costPerActiveUserUsd', 'completedRunsPerDollar']),
@@ -65,7 +66,11 @@ describe('cronledger report', () => {
 
   it('reports an empty month as zeros', async () => {
     const out = await ok('report', '--month', '2024-02', '--format', 'json');
-    const json = JSON.parse(out) as { lines: unknown[]; totals: { costUsd: string; calls: number }; unitEconomics: Record<string, unknown> };
+    const json = JSON.parse(out) as {
+      lines: unknown[];
+      totals: { costUsd: string; calls: number };
+      unitEconomics: Record<string, unknown>;
+    };
     expect(json.lines).toEqual([]);
     expect(json.totals).toMatchObject({ costUsd: '0.000000000000000000', calls: 0 });
     expect(json.unitEconomics).toMatchObject({ costPerCompletedRunUsd: '0.000000000000000000', completedRunsPerDollar: '0.000000' });
@@ -102,7 +107,10 @@ describe('bad input gets a clear error and a non-zero exit', () => {
 
 describe('cronledger report schedule', () => {
   it('creates report-monthly in the zone, then leaves it unchanged', async () => {
-    const first = JSON.parse(await ok('report', 'schedule', '--tz', 'Europe/Berlin', '--json')) as { outcome: string; nextActionTimes: string[] };
+    const first = JSON.parse(await ok('report', 'schedule', '--tz', 'Europe/Berlin', '--json')) as {
+      outcome: string;
+      nextActionTimes: string[];
+    };
     expect(first.outcome).toBe('created');
     // midnight on the 1st in Berlin is 22:00 or 23:00 UTC the day before
     expect(first.nextActionTimes[0]).toMatch(/T2[23]:00:00\.000Z$/);

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { applyPrices, loadPricesFile } from '../src/ledger/prices';
 import { buildReport } from '../src/reports/build-report';
 import { renderHtml } from '../src/reports/render-html';
-import { seedMonth } from './report-fixtures';
+import { seedMonth } from './support/report-fixtures';
 import { createTestContext, type TestContext } from './support/context';
 
 /** Debian's chromium, driven by playwright-core: the HTML must draw its charts offline and fetch nothing. */
@@ -80,7 +80,14 @@ async function open(month: string, name: string) {
       const legendBottom = Math.floor(c.height * 0.2) * c.width * 4;
       for (let i = 0; i < data.length; i += 4) {
         if (data[i + 3] > 0) inked++;
-        if (i >= legendBottom && data[i + 3] > 200 && Math.abs(data[i] - 37) < 8 && Math.abs(data[i + 1] - 99) < 8 && Math.abs(data[i + 2] - 235) < 8) barPixels++;
+        if (
+          i >= legendBottom &&
+          data[i + 3] > 200 &&
+          Math.abs(data[i] - 37) < 8 &&
+          Math.abs(data[i + 1] - 99) < 8 &&
+          Math.abs(data[i + 2] - 235) < 8
+        )
+          barPixels++;
       }
       return { id: c.id, width: c.width, height: c.height, inked, barPixels };
     }),

@@ -9,7 +9,7 @@ import { buildReport } from '../src/reports/build-report';
 import { previousMonthOf } from '../src/reports/month';
 import { renderCsv, renderMarkdown, renderTable } from '../src/reports/render';
 import type { UsageReport } from '../src/reports/types';
-import { atto, ledgerSums, parseCsv, seedMonth, type SeedResult } from './report-fixtures';
+import { atto, ledgerSums, parseCsv, seedMonth, type SeedResult } from './support/report-fixtures';
 import { createTestContext, type TestContext } from './support/context';
 
 let ctx: TestContext;
@@ -118,7 +118,13 @@ describe.each(['UTC', 'Europe/Berlin'])('report for %s', (zone) => {
       const lines = rows.filter((r) => r.section === `by_${cut}`);
       const fromCsv = new Map(
         lines.map((r) => [
-          JSON.stringify(cut === 'user' ? [r.line, r.user_id] : cut === 'day' ? [r.day, r.kind || null, r.line] : [r.model || null, r.kind || null, r.line]),
+          JSON.stringify(
+            cut === 'user'
+              ? [r.line, r.user_id]
+              : cut === 'day'
+                ? [r.day, r.kind || null, r.line]
+                : [r.model || null, r.kind || null, r.line],
+          ),
           r.cost_usd,
         ]),
       );
@@ -143,6 +149,7 @@ describe('month boundaries follow the zone', () => {
     expect(utc.period).toMatchObject({ from: '2026-06-01T00:00:00.000Z', to: '2026-07-01T00:00:00.000Z' });
     expect(berlin.period).toMatchObject({ from: '2026-05-31T22:00:00.000Z', to: '2026-06-30T22:00:00.000Z' });
     expect(utc.totals.costUsd).not.toBe(berlin.totals.costUsd);
+    expect(berlin.byDay.length).toBeGreaterThan(0);
     expect(berlin.byDay.every((l) => l.day.startsWith('2026-06-'))).toBe(true);
   });
 });

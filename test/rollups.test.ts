@@ -3,7 +3,7 @@ import { applyPrices, loadPricesFile } from '../src/ledger/prices';
 import { recordUsage } from '../src/ledger/record-usage';
 import { buildReport } from '../src/reports/build-report';
 import { ensureMonthRollups, rebuildAll, rebuildMonth, refreshRollups } from '../src/reports/rollups-write';
-import { seedMonth } from './report-fixtures';
+import { seedMonth } from './support/report-fixtures';
 import { runCli } from './support/cli';
 import { createTestContext, type TestContext } from './support/context';
 

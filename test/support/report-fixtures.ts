@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { recordUsage } from '../src/ledger/record-usage';
+import { recordUsage } from '../../src/ledger/record-usage';
 
 /**
  * A month of ledger rows for the report tests, from a seeded generator (the same rows every run): several users and
