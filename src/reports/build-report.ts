@@ -14,10 +14,7 @@ import type { DayLine, Figures, LineType, ModelLine, UsageReport, UserLine } fro
  * totals, which equal the SQL sum of the month's ledger rows to the last digit. Ordering is fully specified (ties
  * broken by plain code-unit string order), so the same ledger always gives the same report.
  */
-export async function buildReport(
-  db: pg.Pool,
-  opts: { month: Month; timeZone: string; onProgress?: OnProgress },
-): Promise<UsageReport> {
+export async function buildReport(db: pg.Pool, opts: { month: Month; timeZone: string; onProgress?: OnProgress }): Promise<UsageReport> {
   const { month, timeZone: zone, onProgress } = opts;
   await ensureMonthRollups(db, zone, month, onProgress);
   const period = await monthBounds(db, zone, month);
@@ -45,18 +42,18 @@ export async function buildReport(
   }
   const { first: firstEntryId, last: lastEntryId } = await entryIdSpan(db, zone, month);
 
-  const userLines: UserLine[] = byUser
-    .lines()
-    .sort((a, b) => lineOrder(a.line, b.line) || byCostDesc(a, b) || cmp(a.userId, b.userId));
-  const dayLines: DayLine[] = byDay
-    .lines()
-    .sort((a, b) => cmp(a.day, b.day) || lineOrder(a.line, b.line) || kindOrder(a.kind, b.kind));
+  const userLines: UserLine[] = byUser.lines().sort((a, b) => lineOrder(a.line, b.line) || byCostDesc(a, b) || cmp(a.userId, b.userId));
+  const dayLines: DayLine[] = byDay.lines().sort((a, b) => cmp(a.day, b.day) || lineOrder(a.line, b.line) || kindOrder(a.kind, b.kind));
   const modelLines: ModelLine[] = byModel
     .lines()
     .sort((a, b) => lineOrder(a.line, b.line) || byCostDesc(a, b) || cmpNullable(a.model, b.model) || kindOrder(a.kind, b.kind));
 
   // Each cut re-adds its own lines: a mismatch with the totals would be a bug here, never something to print.
-  for (const [cut, ls] of [['user', userLines], ['day', dayLines], ['model', modelLines]] as const) {
+  for (const [cut, ls] of [
+    ['user', userLines],
+    ['day', dayLines],
+    ['model', modelLines],
+  ] as const) {
     const sum = ls.reduce((m: Money, l) => add(m, parseUsd(l.costUsd)), zero());
     if (!equal(sum, total.cost)) throw new Error(`report by ${cut} adds up to ${toExactString(sum)}, not ${toExactString(total.cost)}`);
   }

@@ -53,13 +53,18 @@ export function slackPayload(g: GeneratedReport): { text: string; blocks: unknow
           { type: 'mrkdwn', text: `*Cost per completed run*\n${displayUsd(s.costPerCompletedRunUsd)}` },
           { type: 'mrkdwn', text: `*Active users*\n${s.activeUsers}` },
           { type: 'mrkdwn', text: `*Failed calls*\n${s.failedCalls.calls} (${displayUsd(s.failedCalls.costUsd)})` },
-          { type: 'mrkdwn', text: `*Duplicate-skipped runs*\n${s.duplicateSkippedRuns.runs} (${displayUsd(s.duplicateSkippedRuns.costUsd)})` },
+          {
+            type: 'mrkdwn',
+            text: `*Duplicate-skipped runs*\n${s.duplicateSkippedRuns.runs} (${displayUsd(s.duplicateSkippedRuns.costUsd)})`,
+          },
         ],
       },
       { type: 'section', text: { type: 'mrkdwn', text: `*Top users*\n${top}` } },
       {
         type: 'context',
-        elements: [{ type: 'mrkdwn', text: mrkdwn(`Time zone ${s.timeZone}. Artifacts: ${g.dir} (${g.files.map((f) => f.name).join(', ')})`) }],
+        elements: [
+          { type: 'mrkdwn', text: mrkdwn(`Time zone ${s.timeZone}. Artifacts: ${g.dir} (${g.files.map((f) => f.name).join(', ')})`) },
+        ],
       },
     ],
   };
@@ -76,7 +81,7 @@ export async function postJson(url: string, body: unknown, timeoutMs = 10_000): 
       signal: AbortSignal.timeout(timeoutMs),
     });
   } catch (err) {
-    throw new Error(`webhook ${webhookTarget(url)} unreachable: ${(err as Error).message}`);
+    throw new Error(`webhook ${webhookTarget(url)} unreachable: ${(err as Error).message}`, { cause: err });
   }
   const detail = (await response.text().catch(() => '')).slice(0, 200);
   if (response.ok) return response.status;

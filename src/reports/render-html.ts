@@ -104,7 +104,6 @@ const asset = (name: string): string => readFileSync(new URL(`./assets/${name}`,
 let pageAssets: { script: string; css: string } | undefined;
 const assets = () => (pageAssets ??= { script: asset('report.js'), css: asset('report.css') });
 
-
 export function renderHtml(report: UsageReport): string {
   const dataJson = scriptJson(chartData(report));
   const chartLib = chartJs();
@@ -155,7 +154,11 @@ ${cards.map(([k, v]) => `<div class="card"><span class="muted">${esc(k)}</span><
 <h2>Cost by model</h2>
 <div class="chart"><canvas id="chart-models" role="img" aria-label="Cost by model"></canvas></div>
 <h2>Unit economics</h2>
-${table(['Metric', 'Value'], economicsRows(report).map(([k, v]) => [capitalized(k), v]), [1])}
+${table(
+  ['Metric', 'Value'],
+  economicsRows(report).map(([k, v]) => [capitalized(k), v]),
+  [1],
+)}
 <p class="muted">${esc(`Rounding: ${e.rounding}.`)}</p>
 <h2>Totals</h2>
 ${table(['Line', 'Cost'], totalsRows(report), [1], true)}

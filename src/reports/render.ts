@@ -29,7 +29,12 @@ const plural = (n: number, word: string, many = `${word}s`) => `${n} ${n === 1 ?
 
 export function renderTable(report: UsageReport, cut: ReportCut): string {
   const t = upperCaseHeaders(cutTable(report, cut));
-  const pairs = (rows: [string, string][]) => formatTable(['', ''], rows, [1]).split('\n').slice(2).map((l) => `  ${l}`).join('\n');
+  const pairs = (rows: [string, string][]) =>
+    formatTable(['', ''], rows, [1])
+      .split('\n')
+      .slice(2)
+      .map((l) => `  ${l}`)
+      .join('\n');
   return [
     title(report, cut),
     '',
@@ -50,8 +55,21 @@ export function renderTable(report: UsageReport, cut: ReportCut): string {
 // ------------------------------------------------------------------------------------------------------------------ csv
 
 export const CSV_COLUMNS = [
-  'section', 'line', 'user_id', 'day', 'model', 'kind', 'calls', 'entries', 'prompt_tokens', 'cached_prompt_tokens',
-  'completion_tokens', 'reasoning_tokens', 'cost_usd', 'metric', 'value',
+  'section',
+  'line',
+  'user_id',
+  'day',
+  'model',
+  'kind',
+  'calls',
+  'entries',
+  'prompt_tokens',
+  'cached_prompt_tokens',
+  'completion_tokens',
+  'reasoning_tokens',
+  'cost_usd',
+  'metric',
+  'value',
 ] as const;
 type CsvRow = Partial<Record<(typeof CSV_COLUMNS)[number], string | number | null>>;
 
@@ -128,7 +146,11 @@ export function renderCsv(report: UsageReport, cuts: ReportCut[] = ['user', 'day
 
 // ------------------------------------------------------------------------------------------------------------- markdown
 
-const mdCell = (s: string): string => s.replace(/\\/g, '\\\\').replace(/\|/g, '\\|').replace(/[\r\n]+/g, ' ');
+const mdCell = (s: string): string =>
+  s
+    .replace(/\\/g, '\\\\')
+    .replace(/\|/g, '\\|')
+    .replace(/[\r\n]+/g, ' ');
 
 function mdTable(headers: string[], rows: string[][], right: number[]): string {
   const align = headers.map((_, i) => (right.includes(i) ? '---:' : '---'));
@@ -149,7 +171,9 @@ export function renderMarkdown(report: UsageReport): string {
     '',
     `- Total: **${displayUsd(report.totals.costUsd)}** (exact: ${report.totals.costUsd} USD) over ${plural(report.totals.calls, 'model call')}` +
       ` and ${plural(report.ledger.entries, 'ledger entry', 'ledger entries')}`,
-    ...totalsRows(report).slice(0, 4).map(([k, v]) => `- ${capitalized(k)}: ${v}`),
+    ...totalsRows(report)
+      .slice(0, 4)
+      .map(([k, v]) => `- ${capitalized(k)}: ${v}`),
     `- Failed calls: ${plural(report.failedCalls.calls, 'call')}, ${displayUsd(report.failedCalls.costUsd)}`,
     `- Duplicate-skipped runs: ${plural(report.duplicateSkippedRuns.runs, 'run')}, ${displayUsd(report.duplicateSkippedRuns.costUsd)}`,
     '',

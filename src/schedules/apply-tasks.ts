@@ -5,8 +5,7 @@ import { ensureReportSchedule } from './report-schedule';
 import { isManagedTaskSchedule, scheduleOptionsFor, taskFingerprint } from './task-schedule';
 import type { Task, TasksFile } from '../tasks/tasks-file';
 
-export type Change =
-  | { action: 'created' | 'updated' | 'paused' | 'resumed' | 'deleted' | 'unchanged'; scheduleId: string };
+export type Change = { action: 'created' | 'updated' | 'paused' | 'resumed' | 'deleted' | 'unchanged'; scheduleId: string };
 
 /**
  * Reconciles Temporal Schedules with a tasks file: creates what is missing, updates what changed, deletes the

@@ -71,7 +71,7 @@ export function registerLedgerCommands(program: Command): void {
 
   ledger
     .command('credit')
-    .description("append a credit to a user: a negative entry lowering what they owe")
+    .description('append a credit to a user: a negative entry lowering what they owe')
     .requiredOption('--user <id>', 'the user credited')
     .requiredOption('--amount <usd>', 'positive USD amount credited, e.g. 5.00')
     .requiredOption('--reason <text>', 'why')

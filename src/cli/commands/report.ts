@@ -17,14 +17,20 @@ import { withConnections } from '../connect';
 import { printJson } from '../output';
 
 export function registerReportCommands(program: Command): void {
-  const report = program.command('report').description('usage by user, day or model for a month, with unit economics; and the monthly report');
+  const report = program
+    .command('report')
+    .description('usage by user, day or model for a month, with unit economics; and the monthly report');
 
   // The default subcommand, so `report --month ...` works while `report deliver --month ...` keeps its own --month.
   report
     .command('show', { isDefault: true })
     .description('usage for a month by user (default), by day and kind, or by model and kind, with unit economics')
     .option('--month <YYYY-MM>', 'the month to report')
-    .addOption(new Option('--by <cut>', 'one line per user, per day and kind, or per model and kind').choices(['user', 'day', 'model']).default('user'))
+    .addOption(
+      new Option('--by <cut>', 'one line per user, per day and kind, or per model and kind')
+        .choices(['user', 'day', 'model'])
+        .default('user'),
+    )
     .addOption(new Option('--format <format>', 'output format').choices(['table', 'json', 'csv', 'md', 'html']).default('table'))
     .option('--tz <zone>', 'IANA time zone whose month and day boundaries apply', 'UTC')
     .action(async (opts: { month?: string; by: ReportCut; format: ReportFormat; tz: string }) => {
@@ -76,7 +82,9 @@ export function registerReportCommands(program: Command): void {
         const timezone = givenZone ?? (await reportScheduleZone(client)) ?? 'UTC';
         const current = monthAt(new Date(), timezone);
         if (month > current) {
-          throw new UserError(`--month ${month} has not started yet in ${timezone} (it is ${current} there); deliver a past month or the current one`);
+          throw new UserError(
+            `--month ${month} has not started yet in ${timezone} (it is ${current} there); deliver a past month or the current one`,
+          );
         }
         const workflowId = monthlyReportWorkflowId(month);
         const input: MonthlyReportInput = { month, timezone };
@@ -90,7 +98,10 @@ export function registerReportCommands(program: Command): void {
         const link = workflowUrl(conn, workflowId, handle.firstExecutionRunId);
         process.stderr.write(`started ${workflowId} on task queue ${conn.taskQueue}${link ? ` (${link})` : ''}\n`);
         const hint = setTimeout(
-          () => process.stderr.write(`still waiting for ${workflowId}: is a worker polling task queue ${conn.taskQueue}? (\`cronledger dev up\` starts workers)\n`),
+          () =>
+            process.stderr.write(
+              `still waiting for ${workflowId}: is a worker polling task queue ${conn.taskQueue}? (\`cronledger dev up\` starts workers)\n`,
+            ),
           15_000,
         );
         let result: MonthlyReportResult;

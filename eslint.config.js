@@ -1,0 +1,49 @@
+// ESLint for the TypeScript sources (flat config). `npm run lint` runs it, and scripts/test.sh runs that before vitest.
+import js from '@eslint/js';
+import globals from 'globals';
+import tseslint from 'typescript-eslint';
+
+export default tseslint.config(
+  { ignores: ['node_modules/', '.cronledger/', 'coverage/'] },
+  js.configs.recommended,
+  ...tseslint.configs.recommended,
+  {
+    languageOptions: { globals: { ...globals.node } },
+    rules: {
+      // `_name` marks a value left out on purpose (a destructured field dropped, an unused callback argument).
+      '@typescript-eslint/no-unused-vars': [
+        'error',
+        { argsIgnorePattern: '^_', varsIgnorePattern: '^_', destructuredArrayIgnorePattern: '^_', caughtErrors: 'none' },
+      ],
+      // Types that are only types stay visibly so: `import type` is erased, so it never drags code into a bundle.
+      '@typescript-eslint/consistent-type-imports': ['error', { fixStyle: 'inline-type-imports' }],
+      eqeqeq: ['error', 'always'],
+      'no-console': 'off',
+    },
+  },
+  {
+    // Workflow code runs in Temporal's deterministic sandbox: no Node modules, no I/O. It may import only the workflow
+    // SDK, other workflow files, the shared constants, and types (erased at build time) from anywhere.
+    files: ['src/workflows/**/*.ts'],
+    rules: {
+      '@typescript-eslint/no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              regex: '^(?!@temporalio/workflow$|\\./[^/]+$|\\.\\./constants$).*',
+              allowTypeImports: true,
+              message:
+                'workflow code may import only @temporalio/workflow, other workflow files and ../constants; import anything else as a type',
+            },
+          ],
+        },
+      ],
+    },
+  },
+  {
+    // The report page's own script runs in the browser, inlined into usage.html; Chart.js is a global there.
+    files: ['src/reports/assets/**/*.js'],
+    languageOptions: { sourceType: 'script', globals: { ...globals.browser, Chart: 'readonly' } },
+  },
+);
