@@ -3,7 +3,7 @@ import type pg from 'pg';
 import { UserError } from '../errors';
 import { reportsDir, writeArtifacts } from '../reports/artifacts';
 import { buildReport } from '../reports/build-report';
-import { deliverOnce, WebhookRejectedError } from '../reports/delivery';
+import { deliverOnce, parseWebhookUrl, WebhookRejectedError } from '../reports/delivery';
 import { parseMonth, previousMonthOf } from '../reports/month';
 import { parseTimeZone } from '../time-zone';
 import type { DeliveryOutcome, GeneratedReport } from '../reports/types';
@@ -56,6 +56,7 @@ export const createReportActivities = (deps: ReportActivityDeps) => ({
     return userErrorsFinal(async () => {
       const url = deps.reportWebhookUrl ?? process.env.REPORT_WEBHOOK_URL ?? '';
       if (!url) return { status: 'not-configured' };
+      parseWebhookUrl(url); // a malformed one fails the workflow at once, without its value
       const info = Context.current().info;
       return deliverOnce(deps.pool, {
         url,

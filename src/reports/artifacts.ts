@@ -1,4 +1,5 @@
-import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { randomUUID } from 'node:crypto';
+import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { dataDir } from '../config';
 import { sha256 } from '../hash';
@@ -23,21 +24,28 @@ export function renderArtifacts(report: UsageReport): { name: string; content: s
 }
 
 /**
- * Writes `<root>/<YYYY-MM>/usage.{json,csv,md,html}`. A file whose bytes would not change is left alone; one that
- * changes is replaced atomically (write a temporary file, then rename), so a reader never sees half a report.
+ * Writes `<root>/<YYYY-MM>/usage.{json,csv,md,html}` (directories 0700, files 0600: usage by user is private).
+ * A file whose bytes would not change is left alone; one that changes is replaced atomically (write a temporary file,
+ * then rename), so a reader never sees half a report. The temporary name is random and opened exclusively: replicas
+ * on a shared volume may all be PID 1, and two writers must never share one.
  */
 export async function writeArtifacts(report: UsageReport, root: string): Promise<GeneratedReport> {
   const dir = monthDir(root, report.month);
-  await mkdir(dir, { recursive: true });
+  await mkdir(dir, { recursive: true, mode: 0o700 });
   const files: ArtifactFile[] = [];
   let reportSha256 = '';
   for (const { name, content } of renderArtifacts(report)) {
     const path = join(dir, name);
     const existing = await readFile(path, 'utf8').catch(() => undefined);
     if (existing !== content) {
-      const tmp = `${path}.${process.pid}.tmp`;
-      await writeFile(tmp, content, 'utf8');
-      await rename(tmp, path);
+      const tmp = join(dir, `.${name}.${randomUUID()}.tmp`);
+      try {
+        await writeFile(tmp, content, { encoding: 'utf8', flag: 'wx', mode: 0o600 });
+        await rename(tmp, path);
+      } catch (err) {
+        await rm(tmp, { force: true });
+        throw err;
+      }
     }
     const hash = sha256(content);
     if (name === 'usage.json') reportSha256 = hash;

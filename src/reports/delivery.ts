@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import { inTransaction } from '../db/pool';
+import { UserError } from '../errors';
 import { displayUsd } from '../money';
 import type { DeliveryOutcome, GeneratedReport } from './types';
 
@@ -19,6 +20,26 @@ export class WebhookRejectedError extends Error {
     super(message);
     this.name = 'WebhookRejected';
   }
+}
+
+/**
+ * The webhook URL, checked before any use. A bad one is never echoed: its path (or query) is its secret, and the
+ * message ends up in workflow history and logs.
+ */
+export function parseWebhookUrl(url: string): URL {
+  let parsed: URL | undefined;
+  try {
+    parsed = new URL(url);
+  } catch {
+    parsed = undefined;
+  }
+  if (!parsed || !/^https?:$/.test(parsed.protocol) || !parsed.host) {
+    throw new UserError(
+      'REPORT_WEBHOOK_URL is not an http(s) URL (its value is not shown: a webhook URL holds its secret); ' +
+        'set it to the full URL your chat tool gave you, e.g. https://hooks.slack.com/services/..., or to an empty string to turn delivery off',
+    );
+  }
+  return parsed;
 }
 
 /** Scheme and host of a webhook URL, safe to print and store (a Slack webhook's path is its secret). */
@@ -72,6 +93,7 @@ export function slackPayload(g: GeneratedReport): { text: string; blocks: unknow
 
 /** POSTs JSON. Network errors, timeouts, 408, 429 and 5xx throw a retryable Error; other non-2xx a WebhookRejectedError. */
 export async function postJson(url: string, body: unknown, timeoutMs = 10_000): Promise<number> {
+  parseWebhookUrl(url);
   let response: Response;
   try {
     response = await fetch(url, {
@@ -81,7 +103,9 @@ export async function postJson(url: string, body: unknown, timeoutMs = 10_000): 
       signal: AbortSignal.timeout(timeoutMs),
     });
   } catch (err) {
-    throw new Error(`webhook ${webhookTarget(url)} unreachable: ${(err as Error).message}`, { cause: err });
+    // The error may quote the URL; only its scheme and host may be shown (the URL was parsed above, so its cause is
+    // a network error, which names the host and port, never the path).
+    throw new Error(`webhook ${webhookTarget(url)} unreachable: ${(err as Error).message.replaceAll(url, webhookTarget(url))}`, { cause: err });
   }
   const detail = (await response.text().catch(() => '')).slice(0, 200);
   if (response.ok) return response.status;
