@@ -68,8 +68,7 @@ export function resolveConnections(
         `Start one with \`npx cronledger dev up\`, or set ${missing} (and CRONLEDGER_DATA_DIR if your stack lives elsewhere).`,
     );
   }
-  const uiUrl =
-    env.TEMPORAL_UI_URL ?? (stack && stack.temporal.address === temporalAddress ? stack.temporal.uiUrl : undefined);
+  const uiUrl = env.TEMPORAL_UI_URL ?? (stack && stack.temporal.address === temporalAddress ? stack.temporal.uiUrl : undefined);
   return {
     temporalAddress: temporalAddress ?? '',
     namespace: env.TEMPORAL_NAMESPACE ?? stack?.namespace ?? 'default',

@@ -31,7 +31,10 @@ it('two writers of one month at once each replace whole files, through temp file
   const whole = [renderArtifacts(utc), renderArtifacts(tokyo)];
   for (const name of readdirSync(dir)) {
     const content = readFileSync(join(dir, name), 'utf8');
-    expect(whole.some((set) => set.find((f) => f.name === name)?.content === content), `${name} is one writer's whole file`).toBe(true);
+    expect(
+      whole.some((set) => set.find((f) => f.name === name)?.content === content),
+      `${name} is one writer's whole file`,
+    ).toBe(true);
     expect(statSync(join(dir, name)).mode & 0o777).toBe(0o600);
   }
   expect(statSync(dir).mode & 0o777).toBe(0o700);

@@ -123,7 +123,10 @@ describe('after a full run with planted secrets', () => {
 
   beforeAll(async () => {
     const tasksFile = join(reportsDir, '..', `secrets-tasks-${process.pid}.json`);
-    writeFileSync(tasksFile, JSON.stringify({ tasks: [{ id: 'secret-digest', cron: '0 * * * *', userId: 'secret-user', input: 'Summarise.' }] }));
+    writeFileSync(
+      tasksFile,
+      JSON.stringify({ tasks: [{ id: 'secret-digest', cron: '0 * * * *', userId: 'secret-user', input: 'Summarise.' }] }),
+    );
     await cli(['tasks', 'apply', tasksFile]);
     rmSync(tasksFile);
     await cli(['tasks', 'list']);

@@ -102,7 +102,9 @@ describe('dev up, status and down', () => {
     expect(ui.status).toBe(200);
     expect(await migrationsIn((await devEnv(a.env)).DATABASE_URL)).toContain('005_app_role_grants.sql');
     const pollers = await withConnection(first.temporalAddress!, async (c) =>
-      (await c.workflowService.describeTaskQueue({ namespace: 'default', taskQueue: { name: 'cronledger' } })).pollers.map((p) => p.identity),
+      (await c.workflowService.describeTaskQueue({ namespace: 'default', taskQueue: { name: 'cronledger' } })).pollers.map(
+        (p) => p.identity,
+      ),
     );
     expect(pollers).toContain('worker-1');
   });
@@ -143,7 +145,11 @@ describe('dev up, status and down', () => {
     const restarted = await startTemporal(b.dir);
     expect(restarted.alreadyRunning).toBe(false);
     const after = await status(b.env);
-    expect([after.temporalAddress, after.uiUrl, after.temporal.dbFile]).toEqual([before.temporalAddress, before.uiUrl, before.temporal.dbFile]);
+    expect([after.temporalAddress, after.uiUrl, after.temporal.dbFile]).toEqual([
+      before.temporalAddress,
+      before.uiUrl,
+      before.temporal.dbFile,
+    ]);
     const described = await withConnection(after.temporalAddress!, (connection) =>
       new WorkflowClient({ connection }).getHandle(workflowId).describe(),
     );
@@ -171,7 +177,14 @@ describe('dev up, status and down', () => {
     const port = stack.postgres.port;
     for (const host of ['127.0.0.1', stack.postgres.clusterDir]) {
       for (const user of ['postgres', 'cronledger_owner', 'cronledger_app']) {
-        const client = new pg.Client({ host, port, user, password: 'not-the-password', database: 'cronledger', connectionTimeoutMillis: 5_000 });
+        const client = new pg.Client({
+          host,
+          port,
+          user,
+          password: 'not-the-password',
+          database: 'cronledger',
+          connectionTimeoutMillis: 5_000,
+        });
         await expect(client.connect().finally(() => client.end().catch(() => undefined))).rejects.toMatchObject({ code: '28P01' });
       }
     }
@@ -223,7 +236,7 @@ describe('dev up, status and down', () => {
     expect((await status(b.env)).temporal.running).toBe(true); // the other stack is untouched
   });
 
-  it('never stops a process that is not this stack\'s, even when its pid is recorded there', async () => {
+  it("never stops a process that is not this stack's, even when its pid is recorded there", async () => {
     // Pid reuse, staged: the stack file names pids that now belong to other processes. One is unrelated; one even has
     // the worker's command line and this stack's marker, but started at another time than the one recorded.
     const unrelated = spawn('sleep', ['600'], { stdio: 'ignore', detached: true });

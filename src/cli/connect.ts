@@ -33,4 +33,3 @@ export async function withConnections<T>(
     await pool?.end();
   }
 }
-

@@ -27,7 +27,9 @@ export async function connectPool(databaseUrl: string, variable = 'DATABASE_URL'
   try {
     pool = createPool(databaseUrl, max);
   } catch {
-    throw new UserError(`${variable} is not a PostgreSQL URL (its value is not shown: it may hold a password); use postgres://user:password@host:5432/database`);
+    throw new UserError(
+      `${variable} is not a PostgreSQL URL (its value is not shown: it may hold a password); use postgres://user:password@host:5432/database`,
+    );
   }
   try {
     await pool.query('select 1');

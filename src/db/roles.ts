@@ -18,7 +18,11 @@ export interface RolePasswords {
 /** 32 random bytes, URL-safe: they go into connection URLs without escaping. */
 export const generatePassword = (): string => randomBytes(32).toString('base64url');
 
-export const generatePasswords = (): RolePasswords => ({ superuser: generatePassword(), owner: generatePassword(), app: generatePassword() });
+export const generatePasswords = (): RolePasswords => ({
+  superuser: generatePassword(),
+  owner: generatePassword(),
+  app: generatePassword(),
+});
 
 /**
  * As a superuser: both roles exist, log in with these passwords (stored as SCRAM verifiers), and hold nothing

@@ -1,5 +1,16 @@
 import { execFileSync, spawn } from 'node:child_process';
-import { appendFileSync, chmodSync, chownSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import {
+  appendFileSync,
+  chmodSync,
+  chownSync,
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { dirname, join, parse } from 'node:path';
 import pg from 'pg';
 import { adoptByOwner, APP_ROLE, ensureRoles, OWNER_ROLE, type RolePasswords } from '../db/roles';
@@ -64,7 +75,8 @@ export async function ensurePostgresBinDir(log: (line: string) => void): Promise
   const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
   for (const args of [['update'], ['install', '-y', '--no-install-recommends', 'postgresql']]) {
     const { code, output } = await run(aptGet, args, { env, echo: true });
-    if (code !== 0) throw new UserError(`apt-get ${args.join(' ')} failed (exit ${code}):\n${tail(output)}\nFix apt and retry, or set DATABASE_URL.`);
+    if (code !== 0)
+      throw new UserError(`apt-get ${args.join(' ')} failed (exit ${code}):\n${tail(output)}\nFix apt and retry, or set DATABASE_URL.`);
   }
   const installed = findPostgresBinDir();
   if (!installed) throw new UserError(`apt-get installed postgresql but no initdb appeared under ${DEBIAN_PG_ROOT}/*/bin`);
@@ -130,18 +142,40 @@ export async function startPostgres(opts: {
     const pwfile = join(dataDir, '.initdb-password');
     writeFileSync(pwfile, `${passwords.superuser}\n`, { mode: 0o600 });
     if (owner) chownSync(pwfile, owner.uid, owner.gid);
-    const initdbArgs = ['-D', clusterDir, '-U', SUPERUSER, '-A', 'scram-sha-256', `--pwfile=${pwfile}`, '-E', 'UTF8', '--locale=C', '--no-sync'];
-    const init = await run(join(binDir, 'initdb'), initdbArgs, { cwd: clusterDir, as: owner }).finally(() => rmSync(pwfile, { force: true }));
+    const initdbArgs = [
+      '-D',
+      clusterDir,
+      '-U',
+      SUPERUSER,
+      '-A',
+      'scram-sha-256',
+      `--pwfile=${pwfile}`,
+      '-E',
+      'UTF8',
+      '--locale=C',
+      '--no-sync',
+    ];
+    const init = await run(join(binDir, 'initdb'), initdbArgs, { cwd: clusterDir, as: owner }).finally(() =>
+      rmSync(pwfile, { force: true }),
+    );
     if (init.code !== 0) throw new UserError(`initdb failed in ${clusterDir} (exit ${init.code}):\n${tail(init.output)}`);
-    appendFileSync(join(clusterDir, 'postgresql.conf'), "\n# cronledger: port, address and socket dir, rewritten at every start\ninclude_if_exists = 'cronledger.conf'\n");
+    appendFileSync(
+      join(clusterDir, 'postgresql.conf'),
+      "\n# cronledger: port, address and socket dir, rewritten at every start\ninclude_if_exists = 'cronledger.conf'\n",
+    );
     writeClusterFile(join(clusterDir, 'pg_hba.conf'), PG_HBA, owner);
   }
   writeClusterFile(join(clusterDir, 'cronledger.conf'), clusterSettings(clusterDir, port), owner);
 
-  const start = await run(join(binDir, 'pg_ctl'), ['-D', clusterDir, '-l', logFile, '-w', '-t', '60', 'start'], { cwd: clusterDir, as: owner });
+  const start = await run(join(binDir, 'pg_ctl'), ['-D', clusterDir, '-l', logFile, '-w', '-t', '60', 'start'], {
+    cwd: clusterDir,
+    as: owner,
+  });
   const pid = postgresPid(dataDir);
   if (start.code !== 0 || !pid) {
-    throw new UserError(`PostgreSQL did not start on ${LOCALHOST}:${port} (pg_ctl exit ${start.code}). From ${logFile}:\n${logTail(logFile)}`);
+    throw new UserError(
+      `PostgreSQL did not start on ${LOCALHOST}:${port} (pg_ctl exit ${start.code}). From ${logFile}:\n${logTail(logFile)}`,
+    );
   }
   await ensureDatabase(port, passwords, clusterDir);
   return { databaseUrl: databaseUrlFor(port, 'app', passwords), port, pid, alreadyRunning: false };
@@ -151,7 +185,8 @@ export async function startPostgres(opts: {
 export async function stopPostgres(dataDir: string): Promise<boolean> {
   if (!postgresPid(dataDir)) return false;
   const binDir = findPostgresBinDir();
-  if (!binDir) throw new UserError(`PostgreSQL is running in ${clusterDirOf(dataDir)} but pg_ctl is gone; stop it with kill ${postgresPid(dataDir)}`);
+  if (!binDir)
+    throw new UserError(`PostgreSQL is running in ${clusterDirOf(dataDir)} but pg_ctl is gone; stop it with kill ${postgresPid(dataDir)}`);
   const clusterDir = clusterDirOf(dataDir);
   const stop = await run(join(binDir, 'pg_ctl'), ['-D', clusterDir, '-m', 'fast', '-w', '-t', '60', 'stop'], {
     cwd: clusterDir,
@@ -206,7 +241,10 @@ function writeClusterFile(path: string, content: string, owner: Account | undefi
 }
 
 async function withSuperuser(port: number, passwords: RolePasswords, database: string, fn: (c: pg.Client) => Promise<void>): Promise<void> {
-  const client = new pg.Client({ connectionString: databaseUrlFor(port, 'superuser', passwords, database), connectionTimeoutMillis: 10_000 });
+  const client = new pg.Client({
+    connectionString: databaseUrlFor(port, 'superuser', passwords, database),
+    connectionTimeoutMillis: 10_000,
+  });
   await client.connect();
   try {
     await fn(client);
@@ -231,7 +269,7 @@ function postgresAccount(): Account {
     return { uid, gid, groups };
   } catch {
     throw new UserError(
-      'running as root, PostgreSQL must run as the `postgres` user, which does not exist. Install Debian\'s `postgresql` package (it creates the user) or run as a normal user.',
+      "running as root, PostgreSQL must run as the `postgres` user, which does not exist. Install Debian's `postgresql` package (it creates the user) or run as a normal user.",
     );
   }
 }
@@ -283,7 +321,11 @@ interface RunResult {
 }
 
 /** Runs a command to completion, as the postgres account when given (via runuser), collecting its output. */
-function run(command: string, args: string[], opts: { cwd?: string; env?: NodeJS.ProcessEnv; as?: Account; echo?: boolean }): Promise<RunResult> {
+function run(
+  command: string,
+  args: string[],
+  opts: { cwd?: string; env?: NodeJS.ProcessEnv; as?: Account; echo?: boolean },
+): Promise<RunResult> {
   const [cmd, argv] = opts.as ? ['runuser', ['-u', 'postgres', '--', command, ...args]] : [command, args];
   return new Promise((resolve, reject) => {
     // detached: a Ctrl-C during `dev up` must not reach the postmaster that pg_ctl leaves running.

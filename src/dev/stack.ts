@@ -4,11 +4,19 @@ import pg from 'pg';
 import { defaultDataDir, readStackFile, redactDatabaseUrl, stackFilePath, type StackFile } from '../config';
 import { DEFAULT_TASK_QUEUE } from '../constants';
 import { migrateDatabase } from '../db/migrate';
-import { createPool } from '../db/pool';
 import { generatePasswords } from '../db/roles';
 import { UserError } from '../errors';
 import { freePorts, isPortFree, LOCALHOST } from './ports';
-import { checkClusterReachable, clusterDirOf, databaseUrlFor, ensurePostgresBinDir, postgresLogOf, postgresPid, startPostgres, stopPostgres } from './postgres';
+import {
+  checkClusterReachable,
+  clusterDirOf,
+  databaseUrlFor,
+  ensurePostgresBinDir,
+  postgresLogOf,
+  postgresPid,
+  startPostgres,
+  stopPostgres,
+} from './postgres';
 import { requireStackFile, updateStackFile, writeStackFile } from './stack-file';
 import { findTemporalCli, resolveTemporalCli } from './temporal-cli';
 import { startTemporal, stopTemporal, temporalLogOf, temporalRunning } from './temporal-server';
@@ -81,7 +89,9 @@ export async function startStack(opts: StartStackOptions): Promise<StackUp> {
     const stack = requireStackFile(dataDir);
     const somethingRuns = temporalRunning(stack) || Boolean(postgresPid(dataDir)) || stack.workers.some((w) => workerRunning(w, dataDir));
     if (err instanceof UserError && somethingRuns) {
-      throw new UserError(`${err.message}\nParts that did start are still running: \`cronledger dev status\` shows them, \`cronledger dev down\` stops them.`);
+      throw new UserError(
+        `${err.message}\nParts that did start are still running: \`cronledger dev status\` shows them, \`cronledger dev down\` stops them.`,
+      );
     }
     throw err;
   } finally {
@@ -162,7 +172,14 @@ export async function stackStatus(dataDir: string): Promise<StackStatus> {
     databaseUrl: redactDatabaseUrl(p.databaseUrl), // `dev env` is the one place that prints passwords
     temporalCli: t.cli,
     namespace: stack.namespace,
-    temporal: { running: tRunning, pid: tRunning ? t.pid : null, port: t.port, uiPort: t.uiPort, dbFile: t.dbFile, log: temporalLogOf(dataDir) },
+    temporal: {
+      running: tRunning,
+      pid: tRunning ? t.pid : null,
+      port: t.port,
+      uiPort: t.uiPort,
+      dbFile: t.dbFile,
+      log: temporalLogOf(dataDir),
+    },
     postgres: {
       running: p.external ? await answers(p.databaseUrl) : Boolean(pgPid),
       external: p.external,
@@ -176,7 +193,12 @@ export async function stackStatus(dataDir: string): Promise<StackStatus> {
 }
 
 /** Ports and paths: those already in stack.json (same ports, same SQLite file on every restart), else fresh ones. */
-async function planStack(dataDir: string, cli: string, externalDatabaseUrl: string | undefined, externalOwnerUrl: string | undefined): Promise<StackFile> {
+async function planStack(
+  dataDir: string,
+  cli: string,
+  externalDatabaseUrl: string | undefined,
+  externalOwnerUrl: string | undefined,
+): Promise<StackFile> {
   const existing = readStackFile(dataDir);
   const postgres = externalDatabaseUrl
     ? externalPostgres(externalDatabaseUrl, externalOwnerUrl)
@@ -239,7 +261,9 @@ export function parseDatabaseUrl(variable: string, value: string): URL {
     url = undefined;
   }
   if (!url || !/^postgres(ql)?:$/.test(url.protocol) || !url.hostname) {
-    throw new UserError(`${variable} is not a PostgreSQL URL (its value is not shown: it may hold a password); use postgres://user:password@host:5432/database`);
+    throw new UserError(
+      `${variable} is not a PostgreSQL URL (its value is not shown: it may hold a password); use postgres://user:password@host:5432/database`,
+    );
   }
   return url;
 }
@@ -263,7 +287,6 @@ async function startLedgerDatabase(dataDir: string, log: (line: string) => void)
   });
   return { external: false, pid: started.pid, alreadyRunning: started.alreadyRunning };
 }
-
 
 function settledOrThrow<A, B>([a, b]: [PromiseSettledResult<A>, PromiseSettledResult<B>]): [A, B] {
   if (a.status === 'rejected') throw a.reason;

@@ -51,7 +51,10 @@ export function findTemporalCli(env: NodeJS.ProcessEnv = process.env): TemporalC
 }
 
 /** The binary, building it into the cache with `go install` when nothing else has it (minutes, once). */
-export async function resolveTemporalCli(env: NodeJS.ProcessEnv = process.env, progress: NodeJS.WriteStream = process.stderr): Promise<TemporalCli> {
+export async function resolveTemporalCli(
+  env: NodeJS.ProcessEnv = process.env,
+  progress: NodeJS.WriteStream = process.stderr,
+): Promise<TemporalCli> {
   return findTemporalCli(env) ?? { path: await buildTemporalCli(env, progress), source: 'built' };
 }
 

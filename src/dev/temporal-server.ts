@@ -44,7 +44,10 @@ export function temporalArgs(t: StackFile['temporal'], namespaces: string[]): st
  * Starts the server recorded in <dataDir>/stack.json (same SQLite file, same ports) unless it already runs, and
  * waits until it serves every namespace and the Web UI. Tests use it to bring a stopped server back.
  */
-export async function startTemporal(dataDir: string, opts: { namespaces?: string[] } = {}): Promise<{ pid: number; alreadyRunning: boolean }> {
+export async function startTemporal(
+  dataDir: string,
+  opts: { namespaces?: string[] } = {},
+): Promise<{ pid: number; alreadyRunning: boolean }> {
   const stack = requireStackFile(dataDir);
   const t = stack.temporal;
   const namespaces = [...new Set([stack.namespace, ...(opts.namespaces ?? [])])];
@@ -53,7 +56,10 @@ export async function startTemporal(dataDir: string, opts: { namespaces?: string
     await waitUntilServing(t, namespaces, { pid: t.pid, logFile, alreadyRunning: true });
     return { pid: t.pid, alreadyRunning: true };
   }
-  for (const [what, port] of [['gRPC', t.port], ['Web UI', t.uiPort]] as const) {
+  for (const [what, port] of [
+    ['gRPC', t.port],
+    ['Web UI', t.uiPort],
+  ] as const) {
     if (!(await isPortFree(port))) {
       throw new UserError(
         `port ${port} (Temporal ${what}, recorded in ${join(dataDir, 'stack.json')}) is taken by another process.\n` +
@@ -105,7 +111,7 @@ async function waitUntilServing(
   proc: { pid: number; logFile: string; alreadyRunning: boolean },
 ): Promise<void> {
   const deadline = Date.now() + READY_TIMEOUT_MS;
-  let lastError = 'not reachable yet';
+  let lastError: string;
   let connection: Connection | undefined;
   try {
     for (;;) {

@@ -21,7 +21,8 @@ const workerLogOf = (dataDir: string, id: string): string => join(dataDir, 'logs
 export const workerId = (w: WorkerEntry): string => basename(w.log, '.log');
 /** On each worker's command line (node ignores arguments after the script): ties the process to its data dir. */
 const stackMarker = (dataDir: string): string => `--cronledger-stack=${dataDir}`;
-export const workerRunning = (w: WorkerEntry, dataDir: string): boolean => isOurProcess(w.pid, [WORKER_SCRIPT, stackMarker(dataDir)], w.startTime);
+export const workerRunning = (w: WorkerEntry, dataDir: string): boolean =>
+  isOurProcess(w.pid, [WORKER_SCRIPT, stackMarker(dataDir)], w.startTime);
 
 export interface WorkerState {
   id: string;
@@ -79,7 +80,13 @@ export async function stopWorkers(dataDir: string): Promise<{ id: string; pid: n
 }
 
 /** A worker counts as up once Temporal has seen it poll the workflow task queue (not merely once its process exists). */
-async function waitUntilPolling(stack: StackFile, workers: WorkerState[], taskQueue: string, since: number, dataDir: string): Promise<void> {
+async function waitUntilPolling(
+  stack: StackFile,
+  workers: WorkerState[],
+  taskQueue: string,
+  since: number,
+  dataDir: string,
+): Promise<void> {
   if (workers.length === 0) return;
   const deadline = Date.now() + READY_TIMEOUT_MS;
   const connection = await Connection.connect({ address: stack.temporal.address, connectTimeout: '5s' });
@@ -91,7 +98,10 @@ async function waitUntilPolling(stack: StackFile, workers: WorkerState[], taskQu
         }
       }
       // The type left unset means the workflow task queue, which every worker polls.
-      const { pollers } = await connection.workflowService.describeTaskQueue({ namespace: stack.namespace, taskQueue: { name: taskQueue } });
+      const { pollers } = await connection.workflowService.describeTaskQueue({
+        namespace: stack.namespace,
+        taskQueue: { name: taskQueue },
+      });
       // Pollers are remembered for minutes, so a worker-1 from before a restart must not count.
       const polling = new Set(
         pollers.filter((p) => Number(p.lastAccessTime?.seconds?.toString() ?? 0) * 1000 >= since - 1000).map((p) => p.identity),

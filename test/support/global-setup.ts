@@ -43,7 +43,9 @@ export default async function setup(project: TestProject): Promise<() => Promise
       dataDir,
     };
     project.provide('stack', provided);
-    process.stderr.write(`test stack up in ${((Date.now() - started) / 1000).toFixed(1)}s: Temporal ${provided.temporalAddress}, UI ${provided.uiUrl}\n`);
+    process.stderr.write(
+      `test stack up in ${((Date.now() - started) / 1000).toFixed(1)}s: Temporal ${provided.temporalAddress}, UI ${provided.uiUrl}\n`,
+    );
   } catch (err) {
     await teardown().catch(() => undefined);
     throw err;

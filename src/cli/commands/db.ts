@@ -8,7 +8,7 @@ export function registerDbCommands(program: Command): void {
 
   db.command('migrate')
     .description(
-      'apply pending migrations as the owner role (DATABASE_OWNER_URL, else the local stack\'s owner); workers and other commands never migrate',
+      "apply pending migrations as the owner role (DATABASE_OWNER_URL, else the local stack's owner); workers and other commands never migrate",
     )
     .option('--json', 'machine-readable output')
     .action(async (opts: { json?: boolean }) => {

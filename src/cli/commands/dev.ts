@@ -12,7 +12,9 @@ const DEFAULT_WORKERS = 2;
 const MAX_WORKERS = 32;
 
 export function registerDevCommands(program: Command): void {
-  const dev = program.command('dev').description('start, stop and inspect the local stack (Temporal dev server with Web UI, PostgreSQL, workers)');
+  const dev = program
+    .command('dev')
+    .description('start, stop and inspect the local stack (Temporal dev server with Web UI, PostgreSQL, workers)');
 
   dev
     .command('up')
@@ -28,7 +30,8 @@ export function registerDevCommands(program: Command): void {
         externalOwnerDatabaseUrl: process.env.DATABASE_OWNER_URL,
         taskQueue: process.env.CRONLEDGER_TASK_QUEUE ?? DEFAULT_TASK_QUEUE,
       });
-      const state = (alreadyRunning: boolean, pid?: number) => `${alreadyRunning ? 'already running' : 'started'}${pid ? `, pid ${pid}` : ''}`;
+      const state = (alreadyRunning: boolean, pid?: number) =>
+        `${alreadyRunning ? 'already running' : 'started'}${pid ? `, pid ${pid}` : ''}`;
       const lines = [
         `Temporal     ${up.stack.temporal.address}  (${state(up.temporal.alreadyRunning, up.temporal.pid)})`,
         `Web UI       ${up.stack.temporal.uiUrl}`,
@@ -82,7 +85,9 @@ export function registerDevCommands(program: Command): void {
 
   dev
     .command('env')
-    .description('print shell export lines for this stack (TEMPORAL_ADDRESS, DATABASE_URL, DATABASE_OWNER_URL) WITH passwords: eval "$(npx cronledger dev env)"')
+    .description(
+      'print shell export lines for this stack (TEMPORAL_ADDRESS, DATABASE_URL, DATABASE_OWNER_URL) WITH passwords: eval "$(npx cronledger dev env)"',
+    )
     .action(() => {
       const dir = dataDir();
       const stack = requireStackFile(dir);
@@ -92,7 +97,9 @@ export function registerDevCommands(program: Command): void {
         `export TEMPORAL_ADDRESS=${quote(stack.temporal.address)}`,
         `export TEMPORAL_NAMESPACE=${quote(stack.namespace)}`,
         `export DATABASE_URL=${quote(stack.postgres.databaseUrl)}`,
-        stack.postgres.ownerDatabaseUrl ? `export DATABASE_OWNER_URL=${quote(stack.postgres.ownerDatabaseUrl)}` : '# DATABASE_OWNER_URL: as you set it (external database)',
+        stack.postgres.ownerDatabaseUrl
+          ? `export DATABASE_OWNER_URL=${quote(stack.postgres.ownerDatabaseUrl)}`
+          : '# DATABASE_OWNER_URL: as you set it (external database)',
       ];
       process.stdout.write(`${lines.join('\n')}\n`);
     });
@@ -109,7 +116,9 @@ export function registerDevCommands(program: Command): void {
 
 export function parseWorkerCount(value: string): number {
   if (!/^\d+$/.test(value.trim()) || Number(value) > MAX_WORKERS) {
-    throw new UserError(`--workers ${JSON.stringify(value)} is not a worker count; use a whole number from 0 to ${MAX_WORKERS}, e.g. --workers 3`);
+    throw new UserError(
+      `--workers ${JSON.stringify(value)} is not a worker count; use a whole number from 0 to ${MAX_WORKERS}, e.g. --workers 3`,
+    );
   }
   return Number(value);
 }
