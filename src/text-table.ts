@@ -1,7 +1,19 @@
 /** Plain-text tables for terminals and text reports; the CLI and the report renderers share it. */
 
 /** Left-aligned columns; columns listed in `right` are right-aligned (numbers, money). */
-export function formatTable(headers: string[], rows: string[][], right: number[] = []): string {
+/**
+ * Text fit for a terminal: control characters (C0, DEL, C1: ESC sequences could move the cursor, rewrite lines or set
+ * the window title) and bidirectional overrides (which reorder what the eye reads) are shown as escapes such as \x1b.
+ */
+export function printable(text: string): string {
+  return text.replace(/[\u0000-\u001f\u007f-\u009f\u200e\u200f\u202a-\u202e\u2066-\u2069]/g, (c) => {
+    const code = c.charCodeAt(0);
+    return code <= 0xff ? `\\x${code.toString(16).padStart(2, '0')}` : `\\u${code.toString(16).padStart(4, '0')}`;
+  });
+}
+
+export function formatTable(headers: string[], rawRows: string[][], right: number[] = []): string {
+  const rows = rawRows.map((r) => r.map((c) => printable(c ?? '')));
   const widths = headers.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
   const line = (cells: string[]) =>
     cells

@@ -1,4 +1,4 @@
-import { formatTable } from '../text-table';
+import { formatTable, printable } from '../text-table';
 import { displayUsd } from '../money';
 import { capitalized, cutTable, economicsRows, linesOf, totalsRows } from './report-rows';
 import type { Figures, LineType, ReportCut, UsageReport } from './types';
@@ -73,9 +73,15 @@ export const CSV_COLUMNS = [
 ] as const;
 type CsvRow = Partial<Record<(typeof CSV_COLUMNS)[number], string | number | null>>;
 
-/** RFC 4180 quoting: fields with a comma, quote or line break are quoted, quotes doubled. */
+/**
+ * RFC 4180 quoting (fields with a comma, quote or line break are quoted, quotes doubled), after OWASP's defence against
+ * CSV injection: a text cell that a spreadsheet would read as a formula (it starts with =, +, -, @, tab or carriage
+ * return) gets a leading single quote, so a user ID like `=HYPERLINK(...)` stays text. Numbers (a credit of
+ * -5.000000000000000000) stay numbers.
+ */
 const csvField = (v: string | number | null | undefined): string => {
-  const s = v === null || v === undefined ? '' : String(v);
+  let s = v === null || v === undefined ? '' : String(v);
+  if (/^[=+\-@\t\r]/.test(s) && !/^-?\d+(\.\d+)?$/.test(s)) s = `'${s}`;
   return /[",\r\n]/.test(s) ? `"${s.replace(/"/g, '""')}"` : s;
 };
 
@@ -146,21 +152,28 @@ export function renderCsv(report: UsageReport, cuts: ReportCut[] = ['user', 'day
 
 // ------------------------------------------------------------------------------------------------------------- markdown
 
-const mdCell = (s: string): string =>
-  s
-    .replace(/\\/g, '\\\\')
-    .replace(/\|/g, '\\|')
-    .replace(/[\r\n]+/g, ' ');
+/**
+ * A table cell from data (a user ID, a model name) as Markdown shows it literally: the characters that would start
+ * emphasis, code, links, images, raw HTML or strike-through are backslash-escaped, `|` cannot split the cell, line
+ * breaks become spaces, and control characters become visible escapes.
+ */
+const mdCell = (s: string): string => printable(s.replace(/[\r\n]+/g, ' ')).replace(/[\\`*_[\]<>|~!#&]/g, (c) => `\\${c}`);
 
-function mdTable(headers: string[], rows: string[][], right: number[]): string {
+/** Cells are escaped here, so the renderer's own emphasis goes in through `strong`. */
+function mdTable(headers: string[], rows: string[][], right: number[], strong: (row: number) => boolean = () => false): string {
   const align = headers.map((_, i) => (right.includes(i) ? '---:' : '---'));
-  return [headers, align, ...rows].map((r) => `| ${r.map(mdCell).join(' | ')} |`).join('\n');
+  const cells = (r: string[], i: number) => r.map((c) => (strong(i) && c ? `**${mdCell(c)}**` : mdCell(c)));
+  return [
+    `| ${headers.map(mdCell).join(' | ')} |`,
+    `| ${align.join(' | ')} |`,
+    ...rows.map((r, i) => `| ${cells(r, i).join(' | ')} |`),
+  ].join('\n');
 }
 
 /** usage.md: the summary, the by-user table, the unit economics and the failed and duplicate slices. */
 export function renderMarkdown(report: UsageReport): string {
   const t = upperCaseHeaders(cutTable(report, 'user'));
-  const rows = t.rows.map((r, i) => (i === t.rows.length - 1 ? r.map((c) => (c ? `**${c}**` : c)) : r));
+  const totalRow = (i: number) => i === t.rows.length - 1;
   const e = report.unitEconomics;
   return [
     `# ${title(report)}`,
@@ -179,7 +192,7 @@ export function renderMarkdown(report: UsageReport): string {
     '',
     '## By user',
     '',
-    mdTable(t.headers, rows, t.right),
+    mdTable(t.headers, t.rows, t.right, totalRow),
     '',
     '## Unit economics',
     '',
