@@ -4,6 +4,7 @@ import { APP_ROLE } from '../src/db/roles';
 import { applyPrices, loadPricesFile } from '../src/ledger/prices';
 import { recordUsage } from '../src/ledger/record-usage';
 import { runCli } from './support/cli';
+import { chatBooking } from './support/bookings';
 import { createTestContext, type TestContext } from './support/context';
 
 /**
@@ -18,22 +19,7 @@ let owner: pg.Client;
 beforeAll(async () => {
   ctx = await createTestContext(import.meta.url);
   await applyPrices(ctx.pool, loadPricesFile('prices/standard.json'), 'test');
-  await recordUsage(ctx.pool, {
-    runId: null,
-    idempotencyKey: 'grants-1',
-    step: 'chat',
-    attempt: 1,
-    userId: 'u1',
-    taskId: null,
-    model: 'openai/gpt-4o-mini',
-    kind: 'chat',
-    status: 'ok',
-    usage: { promptTokens: 100, cachedPromptTokens: 0, completionTokens: 10, reasoningTokens: 0 },
-    providerModel: null,
-    providerRequestId: null,
-    workerId: 'test',
-    occurredAt: new Date('2026-06-01T00:00:00Z'),
-  });
+  await recordUsage(ctx.pool, chatBooking('grants-1', 'u1', new Date('2026-06-01T00:00:00Z')));
   owner = new pg.Client({ connectionString: ctx.ownerDatabaseUrl });
   await owner.connect();
 });

@@ -6,6 +6,7 @@ import { buildReport } from '../src/reports/build-report';
 import { renderCsv, renderMarkdown, renderTable } from '../src/reports/render';
 import type { UsageReport } from '../src/reports/types';
 import { runCli } from './support/cli';
+import { chatBooking } from './support/bookings';
 import { createTestContext, type TestContext } from './support/context';
 
 /**
@@ -25,22 +26,7 @@ beforeAll(async () => {
   ctx = await createTestContext(import.meta.url);
   await applyPrices(ctx.pool, loadPricesFile('prices/standard.json'), 'test');
   for (const [i, userId] of [...FORMULAS, MARKDOWN, TERMINAL].entries()) {
-    await recordUsage(ctx.pool, {
-      runId: null,
-      idempotencyKey: `escaping-${i}`,
-      step: 'chat',
-      attempt: 1,
-      userId,
-      taskId: null,
-      model: 'openai/gpt-4o-mini',
-      kind: 'chat',
-      status: 'ok',
-      usage: { promptTokens: 100, cachedPromptTokens: 0, completionTokens: 10, reasoningTokens: 0 },
-      providerModel: null,
-      providerRequestId: null,
-      workerId: 'test',
-      occurredAt: new Date(`${MONTH}-10T12:00:00Z`),
-    });
+    await recordUsage(ctx.pool, chatBooking(`escaping-${i}`, userId, new Date(`${MONTH}-10T12:00:00Z`)));
   }
   await creditUser(ctx.pool, { userId: 'plain-user', amount: '5.00', reason: 'goodwill' });
   report = await buildReport(ctx.pool, { month: new Date().toISOString().slice(0, 7), timeZone: 'UTC' });
@@ -82,6 +68,8 @@ describe('Markdown', () => {
 });
 
 describe('terminal output', () => {
+  // Matching the control characters themselves is the point of these expressions.
+  /* eslint-disable no-control-regex */
   it('shows control characters and bidi overrides as escapes, in the report table and in CLI listings', async () => {
     const table = renderTable(report, 'user');
     expect(table).toContain('evil\\x1b]0;owned\\x07\\x1b[2J\\u202eoverride');
@@ -94,3 +82,4 @@ describe('terminal output', () => {
     expect(all.stdout).not.toMatch(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u202e]/);
   });
 });
+/* eslint-enable no-control-regex */
