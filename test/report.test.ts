@@ -164,6 +164,54 @@ describe('the month a scheduled report covers', () => {
   });
 });
 
+describe('the duplicate slice', () => {
+  it('measures what a duplicate booked, whether its rows name it by workflow_id (since migration 004) or by run_id (before)', async () => {
+    const at = new Date('2026-04-10T12:00:00Z');
+    // The slot's owner ran under one workflow ID; two executions under other IDs (a second deployment, say) found
+    // the slot claimed, after each had booked a call.
+    const slotKey = 'cron:dup-cost:2026-04-10T12:00Z';
+    await ctx.pool.query(
+      `insert into runs (idempotency_key, task_id, user_id, workflow_id, temporal_run_id, scheduled_minute, status, claimed_by, claimed_at, finished_at)
+       values ($1, 'dup-cost', 'dup-user', 'cron-dup-cost-2026-04-10T12:00:00Z', 'owner-run', $2, 'completed', 'test', $2, $2)`,
+      [slotKey, at],
+    );
+    const dupOf = (n: number) => `other-deployment-${n}-dup-cost-2026-04-10T12:00:00Z`;
+    for (const n of [1, 2]) {
+      await ctx.pool.query(
+        `insert into run_duplicates (temporal_run_id, workflow_id, idempotency_key, task_id, user_id, detected_by, detected_at)
+         values ($1, $2, $3, 'dup-cost', 'dup-user', 'test', $4)`,
+        [`dup-run-${n}`, dupOf(n), slotKey, at],
+      );
+    }
+    const booking = {
+      step: 'chat',
+      attempt: 1,
+      userId: 'dup-user',
+      taskId: 'dup-cost',
+      model: 'openai/gpt-4o-mini',
+      kind: 'chat' as const,
+    };
+    const usage = { promptTokens: 1234, cachedPromptTokens: 0, completionTokens: 56, reasoningTokens: 0 };
+    const common = {
+      ...booking,
+      status: 'ok' as const,
+      usage,
+      providerModel: null,
+      providerRequestId: null,
+      workerId: null,
+      occurredAt: at,
+    };
+    // Today's rows: run_id is Temporal's run ID, the slot's workflow ID has its own column.
+    const current = await recordUsage(ctx.pool, { ...common, runId: 'dup-run-1', workflowId: dupOf(1) });
+    // Rows booked before migration 004: run_id held the workflow ID, workflow_id is empty.
+    const old = await recordUsage(ctx.pool, { ...common, runId: dupOf(2), workflowId: null });
+    const report = await buildReport(ctx.pool, { month: '2026-04', timeZone: 'UTC' });
+    expect(report.duplicateSkippedRuns.runs).toBe(2);
+    expect(atto(report.duplicateSkippedRuns.costUsd)).toBe(atto(current.cost_usd) + atto(old.cost_usd));
+    expect(atto(current.cost_usd)).toBeGreaterThan(0n);
+  });
+});
+
 describe('an empty month', () => {
   it('reports zeros everywhere, with no division by zero', async () => {
     const report = await buildReport(ctx.pool, { month: '2025-02', timeZone: 'UTC' });

@@ -1,5 +1,6 @@
 import { add, equal } from 'dinero.js/bigint';
 import type pg from 'pg';
+import { runOutcomes, duplicateRuns } from '../db/run-outcomes';
 import { parseUsd, toAttoUsd, toExactString, zero, type Money } from '../money';
 import { countPerDollar, moneyPer, RATIO_ROUNDING } from './economics';
 import type { Month } from './month';
@@ -60,7 +61,7 @@ export async function buildReport(db: pg.Pool, opts: { month: Month; timeZone: s
 
   const lineCost = (line: LineType) => perLine.tally({ line }).cost;
   const spend = [lineCost('usage'), lineCost('adjustment'), lineCost('reconciliation')].reduce((a, b) => add(a, b), zero());
-  const runs = await runCounts(db, period.from, period.to);
+  const runs = await runOutcomes(db, period.from, period.to);
   const duplicates = await duplicateRuns(db, period.from, period.to);
   const users = BigInt(activeUsers.size);
 
@@ -168,33 +169,3 @@ const byCostDesc = (a: Figures, b: Figures) => {
   const y = toAttoUsd(parseUsd(b.costUsd));
   return x > y ? -1 : x < y ? 1 : 0;
 };
-
-/** Runs that claimed their slot inside the month, by outcome (the runs table, not the ledger). */
-async function runCounts(db: pg.Pool, from: string, to: string): Promise<{ completed: bigint; failed: bigint }> {
-  const { rows } = await db.query<{ completed: string; failed: string }>(
-    `select count(*) filter (where status = 'completed') as completed, count(*) filter (where status = 'failed') as failed
-       from runs where claimed_at >= $1 and claimed_at < $2`,
-    [from, to],
-  );
-  return { completed: BigInt(rows[0].completed), failed: BigInt(rows[0].failed) };
-}
-
-/**
- * Executions that found their slot taken and stopped, detected inside the month, and what they cost. They stop
- * before any model call, so their cost is expected to be $0; it is measured, not assumed: ledger rows booked under a
- * duplicate's workflow ID that belongs to no claimed run (a duplicate sharing the owner's ID is indistinguishable
- * from the owner in the ledger, and the owner's rows are the owner's cost).
- */
-async function duplicateRuns(db: pg.Pool, from: string, to: string): Promise<{ runs: bigint; cost: Money }> {
-  const { rows } = await db.query<{ runs: string; cost: string }>(
-    `with dups as (
-       select d.workflow_id from run_duplicates d where d.detected_at >= $1 and d.detected_at < $2
-     )
-     select (select count(*) from dups) as runs,
-            (select coalesce(sum(l.cost_usd), 0)::numeric(38, 18) from usage_ledger l
-              where l.run_id in (select workflow_id from dups d where not exists (select 1 from runs r where r.workflow_id = d.workflow_id))
-                and l.created_at >= $1 and l.created_at < $2) as cost`,
-    [from, to],
-  );
-  return { runs: BigInt(rows[0].runs), cost: parseUsd(rows[0].cost) };
-}
