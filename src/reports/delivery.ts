@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import { inTransaction } from '../db/pool';
+import { deliveredAt, recordDelivery, tryLockMonthDelivery } from '../db/report-deliveries';
 import { UserError } from '../errors';
 import { displayUsd } from '../money';
 import type { DeliveryOutcome, GeneratedReport } from './types';
@@ -126,28 +127,22 @@ export interface DeliverRequest {
 export async function deliverOnce(db: pg.Pool, req: DeliverRequest): Promise<DeliveryOutcome> {
   const { month, timeZone, reportSha256, summary } = req.generated;
   const complete = summary.complete;
-  return inTransaction(db, async (client) => {
-    const locked = await client.query<{ ok: boolean }>(
-      `select pg_try_advisory_xact_lock(hashtextextended('cronledger-report-delivery:' || $1, 0)) as ok`,
-      [month],
-    );
-    if (!locked.rows[0].ok) throw new Error(`another delivery of ${month} is in progress; retrying`);
-    const done = await client.query<{ delivered_at: Date }>(
-      `select delivered_at from report_deliveries
-        where month = $1 and (complete or (not $2::boolean and report_sha256 = $3))
-        order by delivered_at limit 1`,
-      [month, complete, reportSha256],
-    );
-    if (done.rows.length > 0) {
-      return { status: 'already-delivered', deliveredAt: done.rows[0].delivered_at.toISOString() };
-    }
+  return inTransaction(db, async (tx) => {
+    if (!(await tryLockMonthDelivery(tx, month))) throw new Error(`another delivery of ${month} is in progress; retrying`);
+    const done = await deliveredAt(tx, { month, complete, reportSha256 });
+    if (done) return { status: 'already-delivered', deliveredAt: done.toISOString() };
     const status = await (req.post ?? postJson)(req.url, slackPayload(req.generated as GeneratedReport));
     const target = webhookTarget(req.url);
-    await client.query(
-      `insert into report_deliveries (month, time_zone, complete, report_sha256, target, workflow_id, attempt, response_status)
-       values ($1, $2, $3, $4, $5, $6, $7, $8)`,
-      [month, timeZone, complete, reportSha256, target, req.workflowId ?? null, req.attempt ?? null, status],
-    );
+    await recordDelivery(tx, {
+      month,
+      timeZone,
+      complete,
+      reportSha256,
+      target,
+      workflowId: req.workflowId ?? null,
+      attempt: req.attempt ?? null,
+      responseStatus: status,
+    });
     return { status: 'posted', target, attempt: req.attempt ?? 1 };
   });
 }
