@@ -45,13 +45,13 @@ async function main(): Promise<void> {
       }
       const running = fleet.map((w) => w.run());
       const start = performance.now();
-      const { summary } = await backfill(client, { taskIds: [taskId], from, to });
+      const { summary } = await backfill(client, pool, { taskIds: [taskId], from, to });
       const ms = performance.now() - start;
       fleet.forEach((w) => w.shutdown());
       await Promise.all(running);
       await Promise.all(connections.map((c) => c.close()));
       await client.schedule.getHandle(`cron-${taskId}`).delete();
-      if (summary.executed !== slots) throw new Error(`expected ${slots} executed slots, got ${JSON.stringify(summary)}`);
+      if (summary.completed !== slots) throw new Error(`expected ${slots} completed slots, got ${JSON.stringify(summary)}`);
       results.push({ workers, ms });
     }
   } finally {

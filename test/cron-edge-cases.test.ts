@@ -20,7 +20,7 @@ const tasks: Record<string, [cron: string, timezone?: string]> = {
   'range-step': ['10-50/20 8 * * *'],
   'sunday-0': ['0 12 * * 0'],
   'sunday-7': ['0 12 * * 7'],
-  'weekdays': ['0 8 * * 1-5'],
+  weekdays: ['0 8 * * 1-5'],
   'day-31': ['0 12 31 * *'],
   'day-29': ['0 12 29 2 *'],
   'dom-and-dow': ['0 0 1,15 * 0'],
@@ -116,7 +116,7 @@ describe('cron features, as the Temporal server fires them', () => {
 });
 
 describe('slot times for backfill', () => {
-  it('pages past the server\'s 1,000 times per call: an every-minute task over a day and a minute has 1,441 slots', async () => {
+  it("pages past the server's 1,000 times per call: an every-minute task over a day and a minute has 1,441 slots", async () => {
     const all = await slots('every-minute', '2026-11-02T00:00:00Z', '2026-11-03T00:00:00Z');
     expect(all).toHaveLength(1441);
     expect(all[0]).toBe('2026-11-02T00:00:00Z');
@@ -143,10 +143,14 @@ describe('slot times for backfill', () => {
     expect(nominal).toEqual(Array.from({ length: 24 }, (_, h) => `2026-11-02T${String(h).padStart(2, '0')}:00:00Z`));
 
     // the paused twin that listed them is gone (the schedule list is eventually consistent: wait for it to agree)
-    await waitFor(async () => {
-      for await (const s of ctx.client.schedule.list()) if (s.scheduleId.startsWith(NOMINAL_PROBE_PREFIX)) return false;
-      return true;
-    }, 30_000, 'no nominal-times probe schedule left');
+    await waitFor(
+      async () => {
+        for await (const s of ctx.client.schedule.list()) if (s.scheduleId.startsWith(NOMINAL_PROBE_PREFIX)) return false;
+        return true;
+      },
+      30_000,
+      'no nominal-times probe schedule left',
+    );
   });
 });
 

@@ -33,7 +33,11 @@ const everyMinute = (id: string) =>
   parseTasksFile({ tasks: [{ id, cron: '* * * * *', userId: 'u-missed', input: 'catch up' }], monthlyReport: false });
 
 const runOf = async (workflowId: string) =>
-  (await ctx.pool.query<{ status: string; scheduled_minute: Date }>('select status, scheduled_minute from runs where workflow_id = $1', [workflowId])).rows;
+  (
+    await ctx.pool.query<{ status: string; scheduled_minute: Date }>('select status, scheduled_minute from runs where workflow_id = $1', [
+      workflowId,
+    ])
+  ).rows;
 
 it('with every worker down, the server still starts the slot, and it runs once a worker returns', async () => {
   await applyTasks(ctx.client, everyMinute('no-worker'), ctx.taskQueue);
@@ -99,4 +103,3 @@ it('with the Temporal server down across a slot, a restart on the same SQLite fi
     await second.teardown();
   }
 });
-

@@ -6,11 +6,19 @@ import { createTestContext, type TestContext } from './support/context';
 import { runCli } from './support/cli';
 import { waitFor } from './support/wait';
 import { describeOrUndefined } from '../src/schedules/describe-schedule';
+import { applyPrices, loadPricesFile } from '../src/ledger/prices';
+import { startWorkers } from './support/workers';
 
 let ctx: TestContext;
 const dir = mkdtempSync(join(tmpdir(), 'cronledger-tasks-'));
 
-const task = (id: string, extra: Record<string, unknown> = {}) => ({ id, cron: '*/15 * * * *', userId: 'u1', input: `run ${id}`, ...extra });
+const task = (id: string, extra: Record<string, unknown> = {}) => ({
+  id,
+  cron: '*/15 * * * *',
+  userId: 'u1',
+  input: `run ${id}`,
+  ...extra,
+});
 
 /** Writes a tasks file (or raw text) and returns its path. */
 function tasksFile(name: string, content: unknown): string {
@@ -33,7 +41,13 @@ async function scheduleState(): Promise<Record<string, unknown>> {
   const state: Record<string, unknown> = {};
   for (const id of KNOWN_SCHEDULES) {
     const d = await describeOrUndefined(ctx.client, id);
-    if (d) state[id] = { paused: d.state.paused, memo: d.action.memo, args: d.action.type === 'startWorkflow' ? d.action.args : null, tz: d.spec.timezone };
+    if (d)
+      state[id] = {
+        paused: d.state.paused,
+        memo: d.action.memo,
+        args: d.action.type === 'startWorkflow' ? d.action.args : null,
+        tz: d.spec.timezone,
+      };
   }
   return state;
 }
@@ -41,11 +55,15 @@ async function scheduleState(): Promise<Record<string, unknown>> {
 /** Waits until the schedule list (visibility) shows `count` schedules, which `tasks apply` reads to find deletions. */
 async function waitForListed(count: number): Promise<void> {
   let listed = -1;
-  await waitFor(async () => {
-    listed = 0;
-    for await (const _ of ctx.client.schedule.list()) listed++;
-    return listed === count;
-  }, 20_000, `the schedule list showing ${count} schedules (it showed ${listed})`);
+  await waitFor(
+    async () => {
+      listed = 0;
+      for await (const _ of ctx.client.schedule.list()) listed++;
+      return listed === count;
+    },
+    20_000,
+    `the schedule list showing ${count} schedules (it showed ${listed})`,
+  );
 }
 
 beforeAll(async () => {
@@ -124,13 +142,17 @@ describe('tasks apply', () => {
     expect((await runCli(['tasks', 'resume', 'delta'], ctx.env)).code).toBe(0);
     expect((await ctx.client.schedule.getHandle('cron-delta').describe()).state.paused).toBe(false);
 
-    expect((await runCli(['tasks', 'trigger', 'epsilon'], ctx.env)).code).toBe(0);
-    // the trigger reaches the schedule asynchronously
-    const epsilon = ctx.client.schedule.getHandle('cron-epsilon');
-    await waitFor(async () => (await epsilon.describe()).info.numActionsTaken === 1, 30_000, 'triggered action taken');
-    const triggered = await epsilon.describe();
-    expect(triggered.info.numActionsTaken).toBe(1);
-    expect(triggered.info.recentActions[0].action.workflow.workflowId).toMatch(/^cron-epsilon-\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/);
+    // A trigger is a manual run with its own workflow ID and claim, not a firing of the schedule.
+    const triggered = await runCli(['tasks', 'trigger', 'epsilon'], ctx.env);
+    expect(triggered.code, triggered.stderr).toBe(0);
+    expect(triggered.stdout).toMatch(
+      /^started a manual run of epsilon \(not a schedule slot; it claims manual:epsilon:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\)$/m,
+    );
+    const manualId = /^workflow ID: (cron-epsilon-manual-\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ)$/m.exec(triggered.stdout)?.[1];
+    expect(manualId).toBeDefined();
+    const started = await ctx.client.workflow.getHandle(manualId as string).describe();
+    expect(started.type).toBe('scheduledRun');
+    expect((await ctx.client.schedule.getHandle('cron-epsilon').describe()).info.numActionsTaken).toBe(0);
 
     expect((await runCli(['tasks', 'delete', 'epsilon'], ctx.env)).code).toBe(0);
     const gone = await runCli(['tasks', 'pause', 'epsilon'], ctx.env);
@@ -157,7 +179,10 @@ describe('tasks apply', () => {
     expect(same.code, same.stderr).toBe(0);
     expect(JSON.parse(same.stdout).changes).toEqual([{ action: 'unchanged', scheduleId: 'cron-sim' }]);
 
-    const v2 = tasksFile('simulate-v2.json', { tasks: [task('sim', { simulate: { ...simulate, completionTokens: 900 } })], monthlyReport: false });
+    const v2 = tasksFile('simulate-v2.json', {
+      tasks: [task('sim', { simulate: { ...simulate, completionTokens: 900 } })],
+      monthlyReport: false,
+    });
     const changed = await runCli(['tasks', 'apply', v2, '--json'], ctx.env);
     expect(changed.code, changed.stderr).toBe(0);
     expect(JSON.parse(changed.stdout).changes).toEqual([{ action: 'updated', scheduleId: 'cron-sim' }]);
@@ -166,9 +191,66 @@ describe('tasks apply', () => {
   });
 });
 
+describe('tasks trigger', () => {
+  it('in an every-minute task, the slot and a manual trigger of the same minute both run and complete', async () => {
+    await applyPrices(ctx.pool, loadPricesFile('prices/standard.json'), 'test');
+    const file = tasksFile('tick.json', {
+      tasks: [{ id: 'tick', cron: '* * * * *', userId: 'u-tick', input: 'tick' }],
+      monthlyReport: false,
+    });
+    const applied = await runCli(['tasks', 'apply', file], ctx.env);
+    expect(applied.code, applied.stderr).toBe(0);
+    const schedule = ctx.client.schedule.getHandle('cron-tick');
+    const fleet = await startWorkers(ctx, 1);
+    try {
+      await fleet.runWhile(async () => {
+        // As soon as the schedule fires a slot (describe reads the schedule itself), trigger a manual run that minute.
+        let slot: { workflowId: string; scheduledAt: Date } | undefined;
+        await waitFor(
+          async () => {
+            const action = (await schedule.describe()).info.recentActions[0];
+            if (action) slot = { workflowId: action.action.workflow.workflowId, scheduledAt: action.scheduledAt };
+            return slot !== undefined;
+          },
+          90_000,
+          'the every-minute schedule fired',
+        );
+        await schedule.pause('test: one slot is enough');
+        const triggered = await runCli(['tasks', 'trigger', 'tick', '--json'], ctx.env);
+        expect(triggered.code, triggered.stderr).toBe(0);
+        const manual = JSON.parse(triggered.stdout) as { workflowId: string; idempotencyKey: string; manual: boolean };
+        const slotMinute = (slot as { scheduledAt: Date }).scheduledAt.toISOString().slice(0, 16);
+        expect(manual.workflowId.slice('cron-tick-manual-'.length, 'cron-tick-manual-'.length + 16)).toBe(slotMinute); // the same minute
+
+        const [slotResult, manualResult] = await Promise.all([
+          ctx.client.workflow.getHandle((slot as { workflowId: string }).workflowId).result(),
+          ctx.client.workflow.getHandle(manual.workflowId).result(),
+        ]);
+        expect([slotResult.status, manualResult.status]).toEqual(['completed', 'completed']);
+        expect(manualResult.idempotencyKey).toBe(manual.idempotencyKey);
+        expect(slotResult.idempotencyKey).toBe(`cron:tick:${slotMinute}Z`);
+      });
+      const runs = await ctx.pool.query<{ idempotency_key: string; status: string; manual: boolean }>(
+        `select idempotency_key, status, manual from runs where task_id = 'tick' order by manual`,
+      );
+      expect(runs.rows.map((r) => [r.idempotency_key.split(':')[0], r.status, r.manual])).toEqual([
+        ['cron', 'completed', false],
+        ['manual', 'completed', true],
+      ]);
+      expect((await ctx.pool.query(`select 1 from run_duplicates where task_id = 'tick'`)).rowCount).toBe(0);
+    } finally {
+      await schedule.delete();
+    }
+  }, 150_000);
+});
+
 describe('tasks apply refuses bad input and changes nothing', () => {
   const cases: [string, unknown, RegExp][] = [
-    ['invalid cron', { tasks: [task('ok-one'), task('bad-cron', { cron: '61 * * * *' })] }, /task "bad-cron": cron "61 \* \* \* \*" .* minute value 61 is outside 0-59/],
+    [
+      'invalid cron',
+      { tasks: [task('ok-one'), task('bad-cron', { cron: '61 * * * *' })] },
+      /task "bad-cron": cron "61 \* \* \* \*" .* minute value 61 is outside 0-59/,
+    ],
     ['four-field cron', { tasks: [task('bad-cron', { cron: '* * * *' })] }, /has 4 fields, not 5/],
     ['unknown time zone', { tasks: [task('bad-zone', { timezone: 'Mars/Olympus' })] }, /"Mars\/Olympus" is not a known IANA time zone/],
     ['duplicate task ids', { tasks: [task('twice'), task('twice')] }, /task id "twice" appears more than once/],

@@ -13,6 +13,7 @@ import { registerTasksCommands } from './commands/tasks';
 const program = new Command('cronledger')
   .description('Scheduled LLM agent runs on Temporal, exactly once per slot, with an exact USD ledger')
   .showHelpAfterError()
+  .enablePositionalOptions() // a group's options stay its own: `runs --task X` lists, `runs retry --task X ...` retries
   .exitOverride();
 
 registerDevCommands(program);

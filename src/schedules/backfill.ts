@@ -2,21 +2,34 @@ import {
   WorkflowExecutionAlreadyStartedError,
   WorkflowFailedError,
   type Client,
-  type ScheduleDescription,
+  type WorkflowHandleWithFirstExecutionRunId,
 } from '@temporalio/client';
+import type pg from 'pg';
+import { taskScheduleId } from '../constants';
+import { claimOf } from '../db/runs';
 import { UserError } from '../errors';
-import { describeTaskSchedule } from './describe-schedule';
-import { appliedTaskOf, runInputOf, scheduleOptionsFor } from './task-schedule';
-import type { Task } from '../tasks/tasks-file';
-import { scheduledRun } from '../workflows/scheduled-run';
+import { slotKey } from '../workflows/scheduled-time';
+import type { scheduledRun } from '../workflows/scheduled-run';
+import { claimState, isRetryable } from './claim-state';
+import { retrySlot } from './retry-slot';
 import { slotTimes } from './slot-times';
+import { appliedTask, startRun, type AppliedTask } from './start-run';
 
 /** A backfill longer than this is refused: a typo in a year should not start a year of model calls. */
 export const MAX_BACKFILL_DAYS = 31;
+/** More slots than this in one backfill are refused before anything starts (two days of an every-minute task fit). */
 export const MAX_BACKFILL_SLOTS = 5_000;
 const START_CONCURRENCY = 16;
 
-export type SlotOutcome = 'executed' | 'rejected' | 'claimed' | 'failed';
+/**
+ * - completed: this backfill ran the slot, and it completed.
+ * - retried: the slot had failed (or was cancelled, or its execution was terminated or timed out: stale), and
+ *   `--retry-failed` ran it again, and it completed.
+ * - already-ran: the slot completed before (Temporal rejected its workflow ID, or its claim is completed).
+ * - running: an execution of the slot is still running (the schedule's, or another backfill's).
+ * - failed: the slot's run failed, now or before, and was not (successfully) retried. It can be run again.
+ */
+export type SlotOutcome = 'completed' | 'retried' | 'already-ran' | 'running' | 'failed';
 
 export interface SlotResult {
   taskId: string;
@@ -24,15 +37,17 @@ export interface SlotResult {
   slot: string;
   workflowId: string;
   outcome: SlotOutcome;
+  /** Which execution of the slot holds its claim, when known (1 = first; each retry adds one). */
+  generation?: number;
   detail?: string;
 }
 
 export interface BackfillSummary {
   slots: number;
-  executed: number;
+  completed: number;
+  retried: number;
   alreadyRan: number;
-  rejected: number;
-  claimed: number;
+  running: number;
   failed: number;
 }
 
@@ -60,22 +75,25 @@ export interface BackfillOptions {
   taskIds: string[];
   from: Date;
   to: Date;
+  /** Run again the slots whose claim failed, was cancelled or is stale (`backfill --retry-failed`). */
+  retryFailed?: boolean;
   onSlotDone?: (result: SlotResult, done: number, total: number) => void;
 }
 
 /**
  * Starts every slot of the range under the schedule's exact workflow ID with REJECT_DUPLICATE, so Temporal refuses
  * a slot whose run already exists, then waits for each run. A run that finds its slot claimed ends as duplicate.
+ * A slot that already exists is judged by its claim in PostgreSQL: completed, running, or failed (and retried on request).
  */
-export async function backfill(client: Client, opts: BackfillOptions): Promise<{ results: SlotResult[]; summary: BackfillSummary }> {
-  const plan: { task: Task; description: ScheduleDescription; slot: Date }[] = [];
+export async function backfill(
+  client: Client,
+  pool: pg.Pool,
+  opts: BackfillOptions,
+): Promise<{ results: SlotResult[]; summary: BackfillSummary }> {
+  const plan: { applied: AppliedTask; slot: Date }[] = [];
   for (const taskId of opts.taskIds) {
-    const description = await describeTaskSchedule(client, taskId);
-    const applied = appliedTaskOf(description);
-    if (!applied) throw new UserError(`schedule for task "${taskId}" has no task memo; run \`cronledger tasks apply FILE\` again`);
-    for (const slot of await slotTimes(client, description.scheduleId, opts.from, opts.to)) {
-      plan.push({ task: applied.task, description, slot });
-    }
+    const applied = await appliedTask(client, taskId);
+    for (const slot of await slotTimes(client, taskScheduleId(taskId), opts.from, opts.to)) plan.push({ applied, slot });
   }
   if (plan.length > MAX_BACKFILL_SLOTS) {
     throw new UserError(`the range holds ${plan.length} slots, more than ${MAX_BACKFILL_SLOTS}; backfill a shorter range or fewer tasks`);
@@ -87,7 +105,7 @@ export async function backfill(client: Client, opts: BackfillOptions): Promise<{
   const startNext = async () => {
     while (next < plan.length) {
       const i = next++;
-      results[i] = await runSlot(client, plan[i].task, plan[i].description, plan[i].slot);
+      results[i] = await runSlot(client, pool, plan[i].applied, plan[i].slot, opts.retryFailed === true);
       opts.onSlotDone?.(results[i], ++done, plan.length);
     }
   };
@@ -95,35 +113,83 @@ export async function backfill(client: Client, opts: BackfillOptions): Promise<{
   return { results, summary: summarise(results) };
 }
 
-async function runSlot(client: Client, task: Task, description: ScheduleDescription, slot: Date): Promise<SlotResult> {
-  const action = description.action;
-  const workflowId = `${action.workflowId}-${nominalId(slot)}`;
-  const base = { taskId: task.id, slot: nominalId(slot), workflowId };
-  // Start exactly what the schedule would: its task queue, argument, memo and search attributes.
-  const desired = scheduleOptionsFor(task, action.taskQueue).action;
+async function runSlot(client: Client, pool: pg.Pool, applied: AppliedTask, slot: Date, retryFailed: boolean): Promise<SlotResult> {
+  const workflowId = `${taskScheduleId(applied.task.id)}-${nominalId(slot)}`;
+  const base = { taskId: applied.task.id, slot: nominalId(slot), workflowId };
+  let handle;
   try {
-    const handle = await client.workflow.start(scheduledRun, {
-      workflowId,
-      taskQueue: action.taskQueue,
-      args: [runInputOf(task)],
-      memo: desired.memo,
-      typedSearchAttributes: desired.typedSearchAttributes,
-      workflowIdReusePolicy: 'REJECT_DUPLICATE',
-    });
-    const result = await handle.result();
-    return { ...base, outcome: result.status === 'duplicate' ? 'claimed' : 'executed' };
+    handle = await startRun(client, applied, { workflowId, reusePolicy: 'REJECT_DUPLICATE' });
   } catch (err) {
-    if (err instanceof WorkflowExecutionAlreadyStartedError) return { ...base, outcome: 'rejected' };
-    if (err instanceof WorkflowFailedError) {
-      return { ...base, outcome: 'failed', detail: err.cause?.message ?? err.message };
-    }
+    if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
+    return { ...base, ...(await existingSlot(client, pool, applied, slot, workflowId, retryFailed)) };
+  }
+  const ran = await outcomeOf(handle);
+  // A duplicate stopped at the claim: another execution (another workflow ID) holds the slot. Its claim says how it went.
+  if (ran.outcome === 'duplicate') return { ...base, ...(await existingSlot(client, pool, applied, slot, workflowId, false)) };
+  return { ...base, ...ran, outcome: ran.outcome };
+}
+
+type Judged = Pick<SlotResult, 'outcome' | 'generation' | 'detail'>;
+
+/** A slot that has an execution already: judged by its claim, and retried if asked and allowed. */
+async function existingSlot(
+  client: Client,
+  pool: pg.Pool,
+  applied: AppliedTask,
+  slot: Date,
+  workflowId: string,
+  retryFailed: boolean,
+): Promise<Judged> {
+  const claim = await claimOf(pool, slotKey(applied.task.id, slot));
+  if (!claim) {
+    // The execution under this ID has not claimed the slot: it just started, or it closed before claiming.
+    const { status } = await client.workflow.getHandle(workflowId).describe();
+    if (status.name === 'RUNNING') return { outcome: 'running' };
+    if (status.name === 'COMPLETED') return { outcome: 'already-ran' };
+    if (!retryFailed) return { outcome: 'failed', detail: `its execution ended ${status.name.toLowerCase()} before claiming the slot` };
+    const ran = await outcomeOf(await startRun(client, applied, { workflowId, reusePolicy: 'ALLOW_DUPLICATE_FAILED_ONLY' }));
+    return ran.outcome === 'completed'
+      ? { ...ran, outcome: 'retried' }
+      : { ...ran, outcome: ran.outcome === 'duplicate' ? 'running' : ran.outcome };
+  }
+  const state = await claimState(client, claim);
+  const generation = claim.generation;
+  if (state === 'completed') return { outcome: 'already-ran', generation };
+  if (state === 'running') return { outcome: 'running', generation };
+  const before = `generation ${generation} ${state}${claim.error ? `: ${claim.error}` : ''}`;
+  if (!retryFailed || !isRetryable(state)) return { outcome: 'failed', generation, detail: before };
+  try {
+    const retried = await retrySlot(client, claim, state);
+    if (retried.outcome === 'completed') return { outcome: 'retried', generation: retried.generation };
+    if (retried.outcome === 'failed')
+      return { outcome: 'failed', generation: retried.generation, detail: `retried, failed again: ${retried.detail}` };
+    return { outcome: 'running', detail: 'another retry took the slot over first' };
+  } catch (err) {
+    if (err instanceof UserError) return { outcome: 'failed', generation, detail: `${before}; not retried: ${err.message}` };
+    throw err;
+  }
+}
+
+async function outcomeOf(
+  handle: WorkflowHandleWithFirstExecutionRunId<typeof scheduledRun>,
+): Promise<{ outcome: 'completed' | 'failed' | 'duplicate'; generation?: number; detail?: string }> {
+  try {
+    const result = await handle.result();
+    return { outcome: result.status, generation: result.generation };
+  } catch (err) {
+    if (err instanceof WorkflowFailedError) return { outcome: 'failed', detail: err.cause?.message ?? err.message };
     throw err;
   }
 }
 
 function summarise(results: SlotResult[]): BackfillSummary {
   const count = (o: SlotOutcome) => results.filter((r) => r.outcome === o).length;
-  const rejected = count('rejected');
-  const claimed = count('claimed');
-  return { slots: results.length, executed: count('executed'), alreadyRan: rejected + claimed, rejected, claimed, failed: count('failed') };
+  return {
+    slots: results.length,
+    completed: count('completed'),
+    retried: count('retried'),
+    alreadyRan: count('already-ran'),
+    running: count('running'),
+    failed: count('failed'),
+  };
 }

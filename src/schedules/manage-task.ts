@@ -1,7 +1,11 @@
-import type { Client } from '@temporalio/client';
+import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client';
 import type pg from 'pg';
 import { TASK_SCHEDULE_PREFIX, taskScheduleId } from '../constants';
 import { appliedTaskIds } from '../db/applied-tasks';
+import { UserError } from '../errors';
+import { manualKey } from '../workflows/scheduled-time';
+import { nominalId } from './backfill';
+import { appliedTask, startRun } from './start-run';
 import { listRuns } from '../db/runs';
 import { describeOrUndefined, describeTaskSchedule } from './describe-schedule';
 import { appliedTaskOf, isManagedTaskSchedule } from './task-schedule';
@@ -62,9 +66,9 @@ export async function listTasks(client: Client, pool: pg.Pool): Promise<TaskList
   return listings;
 }
 
-export type TaskOperation = 'pause' | 'resume' | 'trigger' | 'delete';
+export type TaskOperation = 'pause' | 'resume' | 'delete';
 
-/** Pause, resume, trigger now, or delete one task's schedule. Refuses schedules cronledger did not create. */
+/** Pause, resume or delete one task's schedule. Refuses schedules cronledger did not create. */
 export async function operateOnTask(client: Client, taskId: string, op: TaskOperation): Promise<void> {
   await describeTaskSchedule(client, taskId); // throws a UserError with the fix if the task has no schedule
   const handle = client.schedule.getHandle(taskScheduleId(taskId));
@@ -73,10 +77,30 @@ export async function operateOnTask(client: Client, taskId: string, op: TaskOper
       return handle.pause('paused with cronledger tasks pause');
     case 'resume':
       return handle.unpause('resumed with cronledger tasks resume');
-    case 'trigger':
-      // The run's slot is the trigger time; it is claimed like any other slot, so it runs once.
-      return handle.trigger('ALLOW_ALL');
     case 'delete':
       return handle.delete();
+  }
+}
+
+/**
+ * Starts a manual run of a task now: not the schedule's trigger, which would claim the current minute's slot and so
+ * collide with (or be swallowed by) a real slot of that minute. The run gets its own ID, `cron-<taskId>-manual-<now,
+ * to the second>`, and `manual: true`, so it claims `manual:<taskId>:<now>`, a key no slot ever uses.
+ */
+export async function triggerManualRun(
+  client: Client,
+  taskId: string,
+): Promise<{ workflowId: string; runId: string; idempotencyKey: string }> {
+  const applied = await appliedTask(client, taskId);
+  const now = new Date(Math.floor(Date.now() / 1000) * 1000);
+  const workflowId = `${taskScheduleId(taskId)}-manual-${nominalId(now)}`;
+  try {
+    const handle = await startRun(client, applied, { workflowId, reusePolicy: 'REJECT_DUPLICATE', extra: { manual: true } });
+    return { workflowId, runId: handle.firstExecutionRunId, idempotencyKey: manualKey(taskId, now) };
+  } catch (err) {
+    if (err instanceof WorkflowExecutionAlreadyStartedError) {
+      throw new UserError(`a manual run of task "${taskId}" started this very second (${workflowId}); trigger it again in a second`);
+    }
+    throw err;
   }
 }

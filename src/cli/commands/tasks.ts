@@ -1,7 +1,8 @@
 import type { Command } from 'commander';
 import { recordAppliedTasks } from '../../db/applied-tasks';
 import { applyTasks } from '../../schedules/apply-tasks';
-import { listTasks, operateOnTask, type TaskOperation } from '../../schedules/manage-task';
+import { workflowUrl } from '../../config';
+import { listTasks, operateOnTask, triggerManualRun, type TaskOperation } from '../../schedules/manage-task';
 import { loadTasksFile } from '../../tasks/tasks-file';
 import { withConnections } from '../connect';
 import { printJson, printTable } from '../output';
@@ -18,7 +19,10 @@ export function registerTasksCommands(program: Command): void {
       await withConnections({ temporal: true, db: true }, async ({ client, conn, pool }) => {
         const changes = await applyTasks(client, parsed, conn.taskQueue);
         // so that `backfill --all` and `tasks list` find these tasks at once (the schedule list lags behind)
-        await recordAppliedTasks(pool, parsed.tasks.map((t) => t.id));
+        await recordAppliedTasks(
+          pool,
+          parsed.tasks.map((t) => t.id),
+        );
         if (opts.json) return printJson({ changes });
         for (const c of changes) process.stdout.write(`${c.action.padEnd(9)} ${c.scheduleId}\n`);
         const changed = changes.filter((c) => c.action !== 'unchanged').length;
@@ -52,7 +56,6 @@ export function registerTasksCommands(program: Command): void {
   const operations: [TaskOperation, string][] = [
     ['pause', 'pause a task schedule'],
     ['resume', 'resume a paused task schedule'],
-    ['trigger', 'start a run of a task now'],
     ['delete', 'delete a task schedule (tasks apply recreates it if the task is still in the file)'],
   ];
   for (const [op, description] of operations) {
@@ -66,4 +69,21 @@ export function registerTasksCommands(program: Command): void {
         });
       });
   }
+
+  tasks
+    .command('trigger <id>')
+    .description('start a manual run of a task now, outside its schedule (its own claim, never a slot)')
+    .option('--json', 'print JSON')
+    .action(async (id: string, opts: { json?: boolean }) => {
+      await withConnections({ temporal: true }, async ({ client, conn }) => {
+        const run = await triggerManualRun(client, id);
+        const url = workflowUrl(conn, run.workflowId, run.runId) ?? null;
+        if (opts.json) return printJson({ manual: true, taskId: id, ...run, url });
+        process.stdout.write(
+          `started a manual run of ${id} (not a schedule slot; it claims ${run.idempotencyKey})\n` +
+            `workflow ID: ${run.workflowId}\n` +
+            (url ? `Web UI: ${url}\n` : ''),
+        );
+      });
+    });
 }
