@@ -6,6 +6,8 @@ export const DEFAULT_TASK_QUEUE = 'cronledger';
 export const SEARCH_ATTRIBUTES = {
   taskId: 'TaskId',
   userId: 'UserId',
+  /** The budget tier a run ran at: default, cheap or blocked. */
+  tier: 'Tier',
 } as const;
 
 /** Prefix of every schedule and scheduled workflow ID that cronledger owns. */
@@ -18,6 +20,9 @@ export const MANAGED_BY_VALUE = 'cronledger';
 
 export const DEFAULT_CHAT_MODEL = 'openai/gpt-4o-mini';
 export const DEFAULT_EMBEDDING_MODEL = 'openai/text-embedding-3-small';
+
+/** A task's reply cap when it sets no maxOutputTokens; it bounds the budget guard's worst case. */
+export const DEFAULT_MAX_OUTPUT_TOKENS = 1024;
 
 /** Any single call reporting more tokens than this in one class is treated as corrupt usage data. */
 export const MAX_TOKENS_PER_CALL = 10_000_000;

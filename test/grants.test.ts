@@ -139,6 +139,12 @@ const ALLOWED: Record<string, string[]> = {
   applied_tasks: ['SELECT', 'INSERT', 'UPDATE', 'DELETE'], // 006: the task IDs of the last `tasks apply`, replaced whole
   run_attempts: ['SELECT', 'INSERT', 'UPDATE'], // 004, granted in 007: each execution that owned a slot
   usage_exceptions: ['SELECT', 'INSERT'], // 004, granted in 007: unbookable usage, append-only like the ledger
+  budgets: ['SELECT', 'INSERT'], // 008: budget versions, appended like prices
+  model_downgrades: ['SELECT', 'INSERT'], // 008: cheap model versions
+  budget_zones: ['SELECT', 'INSERT'], // 008: zones the month summary is kept in
+  budget_months: ['SELECT', 'INSERT', 'UPDATE'], // 008: month-to-date spend, kept by the ledger's insert trigger
+  budget_reservations: ['SELECT', 'INSERT', 'UPDATE'], // 008: open until settled, released or expired
+  budget_events: ['SELECT', 'INSERT', 'UPDATE'], // 008: threshold events, marked delivered
 };
 
 /** Every relation in every schema the role can reach (not the catalogs), with what the role may do to it. */

@@ -1,6 +1,7 @@
 import { Command, CommanderError } from 'commander';
 import { UserError } from '../errors';
 import { registerBackfillCommand } from './commands/backfill';
+import { registerBudgetsCommands } from './commands/budgets';
 import { registerDbCommands } from './commands/db';
 import { registerDevCommands } from './commands/dev';
 import { registerLedgerCommands } from './commands/ledger';
@@ -22,6 +23,7 @@ registerTasksCommands(program);
 registerBackfillCommand(program);
 registerRunsCommand(program);
 registerPricesCommands(program);
+registerBudgetsCommands(program);
 registerLedgerCommands(program);
 registerReportCommands(program);
 registerRollupsCommands(program);

@@ -18,6 +18,7 @@ export const runInputOf = (task: Task): ScheduledRunInput => ({
   input: task.input,
   model: task.model,
   embeddingModel: task.embeddingModel,
+  maxOutputTokens: task.maxOutputTokens,
   ...(task.simulate ? { simulate: task.simulate } : {}),
 });
 

@@ -1,11 +1,12 @@
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
-import { DEFAULT_CHAT_MODEL, DEFAULT_EMBEDDING_MODEL } from '../constants';
+import { DEFAULT_CHAT_MODEL, DEFAULT_EMBEDDING_MODEL, DEFAULT_MAX_OUTPUT_TOKENS } from '../constants';
 import { UserError } from '../errors';
 import { validateTimeZone } from '../time-zone';
 import { validateCron } from './cron';
 import { parseDuration } from './duration';
 import { simulateSchema } from '../models/simulate-profile';
+import { budgetChangesOf, budgetsSectionSchema, downgradeSectionSchema } from '../budgets/budget-file';
 
 const duration = z.string().refine((s) => parseDuration(s) !== undefined, {
   message: 'must be a duration like "30s", "10m" or "1h"',
@@ -13,9 +14,7 @@ const duration = z.string().refine((s) => parseDuration(s) !== undefined, {
 
 export const taskSchema = z
   .object({
-    id: z
-      .string()
-      .regex(/^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?$/, 'must be lowercase letters, digits and "-", 1-64 characters'),
+    id: z.string().regex(/^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?$/, 'must be lowercase letters, digits and "-", 1-64 characters'),
     cron: z.string(),
     timezone: z.string().default('UTC'),
     userId: z.string().min(1).max(200),
@@ -26,6 +25,8 @@ export const taskSchema = z
     jitter: duration.optional(),
     paused: z.boolean().default(false),
     simulate: simulateSchema.optional(),
+    /** The reply's token cap, sent to the provider (max_completion_tokens): the output part of the budget guard's worst case. */
+    maxOutputTokens: z.number().int().min(1).max(128_000).default(DEFAULT_MAX_OUTPUT_TOKENS),
   })
   .strict();
 
@@ -34,6 +35,10 @@ export const tasksFileSchema = z
     tasks: z.array(taskSchema),
     /** The monthly report schedule `tasks apply` keeps; false leaves it alone. */
     monthlyReport: z.union([z.literal(false), z.object({ timezone: z.string().default('UTC') }).strict()]).optional(),
+    /** Monthly USD limits per user and a default (see src/budgets/budget-file.ts), applied with the tasks. */
+    budgets: budgetsSectionSchema.optional(),
+    /** Each default model's cheap model, used from 80 % of a user's budget. */
+    downgrade: downgradeSectionSchema.optional(),
   })
   .strict();
 
@@ -70,13 +75,17 @@ export function parseTasksFile(json: unknown, source = 'tasks file'): TasksFile 
     validateCron(task.cron, `task "${task.id}": cron`);
     validateTimeZone(task.timezone, `task "${task.id}": timezone`);
   }
+  budgetChangesOf(parsed.data.budgets, source); // limits, zones and user IDs, checked before anything is applied
   if (parsed.data.monthlyReport) validateTimeZone(parsed.data.monthlyReport.timezone, `${source}: monthlyReport.timezone`);
   return parsed.data;
 }
 
 /** `tasks[2].cron` becomes `task "digest" (tasks[2]) cron`, so the user sees which task is wrong. */
 function describePath(json: unknown, path: PropertyKey[]): string {
-  const text = path.map((p) => (typeof p === 'number' ? `[${p}]` : `.${String(p)}`)).join('').replace(/^\./, '');
+  const text = path
+    .map((p) => (typeof p === 'number' ? `[${p}]` : `.${String(p)}`))
+    .join('')
+    .replace(/^\./, '');
   if (path[0] === 'tasks' && typeof path[1] === 'number') {
     const id = (json as { tasks?: { id?: unknown }[] }).tasks?.[path[1]]?.id;
     if (typeof id === 'string') return `task "${id}" (${text})`;

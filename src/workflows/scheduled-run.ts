@@ -20,6 +20,8 @@ export interface ScheduledRunInput {
   input: string;
   model: string;
   embeddingModel: string;
+  /** The reply's token cap (max_completion_tokens); absent on schedules applied before the budget guard: the default. */
+  maxOutputTokens?: number;
   simulate?: SimulateProfile;
   /**
    * Set by `cronledger tasks trigger`: a manual run outside the cron. It claims `manual:<taskId>:<start time>` instead of

@@ -1,4 +1,6 @@
 import type { Command } from 'commander';
+import { budgetChangesOf } from '../../budgets/budget-file';
+import { applyBudgets } from '../../budgets/budgets-store';
 import { recordAppliedTasks } from '../../db/applied-tasks';
 import { applyTasks } from '../../schedules/apply-tasks';
 import { workflowUrl } from '../../config';
@@ -6,6 +8,7 @@ import { listTasks, operateOnTask, triggerManualRun, type TaskOperation } from '
 import { loadTasksFile } from '../../tasks/tasks-file';
 import { withConnections } from '../connect';
 import { printJson, printTable } from '../output';
+import { printAppliedBudgets } from './budgets';
 
 export function registerTasksCommands(program: Command): void {
   const tasks = program.command('tasks').description('cron tasks as Temporal Schedules');
@@ -17,14 +20,17 @@ export function registerTasksCommands(program: Command): void {
     .action(async (file: string, opts: { json?: boolean }) => {
       const parsed = loadTasksFile(file); // everything is validated before any schedule changes
       await withConnections({ temporal: true, db: true }, async ({ client, conn, pool }) => {
+        // budgets and downgrades first, in one transaction: a refusal there leaves every schedule as it was
+        const budgets = await applyBudgets(pool, { budgets: budgetChangesOf(parsed.budgets, file), downgrade: parsed.downgrade }, file);
         const changes = await applyTasks(client, parsed, conn.taskQueue);
         // so that `backfill --all` and `tasks list` find these tasks at once (the schedule list lags behind)
         await recordAppliedTasks(
           pool,
           parsed.tasks.map((t) => t.id),
         );
-        if (opts.json) return printJson({ changes });
+        if (opts.json) return printJson({ changes, budgets });
         for (const c of changes) process.stdout.write(`${c.action.padEnd(9)} ${c.scheduleId}\n`);
+        printAppliedBudgets(budgets);
         const changed = changes.filter((c) => c.action !== 'unchanged').length;
         process.stdout.write(`${changed} change${changed === 1 ? '' : 's'}, ${changes.length - changed} unchanged\n`);
       });

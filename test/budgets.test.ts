@@ -1,0 +1,238 @@
+import { writeFileSync, mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { budgetStatus } from '../src/budgets/budget-status';
+import { applyBudgets } from '../src/budgets/budgets-store';
+import { adjustEntry, creditUser } from '../src/ledger/entries';
+import { applyPrices, loadPricesFile } from '../src/ledger/prices';
+import { recordUsage } from '../src/ledger/record-usage';
+import { runCli } from './support/cli';
+import { createTestContext, type TestContext } from './support/context';
+
+/** Budgets as versioned data, the month-to-date summary the ledger keeps, and the thresholds, on a real PostgreSQL. */
+
+let ctx: TestContext;
+const dir = mkdtempSync(join(tmpdir(), 'cronledger-budgets-'));
+
+beforeAll(async () => {
+  ctx = await createTestContext(import.meta.url);
+  await applyPrices(ctx.pool, loadPricesFile('prices/standard.json'), 'test');
+});
+
+afterAll(async () => {
+  await ctx?.close();
+});
+
+let keys = 0;
+/** Books a chat call whose cost is exactly `tokens` completion tokens of gpt-4o-mini ($0.60 per million). */
+const book = (userId: string, completionTokens: number, at: Date) =>
+  recordUsage(ctx.pool, {
+    runId: null,
+    idempotencyKey: `budgets-test-${++keys}`,
+    step: 'chat',
+    attempt: 1,
+    userId,
+    taskId: null,
+    model: 'openai/gpt-4o-mini',
+    kind: 'chat',
+    status: 'ok',
+    usage: { promptTokens: 0, cachedPromptTokens: 0, completionTokens, reasoningTokens: 0 },
+    providerModel: null,
+    providerRequestId: null,
+    workerId: 'test',
+    occurredAt: at,
+  });
+
+const file = (name: string, json: unknown): string => {
+  const path = join(dir, name);
+  writeFileSync(path, typeof json === 'string' ? json : JSON.stringify(json));
+  return path;
+};
+
+const budgetRows = async () => (await ctx.pool.query('select count(*)::text as n from budgets')).rows[0].n;
+const downgradeRows = async () => (await ctx.pool.query('select count(*)::text as n from model_downgrades')).rows[0].n;
+
+describe('budgets commands', () => {
+  it('list says there is no limit before any budget exists', async () => {
+    const r = await runCli(['budgets', 'list'], ctx.env);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain('no budget configured: no limit');
+  });
+
+  it('apply adds versions once, set adds a new version, list and status show them', async () => {
+    const path = file('budgets.json', {
+      budgets: { default: { monthly: '10.00' }, users: { 'cli-u1': { monthly: '25.00', timezone: 'Europe/Berlin' } } },
+      downgrade: { 'openai/gpt-4o-mini': 'openai/gpt-4.1-nano' },
+    });
+    const first = await runCli(['budgets', 'apply', path, '--json'], ctx.env);
+    expect(first.stderr).toBe('');
+    expect(JSON.parse(first.stdout).budgets.map((b: { action: string }) => b.action)).toEqual(['added', 'added']);
+    expect(JSON.parse(first.stdout).downgrades).toEqual([
+      { model: 'openai/gpt-4o-mini', cheapModel: 'openai/gpt-4.1-nano', action: 'added' },
+    ]);
+    const again = await runCli(['budgets', 'apply', path, '--json'], ctx.env);
+    expect(JSON.parse(again.stdout).budgets.map((b: { action: string }) => b.action)).toEqual(['unchanged', 'unchanged']);
+
+    const set = await runCli(['budgets', 'set', 'cli-u1', '--monthly', '30'], ctx.env);
+    expect(set.code).toBe(0);
+    expect(set.stdout).toContain('added      budget cli-u1 $30.000000/month (Europe/Berlin)'); // keeps the user's zone
+
+    const list = JSON.parse((await runCli(['budgets', 'list', '--json'], ctx.env)).stdout);
+    expect(list.budgets.map((b: { user: string; monthlyLimitUsd: string }) => [b.user, b.monthlyLimitUsd])).toEqual([
+      ['default', '10.000000000000000000'],
+      ['cli-u1', '25.000000000000000000'],
+      ['cli-u1', '30.000000000000000000'],
+    ]);
+    const status = JSON.parse((await runCli(['budgets', 'status', '--user', 'cli-u1', '--json'], ctx.env)).stdout);
+    expect(status.users).toEqual([
+      expect.objectContaining({
+        userId: 'cli-u1',
+        limitUsd: '30.000000000000000000',
+        timeZone: 'Europe/Berlin',
+        tier: 'default',
+        source: 'user',
+      }),
+    ]);
+    const other = JSON.parse((await runCli(['budgets', 'status', '--user', 'cli-nobody', '--json'], ctx.env)).stdout);
+    expect(other.users[0]).toMatchObject({ limitUsd: '10.000000000000000000', source: 'default', spentUsd: '0.000000000000000000' });
+  });
+
+  it.each([
+    ['a negative limit', ['budgets', 'set', 'u-bad', '--monthly', '-5'], /--monthly -5 is negative/],
+    ['a non-number', ['budgets', 'set', 'u-bad', '--monthly', 'ten'], /--monthly "ten" is not a decimal number/],
+    ['a malformed user ID', ['budgets', 'set', 'bad user!', '--monthly', '5'], /user "bad user!" is not a user ID/],
+    [
+      'an unknown zone',
+      ['budgets', 'set', 'u-bad', '--monthly', '5', '--tz', 'Mars/Olympus'],
+      /"Mars\/Olympus" is not a known IANA time zone/,
+    ],
+  ])('set refuses %s, with a clear message, and changes nothing', async (_what, args, message) => {
+    const before = await budgetRows();
+    const r = await runCli(args, ctx.env);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(message);
+    expect(r.stderr).not.toMatch(/\n\s+at /); // no stack trace
+    expect(await budgetRows()).toBe(before);
+  });
+
+  it.each([
+    [
+      'a negative limit',
+      { budgets: { users: { 'u-ok': { monthly: '1' }, 'u-neg': { monthly: '-1' } } } },
+      /budgets.users."u-neg".monthly -1 is negative/,
+    ],
+    [
+      'a JSON number',
+      { budgets: { users: { 'u-ok': { monthly: '1' }, 'u-num': { monthly: 5 } } } },
+      /budgets.users."u-num".monthly 5: write the limit as a decimal string/,
+    ],
+    ['a malformed user ID', { budgets: { users: { 'u-ok': { monthly: '1' }, ' ': { monthly: '1' } } } }, /user ID " " is not a user ID/],
+    [
+      'an unknown model in downgrade',
+      { budgets: { users: { 'u-ok': { monthly: '1' } } }, downgrade: { 'openai/gpt-4o-mini': 'openai/gpt-9-nano' } },
+      /cheap model "openai\/gpt-9-nano" has no price in force/,
+    ],
+    [
+      'an unknown default model in downgrade',
+      { downgrade: { 'acme/unknown': 'openai/gpt-4.1-nano' } },
+      /the model "acme\/unknown" has no price in force/,
+    ],
+  ])('apply refuses %s and changes nothing', async (_what, json, message) => {
+    const before = [await budgetRows(), await downgradeRows()];
+    const r = await runCli(['budgets', 'apply', file('bad.json', json)], ctx.env);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(message);
+    expect([await budgetRows(), await downgradeRows()]).toEqual(before);
+  });
+
+  it('tasks apply refuses a bad budgets section before touching any schedule', async () => {
+    const path = file('tasks.json', {
+      tasks: [{ id: 'budget-bad', cron: '0 9 * * *', userId: 'u1', input: 'hello' }],
+      budgets: { users: { u1: { monthly: '-3' } } },
+    });
+    const r = await runCli(['tasks', 'apply', path], ctx.env);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/budgets.users."u1".monthly -3 is negative/);
+  });
+});
+
+describe('month-to-date summary', () => {
+  it('counts usage, adjustments and credits in the same transaction as each entry, per local month', async () => {
+    const user = 'sum-u1';
+    const entry = await book(user, 1_000_000, new Date('2026-03-10T12:00:00Z')); // $0.60
+    await adjustEntry(ctx.pool, { entryId: entry.id, amount: '0.15', reason: 'test' });
+    await creditUser(ctx.pool, { userId: user, amount: '0.05', reason: 'test' });
+    const { rows } = await ctx.pool.query(
+      `select to_char(month, 'YYYY-MM') as month, spent_usd from budget_months where user_id = $1 and time_zone = 'UTC' order by 1`,
+      [user],
+    );
+    // the adjustment and credit are booked at now(), the usage in March
+    const march = rows.find((r) => r.month === '2026-03');
+    expect(march.spent_usd).toBe('0.600000000000000000');
+    const ledgerTotal = (await ctx.pool.query('select sum(cost_usd) as s from usage_ledger where user_id = $1', [user])).rows[0].s;
+    const summaryTotal = (
+      await ctx.pool.query(`select sum(spent_usd) as s from budget_months where user_id = $1 and time_zone = 'UTC'`, [user])
+    ).rows[0].s;
+    expect(summaryTotal).toBe(ledgerTotal);
+    expect(ledgerTotal).toBe('0.700000000000000000');
+  });
+
+  it('rolls the month over at local midnight in Europe/Berlin, not at UTC midnight', async () => {
+    const user = 'berlin-u1';
+    await applyBudgets(
+      ctx.pool,
+      { budgets: [{ userId: user, monthlyLimitUsd: '1', timeZone: 'Europe/Berlin', effectiveFrom: new Date('2026-01-01T00:00:00Z') }] },
+      'test',
+    );
+    // 2026-03-31T21:59:59Z is 23:59:59 in Berlin (CEST, UTC+2): still March. 22:00:00Z is April 1st 00:00 in Berlin.
+    await book(user, 1_000_000, new Date('2026-03-31T21:59:59Z'));
+    await book(user, 500_000, new Date('2026-03-31T22:00:00Z'));
+    const march = await budgetStatus(ctx.pool, { userId: user, at: new Date('2026-03-31T21:59:59Z') });
+    const april = await budgetStatus(ctx.pool, { userId: user, at: new Date('2026-03-31T22:00:00Z') });
+    expect(march[0]).toMatchObject({ month: '2026-03', spentUsd: '0.600000000000000000', timeZone: 'Europe/Berlin' });
+    expect(april[0]).toMatchObject({ month: '2026-04', spentUsd: '0.300000000000000000' });
+    // In UTC both instants are March.
+    const utc = await ctx.pool.query(`select spent_usd from budget_months where user_id = $1 and time_zone = 'UTC'`, [user]);
+    expect(utc.rows.map((r) => r.spent_usd)).toEqual(['0.900000000000000000']);
+  });
+
+  it('a budget in a zone never used before finds the months already summed from the ledger', async () => {
+    const user = 'tokyo-u1';
+    await book(user, 1_000_000, new Date('2026-05-31T16:00:00Z')); // June 1st 01:00 in Tokyo
+    await applyBudgets(
+      ctx.pool,
+      { budgets: [{ userId: user, monthlyLimitUsd: '1', timeZone: 'Asia/Tokyo', effectiveFrom: new Date('2026-01-01T00:00:00Z') }] },
+      'test',
+    );
+    const june = await budgetStatus(ctx.pool, { userId: user, at: new Date('2026-06-15T00:00:00Z') });
+    expect(june[0]).toMatchObject({ month: '2026-06', timeZone: 'Asia/Tokyo', spentUsd: '0.600000000000000000' });
+  });
+});
+
+describe('thresholds compare exact decimals', () => {
+  it.each([
+    ['79.999999 %', '0.79999999', 'default'],
+    ['exactly 80 %', '0.8', 'cheap'],
+    ['99.9999999 %', '0.999999999', 'cheap'],
+    ['exactly 100 %', '1', 'blocked'],
+  ])('%s of a one-dollar limit (spent %s) is %s', async (_what, spent, tier) => {
+    const user = `threshold-${++keys}`;
+    const at = new Date('2026-07-15T00:00:00Z');
+    await applyBudgets(
+      ctx.pool,
+      { budgets: [{ userId: user, monthlyLimitUsd: '1', timeZone: 'UTC', effectiveFrom: new Date('2026-07-01T00:00:00Z') }] },
+      'test',
+    );
+    // a free call, then an adjustment of exactly the amount: exact spend no token count would reach
+    const entry = await book(user, 0, at);
+    await ctx.pool.query(
+      `insert into usage_ledger (idempotency_key, entry_type, original_entry_id, reason, user_id, cost_usd, created_at)
+       values ($1, 'adjustment', $2, 'threshold test', $3, $4, $5)`,
+      [`threshold-adjust-${keys}`, entry.id, user, spent, at],
+    );
+    const s = await budgetStatus(ctx.pool, { userId: user, at });
+    expect(s[0].spentUsd).toBe((await ctx.pool.query('select $1::numeric(38,18)::text as v', [spent])).rows[0].v);
+    expect(s[0].tier).toBe(tier);
+  });
+});
