@@ -1,8 +1,10 @@
 import { NativeConnection } from '@temporalio/worker';
 import { loadClientConnectConfig } from '@temporalio/envconfig';
+import { existsSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { definedEnv, resolveConnections } from './config';
 import { createPool } from './db/pool';
+import { UserError } from './errors';
 import { selectProvider } from './models/select-provider';
 import { createCronledgerWorker } from './worker-setup';
 
@@ -18,6 +20,7 @@ async function main(): Promise<void> {
     namespace: conn.namespace,
     taskQueue: conn.taskQueue,
     deps: { pool, provider: selectProvider(), workerId },
+    workflowBundle: prebuiltBundle(),
   });
   try {
     await worker.run(); // returns after SIGINT/SIGTERM, once in-flight tasks are done
@@ -25,6 +28,20 @@ async function main(): Promise<void> {
     await connection.close();
     await pool.end();
   }
+}
+
+/**
+ * CRONLEDGER_WORKFLOW_BUNDLE names a file written from bundleWorkflowCode's output: a worker that restarts often (the
+ * fault-injection tests kill and restart them every few seconds) then starts in a second instead of running webpack.
+ * The file must come from this same checkout, or the worker would run workflow code other than its own.
+ */
+function prebuiltBundle(): { codePath: string } | undefined {
+  const codePath = process.env.CRONLEDGER_WORKFLOW_BUNDLE;
+  if (!codePath) return undefined;
+  if (!existsSync(codePath)) {
+    throw new UserError(`CRONLEDGER_WORKFLOW_BUNDLE=${codePath} does not exist; unset it to bundle the workflow code at start`);
+  }
+  return { codePath };
 }
 
 main().catch((err) => {

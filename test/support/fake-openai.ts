@@ -1,4 +1,5 @@
 import { once } from 'node:events';
+import { appendFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 
@@ -6,6 +7,11 @@ import type { AddressInfo } from 'node:net';
  * A local stand-in for the OpenAI HTTP API (the only thing tests stand in for): /v1/chat/completions and
  * /v1/embeddings on 127.0.0.1, answering from a per-endpoint script and recording every request it saw.
  * When a script runs out, the endpoint's default reply is used (ok with default usage).
+ *
+ * Like the real API it bills a request when it generates the reply, whether or not the caller is still there to read
+ * it, and it keeps its own log of billed requests (ID, usage, caller, time), independent of the ledger: the
+ * fault-injection tests reconcile the two. A caller names itself through its base URL (baseURLFor), so a billed
+ * request can be traced to the worker process that sent it.
  */
 
 export interface FakeUsage {
@@ -38,10 +44,46 @@ export interface RecordedRequest {
 
 type Endpoint = 'chat' | 'embeddings';
 
+/** One request the fake billed: it generated a reply with usage, at `billedAt`. */
+export interface BilledRequest {
+  /** What the client keeps as provider_request_id: the completion id for chat, x-request-id for embeddings. */
+  id: string;
+  endpoint: Endpoint;
+  usage: FakeUsage;
+  /** The name in the base URL the request came through (baseURLFor), or null for the plain baseURL. */
+  caller: string | null;
+  /** Date.now() when the request arrived and when its reply was generated (billed). */
+  receivedAt: number;
+  billedAt: number;
+}
+
+/** An outage: every request is answered 503 until `until` (Date.now() ms), with Retry-After when given. */
+export interface FakeOutage {
+  until: number;
+  retryAfter?: string;
+}
+
+export interface FakeOpenAIOptions {
+  /** Append every billed request to this file as a JSON line, as the fake bills it. */
+  billedLogFile?: string;
+}
+
 export interface FakeOpenAI {
   /** e.g. http://127.0.0.1:43121/v1, for OPENAI_BASE_URL. */
   baseURL: string;
   requests: RecordedRequest[];
+  /** Every request billed so far, in the order billed. */
+  billed: BilledRequest[];
+  /** A base URL whose requests are recorded as coming from `caller` (e.g. one worker process incarnation). */
+  baseURLFor(caller: string): string;
+  /** Answer 503 (with Retry-After when given) for the next `ms` milliseconds; outage(0) ends one early. */
+  outage(ms: number, opts?: { retryAfter?: string }): void;
+  /** Wait this long (ms) before generating each reply (a model that thinks); 0 by default. */
+  setLatency(ms: number): void;
+  /** Requests answered 503 because of an outage. */
+  outageAnswers(): number;
+  /** Per caller, requests received and not yet answered (the model is still thinking). */
+  inFlight(): Map<string | null, number>;
   /** Queue replies for one endpoint; each request takes the next one. */
   script(endpoint: Endpoint, ...replies: FakeReply[]): void;
   /** What an endpoint answers once its script is empty (default: ok). */
@@ -55,11 +97,16 @@ export interface FakeOpenAI {
 export const DEFAULT_CHAT_USAGE: FakeUsage = { prompt_tokens: 21, completion_tokens: 9 };
 export const DEFAULT_EMBEDDING_USAGE: FakeUsage = { prompt_tokens: 12 };
 
-export async function startFakeOpenAI(): Promise<FakeOpenAI> {
+export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<FakeOpenAI> {
   const scripts: Record<Endpoint, FakeReply[]> = { chat: [], embeddings: [] };
   const defaults: Record<Endpoint, FakeReply> = { chat: { kind: 'ok' }, embeddings: { kind: 'ok' } };
   const requests: RecordedRequest[] = [];
+  const billed: BilledRequest[] = [];
   let counter = 0;
+  let outage: FakeOutage | undefined;
+  let outageCount = 0;
+  let latencyMs = 0;
+  const inFlight = new Map<string | null, number>();
 
   const server: Server = createServer((req, res) => {
     void handle(req, res).catch((err: unknown) => {
@@ -73,12 +120,16 @@ export async function startFakeOpenAI(): Promise<FakeOpenAI> {
     for await (const chunk of req) chunks.push(chunk as Buffer);
     const text = Buffer.concat(chunks).toString('utf8');
     const body = text ? (JSON.parse(text) as Record<string, unknown>) : {};
-    const path = (req.url ?? '').split('?')[0];
+    const receivedAt = Date.now();
+    const [, caller, path] = /^(?:\/w\/([^/]+))?(\/.*)$/.exec((req.url ?? '').split('?')[0]) ?? [undefined, undefined, req.url ?? ''];
     counter += 1;
     const requestId = `req_fake_${counter}`;
     const record: RecordedRequest = { path, method: req.method ?? '', headers: req.headers, body, requestId, status: 0, billedId: null };
     requests.push(record);
+    const who = caller ?? null;
+    inFlight.set(who, (inFlight.get(who) ?? 0) + 1);
     const send = (status: number, payload: unknown, headers: Record<string, string> = {}): void => {
+      inFlight.set(who, (inFlight.get(who) ?? 1) - 1);
       record.status = status;
       res.writeHead(status, { 'content-type': 'application/json', 'x-request-id': requestId, ...headers });
       res.end(JSON.stringify(payload));
@@ -92,12 +143,25 @@ export async function startFakeOpenAI(): Promise<FakeOpenAI> {
     if (req.headers.authorization !== undefined && !/^Bearer \S+/.test(req.headers.authorization)) {
       return send(401, { error: { message: 'bad Authorization header', type: 'invalid_request_error' } });
     }
+    if (outage && Date.now() < outage.until) {
+      outageCount += 1;
+      const headers: Record<string, string> = outage.retryAfter === undefined ? {} : { 'retry-after': outage.retryAfter };
+      return send(503, { error: { message: 'fake outage: the service is unavailable', type: 'server_error', code: 'server_error' } }, headers);
+    }
     const reply = scripts[endpoint].shift() ?? defaults[endpoint];
     if (reply.kind === 'error') {
       const headers: Record<string, string> = reply.retryAfter === undefined ? {} : { 'retry-after': reply.retryAfter };
       const type = reply.status === 429 ? 'rate_limit_exceeded' : 'server_error';
       return send(reply.status, { error: { message: reply.message ?? `fake ${reply.status}`, type, code: type } }, headers);
     }
+    // The model thinks; a caller that hangs up meanwhile is billed all the same, as by the real API.
+    if (latencyMs > 0) await new Promise((r) => setTimeout(r, latencyMs));
+    const bill = (id: string, usage: FakeUsage | null | undefined): void => {
+      if (!usage) return; // a reply without usage cannot be reconciled, and no test bills one
+      const entry: BilledRequest = { id, endpoint, usage, caller: caller ?? null, receivedAt, billedAt: Date.now() };
+      billed.push(entry);
+      if (options.billedLogFile) appendFileSync(options.billedLogFile, `${JSON.stringify(entry)}\n`);
+    };
     const requested = String(body.model ?? 'unknown');
     if (endpoint === 'chat') {
       const model = reply.model ?? resolvedModel(requested);
@@ -108,12 +172,13 @@ export async function startFakeOpenAI(): Promise<FakeOpenAI> {
           : [
               {
                 index: 0,
-                message: { role: 'assistant', content: reply.text ?? `fake reply ${counter}`, refusal: null },
+                message: { role: 'assistant', content: reply.text ?? `fake reply ${requestId}`, refusal: null },
                 finish_reason: 'stop',
                 logprobs: null,
               },
             ];
-      record.billedId = `chatcmpl-fake-${counter}`;
+      record.billedId = `chatcmpl-fake-${requestId.slice('req_fake_'.length)}`;
+      bill(record.billedId, usage);
       return send(200, {
         id: record.billedId,
         object: 'chat.completion',
@@ -128,6 +193,7 @@ export async function startFakeOpenAI(): Promise<FakeOpenAI> {
     const vector = [0.25, -0.5, 0.125, 1];
     const embedding = body.encoding_format === 'base64' ? Buffer.from(new Float32Array(vector).buffer).toString('base64') : vector;
     record.billedId = requestId;
+    bill(record.billedId, usage);
     return send(200, {
       object: 'list',
       data: reply.kind === 'empty' ? [] : [{ object: 'embedding', index: 0, embedding }],
@@ -143,6 +209,16 @@ export async function startFakeOpenAI(): Promise<FakeOpenAI> {
   return {
     baseURL: `http://127.0.0.1:${port}/v1`,
     requests,
+    billed,
+    baseURLFor: (name) => `http://127.0.0.1:${port}/w/${encodeURIComponent(name)}/v1`,
+    outage(ms, opts = {}) {
+      outage = { until: Date.now() + ms, retryAfter: opts.retryAfter };
+    },
+    setLatency(ms) {
+      latencyMs = ms;
+    },
+    outageAnswers: () => outageCount,
+    inFlight: () => new Map([...inFlight].filter(([, n]) => n > 0)),
     billedIds: () => requests.filter((r) => r.status === 200 && r.billedId).map((r) => r.billedId as string),
     script(endpoint, ...replies) {
       scripts[endpoint].push(...replies);
@@ -156,6 +232,11 @@ export async function startFakeOpenAI(): Promise<FakeOpenAI> {
       defaults.chat = { kind: 'ok' };
       defaults.embeddings = { kind: 'ok' };
       requests.length = 0;
+      billed.length = 0;
+      outage = undefined;
+      outageCount = 0;
+      latencyMs = 0;
+      inFlight.clear();
     },
     async close() {
       server.closeAllConnections();

@@ -1,0 +1,35 @@
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { formatFigures } from '../support/chaos-figures';
+import type { ChaosEnv } from './chaos-env';
+import { createFaultContext } from './fault-context';
+import { runWorkerKills } from './worker-kills';
+
+/** R1, short form (bench/chaos.ts runs the long one): real worker processes SIGKILLed at random during a backfill. */
+let env: ChaosEnv;
+let close: () => Promise<void>;
+
+beforeAll(async () => {
+  ({ env, close } = await createFaultContext(import.meta.url));
+});
+
+afterAll(async () => close?.());
+
+it('R1: with a random worker SIGKILLed every few seconds, every slot completes once and every billed call is booked or lost to a kill', async () => {
+  const slots = 40;
+  const r = await runWorkerKills(env, { slots });
+  process.stdout.write(`${formatFigures(r.figures)}\n`);
+
+  expect(r.kills.length).toBeGreaterThanOrEqual(3); // else the scenario tested nothing
+  expect(r.killsWithCallsInFlight).toBeGreaterThanOrEqual(1);
+  expect(r.figures.unbookedExplained).toBeGreaterThanOrEqual(1); // a worker that died mid-call lost that answer
+  expect(r.failedSlots).toEqual([]);
+  expect(r.executed).toBe(slots);
+  expect(r.figures.completed).toBe(slots);
+  expect(r.figures.duplicates).toBe(0);
+  expect(r.figures.stoppedByClaim).toBe(0);
+  expect(r.figures.ledgerRowsNotBilled).toBe(0);
+  expect(r.figures.billed).toBeGreaterThanOrEqual(2 * slots);
+  const lost = r.unbooked.filter((u) => !u.kill).map((u) => `${u.billed.id} from ${u.billed.caller} billed at ${new Date(u.billed.billedAt).toISOString()}`);
+  expect(lost, 'billed requests with no ledger row and no kill to explain them').toEqual([]);
+  expect(r.figures.billed).toBe(r.figures.ledgerRows + r.figures.unbookedExplained);
+}, 900_000);

@@ -1,0 +1,127 @@
+import type pg from 'pg';
+import type { BilledRequest } from './fake-openai';
+import type { KillEvent } from './worker-processes';
+
+/**
+ * What a fault-injection scenario measured, reconciled from three independent records: the fake provider's log of
+ * billed requests, the ledger (usage_ledger.provider_request_id) and the claims (runs, run_duplicates).
+ */
+export interface ChaosFigures {
+  scenario: string;
+  slots: number;
+  /** Slots whose claim ended completed. */
+  completed: number;
+  /** Slots whose claim is anything else (failed, running). */
+  notCompleted: number;
+  /** Executions beyond one per slot that made model calls (second runs of a slot). Must be 0. */
+  duplicates: number;
+  /** Executions the claim stopped before any model call (they cost nothing). */
+  stoppedByClaim: number;
+  billed: number;
+  ledgerRows: number;
+  /** Ledger rows whose provider_request_id the provider never billed. Must be 0. */
+  ledgerRowsNotBilled: number;
+  /** Billed requests with no ledger row that a SIGKILL explains: their process died while they were in flight. */
+  unbookedExplained: number;
+  /** Billed requests with no ledger row and no kill to explain them: lost money. Must be 0. */
+  unbookedUnexplained: number;
+  elapsedMs: number;
+  /** Anything the scenario adds (kills, outage length, the window's size, ...). */
+  extra: Record<string, string | number>;
+}
+
+export interface UnbookedRequest {
+  billed: BilledRequest;
+  /** The kill of the process that sent it, if that process died after sending it. */
+  kill?: KillEvent;
+}
+
+/** Usage rows of these tasks' runs. */
+async function ledgerRows(pool: pg.Pool, taskIds: string[]) {
+  const { rows } = await pool.query<{ provider_request_id: string | null; run_id: string; workflow_id: string | null; kind: string; attempt: number }>(
+    `select provider_request_id, run_id, ${(await hasColumn(pool, 'usage_ledger', 'workflow_id')) ? 'workflow_id' : 'null as workflow_id'}, kind, attempt
+       from usage_ledger where entry_type = 'usage' and task_id = any($1)`,
+    [taskIds],
+  );
+  return rows;
+}
+
+async function hasColumn(pool: pg.Pool, table: string, column: string): Promise<boolean> {
+  const { rowCount } = await pool.query('select 1 from information_schema.columns where table_name = $1 and column_name = $2', [table, column]);
+  return rowCount === 1;
+}
+
+/**
+ * Reconciles billed requests against the ledger and the claims. `billed` must hold only this scenario's requests;
+ * `kills` the scenario's SIGKILLs (none when it killed nothing, and then every unbooked request is unexplained).
+ */
+export async function reconcile(
+  pool: pg.Pool,
+  opts: { scenario: string; taskIds: string[]; slots: number; billed: BilledRequest[]; kills?: KillEvent[]; killWindowMs?: number; startedAt: number; extra?: Record<string, string | number> },
+): Promise<{ figures: ChaosFigures; unbooked: UnbookedRequest[] }> {
+  const rows = await ledgerRows(pool, opts.taskIds);
+  const claims = await pool.query<{ status: string; n: string }>(
+    'select status, count(*) as n from runs where task_id = any($1) group by status',
+    [opts.taskIds],
+  );
+  const count = (status: string) => Number(claims.rows.find((r) => r.status === status)?.n ?? 0);
+  const stopped = await pool.query<{ n: string }>('select count(*) as n from run_duplicates where task_id = any($1)', [opts.taskIds]);
+
+  // Executions per slot: with a workflow_id column, run_id names the execution; before it, run_id was the workflow ID
+  // and a second execution could only be seen as a second claim (impossible: the key is unique) or in Temporal.
+  const executionsBySlot = new Map<string, Set<string>>();
+  for (const r of rows) {
+    const slot = r.workflow_id ?? r.run_id;
+    executionsBySlot.set(slot, (executionsBySlot.get(slot) ?? new Set()).add(r.run_id));
+  }
+  const duplicates = [...executionsBySlot.values()].reduce((n, s) => n + s.size - 1, 0);
+
+  const booked = new Set(rows.map((r) => r.provider_request_id).filter((id): id is string => id !== null));
+  const billedIds = new Set(opts.billed.map((b) => b.id));
+  const unbooked: UnbookedRequest[] = opts.billed
+    .filter((b) => !booked.has(b.id))
+    .map((b) => ({
+      billed: b,
+      // The process that sent it died after sending it, and not long after its answer was generated.
+      kill: opts.kills?.find((k) => k.incarnation === b.caller && k.at >= b.receivedAt && k.at - b.billedAt <= (opts.killWindowMs ?? 0)),
+    }));
+  const explained = unbooked.filter((u) => u.kill);
+
+  const figures: ChaosFigures = {
+    scenario: opts.scenario,
+    slots: opts.slots,
+    completed: count('completed'),
+    notCompleted: opts.slots - count('completed'),
+    duplicates,
+    stoppedByClaim: Number(stopped.rows[0].n),
+    billed: opts.billed.length,
+    ledgerRows: rows.length,
+    ledgerRowsNotBilled: rows.filter((r) => !r.provider_request_id || !billedIds.has(r.provider_request_id)).length,
+    unbookedExplained: explained.length,
+    unbookedUnexplained: unbooked.length - explained.length,
+    elapsedMs: Date.now() - opts.startedAt,
+    extra: { ...opts.extra },
+  };
+  if (explained.length > 0) {
+    // How long before its process died each lost answer had been generated (negative: the reply was still being
+    // generated when the process died). The largest is the window that could not be closed, as measured here.
+    const gaps = explained.map((u) => (u.kill as KillEvent).at - u.billed.billedAt);
+    figures.extra['lost answer: billed-to-kill ms, max'] = Math.max(...gaps);
+    figures.extra['lost answer: billed-to-kill ms, min'] = Math.min(...gaps);
+  }
+  return { figures, unbooked };
+}
+
+/** The figures as a small table, with the command that produced them. */
+export function formatFigures(f: ChaosFigures, command?: string): string {
+  const lines = [
+    ...(command ? [`$ ${command}`] : []),
+    `${f.scenario}`,
+    `  slots ${f.slots}, completed ${f.completed}, not completed ${f.notCompleted}, duplicates ${f.duplicates}, stopped by the claim ${f.stoppedByClaim}`,
+    `  billed requests ${f.billed}, ledger rows ${f.ledgerRows}, ledger rows not billed ${f.ledgerRowsNotBilled}`,
+    `  unbooked and explained by a kill ${f.unbookedExplained}, unbooked and unexplained ${f.unbookedUnexplained}`,
+    `  elapsed ${(f.elapsedMs / 1000).toFixed(1)} s`,
+    ...Object.entries(f.extra).map(([k, v]) => `  ${k}: ${v}`),
+  ];
+  return lines.join('\n');
+}

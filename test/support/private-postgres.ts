@@ -1,0 +1,64 @@
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import pg from 'pg';
+import { migrate } from '../../src/db/migrate';
+import { createPool } from '../../src/db/pool';
+import { freePort } from '../../src/dev/ports';
+import { startPostgres, stopPostgres } from '../../src/dev/postgres';
+
+/**
+ * A private PostgreSQL cluster for a scenario that stops the database: the dev stack's own cluster code (pg_ctl as
+ * the postgres user when root), in its own folder and port, so the suite's shared cluster never goes down.
+ */
+export class PrivatePostgres {
+  private constructor(
+    private readonly dataDir: string,
+    readonly port: number,
+    /** The migrated ledger database, `cronledger`. */
+    readonly databaseUrl: string,
+  ) {}
+
+  /** Creates the cluster in dataDir/postgres, starts it, and migrates the ledger database. */
+  static async create(dataDir: string): Promise<PrivatePostgres> {
+    mkdirSync(join(dataDir, 'logs'), { recursive: true });
+    const port = await freePort();
+    const started = await startPostgres({ dataDir, port, log: () => undefined });
+    const pool = createPool(started.databaseUrl, 1);
+    try {
+      await migrate(pool);
+    } finally {
+      await pool.end();
+    }
+    return new PrivatePostgres(dataDir, port, started.databaseUrl);
+  }
+
+  /** Fast shutdown: every client is disconnected and nothing answers until start(). Returns when it is down. */
+  async stop(): Promise<number> {
+    const at = Date.now();
+    await stopPostgres(this.dataDir);
+    return at;
+  }
+
+  /** Starts the cluster again on the same port (the clients' URLs stay valid). */
+  async start(): Promise<void> {
+    await startPostgres({ dataDir: this.dataDir, port: this.port, log: () => undefined });
+  }
+
+  /** Stops the cluster for good (the caller removes dataDir). */
+  async destroy(): Promise<void> {
+    await stopPostgres(this.dataDir);
+  }
+
+  /** Whether the server accepts a connection right now. */
+  async reachable(): Promise<boolean> {
+    const client = new pg.Client({ connectionString: this.databaseUrl, connectionTimeoutMillis: 2_000 });
+    try {
+      await client.connect();
+      return true;
+    } catch {
+      return false;
+    } finally {
+      await client.end().catch(() => undefined);
+    }
+  }
+}
