@@ -15,7 +15,14 @@ export type Pool = pg.Pool;
 export const CONNECT_TIMEOUT_MS = 5_000;
 
 export function createPool(databaseUrl: string, max = 10): pg.Pool {
-  return new pg.Pool({ connectionString: databaseUrl, max, connectionTimeoutMillis: CONNECT_TIMEOUT_MS });
+  const pool = new pg.Pool({ connectionString: databaseUrl, max, connectionTimeoutMillis: CONNECT_TIMEOUT_MS });
+  // When the server closes an idle connection (a restart, a failover), the pool emits 'error' and drops it; with no
+  // listener Node treats that as an uncaught exception and every worker process dies with the database. Queries
+  // in flight fail on their own and are retried by their callers; the next query opens a fresh connection.
+  pool.on('error', (err) => {
+    process.stderr.write(`PostgreSQL closed an idle connection (${err.message}); the next query reconnects\n`);
+  });
+  return pool;
 }
 
 /**

@@ -1,10 +1,10 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import pg from 'pg';
-import { migrate } from '../../src/db/migrate';
-import { createPool } from '../../src/db/pool';
+import { migrateDatabase } from '../../src/db/migrate';
+import { generatePasswords, type RolePasswords } from '../../src/db/roles';
 import { freePort } from '../../src/dev/ports';
-import { startPostgres, stopPostgres } from '../../src/dev/postgres';
+import { databaseUrlFor, startPostgres, stopPostgres } from '../../src/dev/postgres';
 
 /**
  * A private PostgreSQL cluster for a scenario that stops the database: the dev stack's own cluster code (pg_ctl as
@@ -14,22 +14,19 @@ export class PrivatePostgres {
   private constructor(
     private readonly dataDir: string,
     readonly port: number,
-    /** The migrated ledger database, `cronledger`. */
+    private readonly passwords: RolePasswords,
+    /** The migrated ledger database, `cronledger`, as the application role (what workers use). */
     readonly databaseUrl: string,
   ) {}
 
-  /** Creates the cluster in dataDir/postgres, starts it, and migrates the ledger database. */
+  /** Creates the cluster in dataDir/postgres, starts it, and migrates the ledger database (as the owner role). */
   static async create(dataDir: string): Promise<PrivatePostgres> {
     mkdirSync(join(dataDir, 'logs'), { recursive: true });
     const port = await freePort();
-    const started = await startPostgres({ dataDir, port, log: () => undefined });
-    const pool = createPool(started.databaseUrl, 1);
-    try {
-      await migrate(pool);
-    } finally {
-      await pool.end();
-    }
-    return new PrivatePostgres(dataDir, port, started.databaseUrl);
+    const passwords = generatePasswords();
+    const started = await startPostgres({ dataDir, port, passwords, log: () => undefined });
+    await migrateDatabase(databaseUrlFor(port, 'owner', passwords));
+    return new PrivatePostgres(dataDir, port, passwords, started.databaseUrl);
   }
 
   /** Fast shutdown: every client is disconnected and nothing answers until start(). Returns when it is down. */
@@ -41,7 +38,7 @@ export class PrivatePostgres {
 
   /** Starts the cluster again on the same port (the clients' URLs stay valid). */
   async start(): Promise<void> {
-    await startPostgres({ dataDir: this.dataDir, port: this.port, log: () => undefined });
+    await startPostgres({ dataDir: this.dataDir, port: this.port, passwords: this.passwords, log: () => undefined });
   }
 
   /** Stops the cluster for good (the caller removes dataDir). */
