@@ -51,7 +51,6 @@ async function main(): Promise<void> {
   await server.start();
   const client = await connectClient({ temporalAddress: server.address, namespace: 'default' });
   const pool = createPool(postgres.databaseUrl);
-  pool.on('error', () => undefined); // R3 stops the server under idle connections; the pool replaces them
   const fake = await startFakeOpenAI({ billedLogFile: join(dir, 'billed.jsonl') });
   const results: { figures: ChaosFigures; notes: string[] }[] = [];
   try {

@@ -16,6 +16,11 @@ export interface WorkerKillsOptions {
   killEveryMs?: [number, number];
   /** How long the fake model thinks per call: the longer, the more kills land on a request in flight. */
   latencyMs?: number;
+  /**
+   * Kills stop after this many (default: one per 5 slots, at least 6), so that the burst can end: every kill of a
+   * worker with a call in flight sends that call back to be retried, and an endless killer would keep hitting retries.
+   */
+  maxKills?: number;
 }
 
 export interface WorkerKillsResult {
@@ -33,6 +38,7 @@ export const KILL_WINDOW_MS = 5_000;
 
 export async function runWorkerKills(env: ChaosEnv, opts: WorkerKillsOptions): Promise<WorkerKillsResult> {
   const { slots, workers: workerCount = 3, killEveryMs = [1_000, 3_000], latencyMs = 2_500 } = opts;
+  const maxKills = opts.maxKills ?? Math.max(6, Math.floor(slots / 5));
   const taskId = scenarioId('kills');
   const taskQueue = `${taskId}-q`;
   await createTaskSchedule(env, { id: taskId, cron: '* * * * *', paused: true }, taskQueue);
@@ -47,7 +53,7 @@ export async function runWorkerKills(env: ChaosEnv, opts: WorkerKillsOptions): P
   let killsWithCallsInFlight = 0;
 
   const killer = (async () => {
-    while (!done) {
+    while (!done && kills.length < maxKills) {
       await sleep(killEveryMs[0] + Math.random() * (killEveryMs[1] - killEveryMs[0]));
       if (done) break;
       // A random worker among those with a model call in flight, so that kills exercise the window that can't be
