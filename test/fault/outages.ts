@@ -75,7 +75,7 @@ export function runPostgresOutage(env: ChaosEnv, postgres: PrivatePostgres, opts
     scenario: `R3 PostgreSQL outage: the ledger database stopped for ${opts.outageMs / 1000} s during a burst of ${opts.slots} slots`,
     slots: opts.slots,
     workers: 2,
-    latencyMs: 500,
+    latencyMs: 3_000, // calls in flight when the database stops come back while it is down: their booking must wait
     async outage() {
       const billedBefore = env.fake.billed.length;
       const stoppedAt = await postgres.stop();
