@@ -43,11 +43,19 @@ const log = (line: string): void => void process.stderr.write(`${new Date().toIS
 
 async function main(): Promise<void> {
   const cli = findTemporalCli();
-  if (!cli) throw new Error('no temporal binary: run ./scripts/test.sh (or `npx cronledger dev up`) once to build it, or set CRONLEDGER_TEMPORAL_CLI');
+  if (!cli)
+    throw new Error(
+      'no temporal binary: run ./scripts/test.sh (or `npx cronledger dev up`) once to build it, or set CRONLEDGER_TEMPORAL_CLI',
+    );
   const dir = mkdtempSync(join(tmpdir(), 'cronledger-chaos-'));
   log(`private stack in ${dir}`);
   const postgres = await PrivatePostgres.create(dir);
-  const server = await TemporalProcess.create({ cli: cli.path, dbFilename: join(dir, 'temporal.db'), namespaces: [], logFile: join(dir, 'temporal.log') });
+  const server = await TemporalProcess.create({
+    cli: cli.path,
+    dbFilename: join(dir, 'temporal.db'),
+    namespaces: [],
+    logFile: join(dir, 'temporal.log'),
+  });
   await server.start();
   const client = await connectClient({ temporalAddress: server.address, namespace: 'default' });
   const pool = createPool(postgres.databaseUrl);
@@ -74,7 +82,10 @@ async function main(): Promise<void> {
     if (only.includes('r4')) {
       log(`R4: ${racers} racers`);
       const r = await runClaimRace(env, { racers });
-      report(r.figures, [`met at the barrier: ${r.metAtBarrier.length} of ${racers} (${r.metAtBarrier.join(', ')})`, `outcomes: ${r.outcomes.map((o) => o.status).join(', ')}`]);
+      report(r.figures, [
+        `met at the barrier: ${r.metAtBarrier.length} of ${racers} (${r.metAtBarrier.join(', ')})`,
+        `outcomes: ${r.outcomes.map((o) => o.status).join(', ')}`,
+      ]);
     }
     if (only.includes('r1')) {
       log(`R1: ${slots} slots`);
@@ -97,14 +108,23 @@ async function main(): Promise<void> {
     }
     if (only.includes('retry')) {
       log('retry a failed slot');
-      const cliEnv = { ...process.env, TEMPORAL_ADDRESS: server.address, TEMPORAL_NAMESPACE: 'default', DATABASE_URL: postgres.databaseUrl, CRONLEDGER_DATA_DIR: join(dir, 'cli') };
+      const cliEnv = {
+        ...process.env,
+        TEMPORAL_ADDRESS: server.address,
+        TEMPORAL_NAMESPACE: 'default',
+        DATABASE_URL: postgres.databaseUrl,
+        CRONLEDGER_DATA_DIR: join(dir, 'cli'),
+      };
       const r = await runRetryFailed(env, cliEnv);
       report(r.figures, [`executions of the slot: ${r.executions.join(', ')}; executions in the ledger: ${r.ledgerExecutions}`]);
     }
     if (only.includes('r2')) {
       log(`R2: ${tasks} every-minute tasks, Temporal killed across 2 slots`);
       const r = await runTemporalRestart(env, server, { tasks, downSlots: 2 });
-      report(r.figures, [...r.gaps, ...r.missed.map((m) => `${m.workflowId}: ${m.status}, started ${(m.startedAfterRestartMs / 1000).toFixed(1)} s after the restart`)]);
+      report(r.figures, [
+        ...r.gaps,
+        ...r.missed.map((m) => `${m.workflowId}: ${m.status}, started ${(m.startedAfterRestartMs / 1000).toFixed(1)} s after the restart`),
+      ]);
     }
   } finally {
     await fake.close();

@@ -32,13 +32,21 @@ export const scenarioId = (prefix: string): string => `${prefix}-${randomUUID().
  * delete the schedules of scenarios that ran before in the same namespace.
  */
 export async function createTaskSchedule(env: ChaosEnv, fields: Record<string, unknown>, taskQueue: string): Promise<Task> {
-  const [task] = parseTasksFile({ tasks: [{ userId: 'u-chaos', input: 'Summarise the incident.', ...fields }], monthlyReport: false }).tasks;
+  const [task] = parseTasksFile({
+    tasks: [{ userId: 'u-chaos', input: 'Summarise the incident.', ...fields }],
+    monthlyReport: false,
+  }).tasks;
   await env.client.schedule.create(scheduleOptionsFor(task, taskQueue));
   return task;
 }
 
 /** Worker processes on taskQueue that call the fake OpenAI, each incarnation through its own base URL. */
-export function startOpenAIWorkers(env: ChaosEnv, count: number, taskQueue: string, extraEnv: NodeJS.ProcessEnv = {}): Promise<WorkerProcess[]> {
+export function startOpenAIWorkers(
+  env: ChaosEnv,
+  count: number,
+  taskQueue: string,
+  extraEnv: NodeJS.ProcessEnv = {},
+): Promise<WorkerProcess[]> {
   return startWorkerProcesses(count, workerOptions(env, taskQueue, extraEnv));
 }
 

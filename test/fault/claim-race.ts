@@ -41,13 +41,17 @@ export async function runClaimRace(env: ChaosEnv, opts: ClaimRaceOptions): Promi
     const options = workerOptions(env, `${taskId}-q${i}`);
     const url = new URL(env.databaseUrl);
     url.searchParams.set('application_name', appName);
-    return { appName, taskQueue: `${taskId}-q${i}`, worker: new WorkerProcess(`racer-${i + 1}`, { ...options, target: { ...options.target, databaseUrl: url.toString() } }) };
+    return {
+      appName,
+      taskQueue: `${taskId}-q${i}`,
+      worker: new WorkerProcess(`racer-${i + 1}`, { ...options, target: { ...options.target, databaseUrl: url.toString() } }),
+    };
   });
   await Promise.all(racers.map((r) => r.worker.start()));
 
   const barrier = new pg.Client({ connectionString: env.databaseUrl });
   await barrier.connect();
-  let metAtBarrier: string[] = [];
+  let metAtBarrier: string[];
   const outcomes: { workflowId: string; status: string }[] = [];
   try {
     await barrier.query('begin');
@@ -73,7 +77,8 @@ export async function runClaimRace(env: ChaosEnv, opts: ClaimRaceOptions): Promi
       );
       metAtBarrier = [...new Set(rows.map((r) => r.application_name))].sort();
       if (metAtBarrier.length === opts.racers) break;
-      if (Date.now() > deadline) throw new Error(`only ${metAtBarrier.length} of ${opts.racers} racers reached the barrier: ${metAtBarrier.join(', ')}`);
+      if (Date.now() > deadline)
+        throw new Error(`only ${metAtBarrier.length} of ${opts.racers} racers reached the barrier: ${metAtBarrier.join(', ')}`);
       await sleep(100);
     }
     await barrier.query('rollback'); // everyone at the line: go

@@ -70,7 +70,11 @@ async function burstWithOutage(env: ChaosEnv, opts: BurstOptions): Promise<Outag
 }
 
 /** R3: PostgreSQL stopped (pg_ctl stop -m fast) for outageMs while a burst runs, then started again on the same port. */
-export function runPostgresOutage(env: ChaosEnv, postgres: PrivatePostgres, opts: { slots: number; outageMs: number }): Promise<OutageResult> {
+export function runPostgresOutage(
+  env: ChaosEnv,
+  postgres: PrivatePostgres,
+  opts: { slots: number; outageMs: number },
+): Promise<OutageResult> {
   return burstWithOutage(env, {
     scenario: `R3 PostgreSQL outage: the ledger database stopped for ${opts.outageMs / 1000} s during a burst of ${opts.slots} slots`,
     slots: opts.slots,
@@ -94,7 +98,10 @@ export function runPostgresOutage(env: ChaosEnv, postgres: PrivatePostgres, opts
  * The provider answers 503 for outageMs, the first half without Retry-After and the second half with one, while a
  * burst runs. Long enough that the old five quick retries (1+2+4+8 s) would have failed the runs.
  */
-export function runProviderOutage(env: ChaosEnv, opts: { slots: number; outageMs: number; retryAfterSeconds?: number }): Promise<OutageResult> {
+export function runProviderOutage(
+  env: ChaosEnv,
+  opts: { slots: number; outageMs: number; retryAfterSeconds?: number },
+): Promise<OutageResult> {
   const retryAfter = String(opts.retryAfterSeconds ?? 5);
   return burstWithOutage(env, {
     scenario: `provider outage: every model call answered 503 for ${opts.outageMs / 1000} s during a burst of ${opts.slots} slots`,

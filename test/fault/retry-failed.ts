@@ -37,7 +37,14 @@ export async function runRetryFailed(env: ChaosEnv, cliEnv: NodeJS.ProcessEnv): 
     const price: PricesFile = {
       currency: 'USD',
       unit: 'per_million_tokens',
-      versions: [{ version: `${taskId}-large`, effectiveFrom: '2024-07-18T00:00:00Z', source: 'chaos test', models: { [UNPRICED_EMBEDDING]: { embeddingInput: '0.13' } } }],
+      versions: [
+        {
+          version: `${taskId}-large`,
+          effectiveFrom: '2024-07-18T00:00:00Z',
+          source: 'chaos test',
+          models: { [UNPRICED_EMBEDDING]: { embeddingInput: '0.13' } },
+        },
+      ],
     };
     await applyPrices(env.pool, price, 'test');
     const retry = await runCli(['backfill', ...range, '--retry-failed'], cliEnv);

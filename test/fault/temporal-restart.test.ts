@@ -24,7 +24,12 @@ let dir: string;
 beforeAll(async () => {
   ({ env, close } = await createFaultContext(import.meta.url));
   dir = mkdtempSync(join(tmpdir(), 'cronledger-temporal-restart-'));
-  server = await TemporalProcess.create({ cli: inject('stack').temporalCli, dbFilename: join(dir, 'temporal.db'), namespaces: [], logFile: join(dir, 'temporal.log') });
+  server = await TemporalProcess.create({
+    cli: inject('stack').temporalCli,
+    dbFilename: join(dir, 'temporal.db'),
+    namespaces: [],
+    logFile: join(dir, 'temporal.log'),
+  });
   await server.start();
   client = await connectClient({ temporalAddress: server.address, namespace: 'default' });
   env = { ...env, client, temporalAddress: server.address, namespace: 'default' };

@@ -52,14 +52,26 @@ export async function runTemporalRestart(
     const missedIds = taskIds.flatMap((id) =>
       Array.from({ length: downSlots }, (_, k) => `cron-${id}-${nominalId(new Date(firstMissed.getTime() + k * 60_000))}`),
     );
-    await waitFor(async () => (await statuses(env.client, missedIds)).every((s) => s === 'COMPLETED'), 240_000, 'every missed slot completed');
+    await waitFor(
+      async () => (await statuses(env.client, missedIds)).every((s) => s === 'COMPLETED'),
+      240_000,
+      'every missed slot completed',
+    );
     // And the schedules go on firing normally afterwards.
     const lastMissed = firstMissed.getTime() + (downSlots - 1) * 60_000;
     const after = taskIds.map((id) => `cron-${id}-${nominalId(new Date(lastMissed + slotsAfter * 60_000))}`);
-    await waitFor(async () => (await statuses(env.client, after)).every((s) => s === 'COMPLETED'), 180_000, 'the slots after the restart completed');
+    await waitFor(
+      async () => (await statuses(env.client, after)).every((s) => s === 'COMPLETED'),
+      180_000,
+      'the slots after the restart completed',
+    );
     for (const id of taskIds) await env.client.schedule.getHandle(`cron-${id}`).pause('chaos scenario done');
     // A run the schedule started just before the pause must finish before it is counted.
-    await waitFor(async () => (await env.client.workflow.count(`TaskQueue = '${taskQueue}' AND ExecutionStatus = 'Running'`)).count === 0, 120_000, 'no run still open');
+    await waitFor(
+      async () => (await env.client.workflow.count(`TaskQueue = '${taskQueue}' AND ExecutionStatus = 'Running'`)).count === 0,
+      120_000,
+      'no run still open',
+    );
 
     const missed = [];
     for (const workflowId of missedIds) {
@@ -86,7 +98,9 @@ export async function runTemporalRestart(
         'server down s': ((restartedAt - killedAt) / 1000).toFixed(1),
         'missed slots caught up': missed.filter((m) => m.status === 'COMPLETED' && m.startedAfterRestartMs >= 0).length,
         'missed slots': missed.length,
-        'catch-up: last missed slot started after the restart, s': (Math.max(...missed.map((m) => m.startedAfterRestartMs)) / 1000).toFixed(1),
+        'catch-up: last missed slot started after the restart, s': (Math.max(...missed.map((m) => m.startedAfterRestartMs)) / 1000).toFixed(
+          1,
+        ),
       },
     });
     return { figures, missed, gaps, killedAt, restartedAt };
@@ -96,7 +110,9 @@ export async function runTemporalRestart(
 }
 
 async function completedRuns(env: ChaosEnv, taskId: string): Promise<number> {
-  const { rows } = await env.pool.query<{ n: string }>(`select count(*) as n from runs where task_id = $1 and status = 'completed'`, [taskId]);
+  const { rows } = await env.pool.query<{ n: string }>(`select count(*) as n from runs where task_id = $1 and status = 'completed'`, [
+    taskId,
+  ]);
   return Number(rows[0].n);
 }
 

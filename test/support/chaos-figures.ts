@@ -38,7 +38,13 @@ export interface UnbookedRequest {
 
 /** Usage rows of these tasks' runs. */
 async function ledgerRows(pool: pg.Pool, taskIds: string[]) {
-  const { rows } = await pool.query<{ provider_request_id: string | null; run_id: string; workflow_id: string | null; kind: string; attempt: number }>(
+  const { rows } = await pool.query<{
+    provider_request_id: string | null;
+    run_id: string;
+    workflow_id: string | null;
+    kind: string;
+    attempt: number;
+  }>(
     `select provider_request_id, run_id, ${(await hasColumn(pool, 'usage_ledger', 'workflow_id')) ? 'workflow_id' : 'null as workflow_id'}, kind, attempt
        from usage_ledger where entry_type = 'usage' and task_id = any($1)`,
     [taskIds],
@@ -47,7 +53,10 @@ async function ledgerRows(pool: pg.Pool, taskIds: string[]) {
 }
 
 async function hasColumn(pool: pg.Pool, table: string, column: string): Promise<boolean> {
-  const { rowCount } = await pool.query('select 1 from information_schema.columns where table_name = $1 and column_name = $2', [table, column]);
+  const { rowCount } = await pool.query('select 1 from information_schema.columns where table_name = $1 and column_name = $2', [
+    table,
+    column,
+  ]);
   return rowCount === 1;
 }
 
@@ -57,7 +66,16 @@ async function hasColumn(pool: pg.Pool, table: string, column: string): Promise<
  */
 export async function reconcile(
   pool: pg.Pool,
-  opts: { scenario: string; taskIds: string[]; slots: number; billed: BilledRequest[]; kills?: KillEvent[]; killWindowMs?: number; startedAt: number; extra?: Record<string, string | number> },
+  opts: {
+    scenario: string;
+    taskIds: string[];
+    slots: number;
+    billed: BilledRequest[];
+    kills?: KillEvent[];
+    killWindowMs?: number;
+    startedAt: number;
+    extra?: Record<string, string | number>;
+  },
 ): Promise<{ figures: ChaosFigures; unbooked: UnbookedRequest[] }> {
   const rows = await ledgerRows(pool, opts.taskIds);
   const claims = await pool.query<{ status: string; n: string }>(

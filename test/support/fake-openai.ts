@@ -135,8 +135,7 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
       res.end(JSON.stringify(payload));
     };
 
-    const endpoint: Endpoint | undefined =
-      path === '/v1/chat/completions' ? 'chat' : path === '/v1/embeddings' ? 'embeddings' : undefined;
+    const endpoint: Endpoint | undefined = path === '/v1/chat/completions' ? 'chat' : path === '/v1/embeddings' ? 'embeddings' : undefined;
     if (!endpoint || req.method !== 'POST') {
       return send(404, { error: { message: `fake-openai: no route ${req.method} ${path}`, type: 'invalid_request_error' } });
     }
@@ -146,7 +145,11 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
     if (outage && Date.now() < outage.until) {
       outageCount += 1;
       const headers: Record<string, string> = outage.retryAfter === undefined ? {} : { 'retry-after': outage.retryAfter };
-      return send(503, { error: { message: 'fake outage: the service is unavailable', type: 'server_error', code: 'server_error' } }, headers);
+      return send(
+        503,
+        { error: { message: 'fake outage: the service is unavailable', type: 'server_error', code: 'server_error' } },
+        headers,
+      );
     }
     const reply = scripts[endpoint].shift() ?? defaults[endpoint];
     if (reply.kind === 'error') {

@@ -11,9 +11,7 @@ import { KillableProcess } from './killable-process';
 export class TemporalProcess extends KillableProcess {
   readonly address: string;
 
-  private constructor(
-    private readonly opts: { cli: string; dbFilename: string; port: number; namespaces: string[]; logFile: string },
-  ) {
+  private constructor(private readonly opts: { cli: string; dbFilename: string; port: number; namespaces: string[]; logFile: string }) {
     super();
     this.address = `127.0.0.1:${opts.port}`;
   }
@@ -28,10 +26,19 @@ export class TemporalProcess extends KillableProcess {
     if (this.running) throw new Error(`the Temporal server on ${this.address} is already running`);
     const { cli, dbFilename, port, namespaces, logFile } = this.opts;
     const args = [
-      'server', 'start-dev', '--headless', '--db-filename', dbFilename, '--ip', '127.0.0.1', '--port', String(port),
+      'server',
+      'start-dev',
+      '--headless',
+      '--db-filename',
+      dbFilename,
+      '--ip',
+      '127.0.0.1',
+      '--port',
+      String(port),
       ...Object.values(SEARCH_ATTRIBUTES).flatMap((name) => ['--search-attribute', `${name}=Keyword`]),
       ...namespaces.flatMap((n) => ['--namespace', n]),
-      '--log-level', 'error',
+      '--log-level',
+      'error',
     ];
     this.spawnLogged(cli, args, { logFile });
     await this.waitUntilServing();

@@ -111,7 +111,8 @@ export class WorkerProcess extends KillableProcess {
       if (!this.running) throw new Error(`${this.incarnation} exited while starting; see ${logFile}`);
       const text = readFileSync(logFile).subarray(fromByte).toString('utf8');
       if (text.includes("state: 'RUNNING'")) return;
-      if (Date.now() > deadline) throw new Error(`${this.incarnation} did not start polling within ${READY_TIMEOUT_MS / 1000}s; see ${logFile}`);
+      if (Date.now() > deadline)
+        throw new Error(`${this.incarnation} did not start polling within ${READY_TIMEOUT_MS / 1000}s; see ${logFile}`);
       await new Promise((r) => setTimeout(r, 100));
     }
   }
@@ -131,6 +132,12 @@ export async function stopWorkerProcesses(workers: WorkerProcess[]): Promise<voi
 /** The worker's connection settings come from its options only, never from the shell that runs the tests. */
 function withoutConnectionSettings(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
   return Object.fromEntries(
-    Object.entries(env).filter(([k]) => !k.startsWith('TEMPORAL_') && !k.startsWith('OPENAI_') && !['DATABASE_URL', 'MODEL_PROVIDER'].includes(k) && !k.startsWith('CRONLEDGER_')),
+    Object.entries(env).filter(
+      ([k]) =>
+        !k.startsWith('TEMPORAL_') &&
+        !k.startsWith('OPENAI_') &&
+        !['DATABASE_URL', 'MODEL_PROVIDER'].includes(k) &&
+        !k.startsWith('CRONLEDGER_'),
+    ),
   );
 }
