@@ -61,6 +61,7 @@ async function main(): Promise<void> {
   const pool = createPool(postgres.databaseUrl);
   const fake = await startFakeOpenAI({ billedLogFile: join(dir, 'billed.jsonl') });
   const results: { figures: ChaosFigures; notes: string[] }[] = [];
+  process.stdout.write(`$ ${command}\n\n`);
   try {
     await applyPrices(pool, loadPricesFile('prices/standard.json'), 'bench');
     const env: ChaosEnv = {
@@ -134,7 +135,7 @@ async function main(): Promise<void> {
     await postgres.destroy();
     rmSync(dir, { recursive: true, force: true });
   }
-  process.stdout.write(`$ ${command}\n(figures above; ${results.length} scenario(s))\n`);
+  process.stdout.write(`${results.length} scenario(s), measured ${new Date().toISOString().slice(0, 10)}\n`);
 }
 
 main().catch((err) => {

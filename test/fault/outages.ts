@@ -40,8 +40,14 @@ async function burstWithOutage(env: ChaosEnv, opts: BurstOptions): Promise<Outag
   try {
     const burst = backfill(env.client, { taskIds: [taskId], from, to, onSlotDone: (_r, n) => void (done = n) });
     const outage = (async () => {
-      // In the middle of the burst: a quarter of the calls answered, most runs still to come.
-      await waitFor(async () => env.fake.billed.length - billedBefore >= opts.slots / 2, 600_000, 'a quarter of the burst was billed');
+      // In the middle of the burst: a quarter of the calls answered, most runs still to come, and calls in flight
+      // (their answers come back during the outage).
+      const inFlight = () => [...env.fake.inFlight().values()].reduce((a, b) => a + b, 0);
+      await waitFor(
+        async () => env.fake.billed.length - billedBefore >= opts.slots / 2 && inFlight() >= 2,
+        600_000,
+        'a quarter of the burst was billed, with calls in flight',
+      );
       const billedNow = env.fake.billed.length - billedBefore;
       env.log(`  outage begins: ${done}/${opts.slots} slots done, ${billedNow} calls billed`);
       outageFigures = await opts.outage();
