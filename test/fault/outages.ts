@@ -38,7 +38,7 @@ async function burstWithOutage(env: ChaosEnv, opts: BurstOptions): Promise<Outag
   let done = 0;
   let outageFigures: Record<string, string | number> = {};
   try {
-    const burst = backfill(env.client, { taskIds: [taskId], from, to, onSlotDone: (_r, n) => void (done = n) });
+    const burst = backfill(env.client, env.pool, { taskIds: [taskId], from, to, onSlotDone: (_r, n) => void (done = n) });
     const outage = (async () => {
       // In the middle of the burst: a quarter of the calls answered, most runs still to come, and calls in flight
       // (their answers come back during the outage).
@@ -66,7 +66,7 @@ async function burstWithOutage(env: ChaosEnv, opts: BurstOptions): Promise<Outag
     figures.extra['provider calls repeated'] = repeatedCalls;
     return {
       figures,
-      failedSlots: outcome.results.filter((r) => r.outcome !== 'executed').map((r) => `${r.workflowId}: ${r.outcome} ${r.detail ?? ''}`),
+      failedSlots: outcome.results.filter((r) => r.outcome !== 'completed').map((r) => `${r.workflowId}: ${r.outcome} ${r.detail ?? ''}`),
       repeatedCalls,
     };
   } finally {

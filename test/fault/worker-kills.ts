@@ -78,7 +78,7 @@ export async function runWorkerKills(env: ChaosEnv, opts: WorkerKillsOptions): P
   const to = new Date(from.getTime() + (slots - 1) * 60_000);
   let outcome: Awaited<ReturnType<typeof backfill>>;
   try {
-    outcome = await backfill(env.client, {
+    outcome = await backfill(env.client, env.pool, {
       taskIds: [taskId],
       from,
       to,
@@ -113,8 +113,8 @@ export async function runWorkerKills(env: ChaosEnv, opts: WorkerKillsOptions): P
     unbooked,
     kills,
     killsWithCallsInFlight,
-    executed: outcome.summary.executed,
-    failedSlots: outcome.results.filter((r) => r.outcome !== 'executed').map((r) => `${r.workflowId}: ${r.outcome} ${r.detail ?? ''}`),
+    executed: outcome.summary.completed,
+    failedSlots: outcome.results.filter((r) => r.outcome !== 'completed').map((r) => `${r.workflowId}: ${r.outcome} ${r.detail ?? ''}`),
   };
 }
 

@@ -13,7 +13,10 @@ export interface ChaosFigures {
   completed: number;
   /** Slots whose claim is anything else (failed, running). */
   notCompleted: number;
-  /** Executions beyond one per slot that made model calls (second runs of a slot). Must be 0. */
+  /**
+   * Executions beyond one per slot that ran the whole run (their embedding, the last model step, is in the ledger):
+   * second runs of a slot. A failed execution retried on purpose is not one. Must be 0.
+   */
   duplicates: number;
   /** Executions the claim stopped before any model call (they cost nothing). */
   stoppedByClaim: number;
@@ -38,26 +41,11 @@ export interface UnbookedRequest {
 
 /** Usage rows of these tasks' runs. */
 async function ledgerRows(pool: pg.Pool, taskIds: string[]) {
-  const { rows } = await pool.query<{
-    provider_request_id: string | null;
-    run_id: string;
-    workflow_id: string | null;
-    kind: string;
-    attempt: number;
-  }>(
-    `select provider_request_id, run_id, ${(await hasColumn(pool, 'usage_ledger', 'workflow_id')) ? 'workflow_id' : 'null as workflow_id'}, kind, attempt
-       from usage_ledger where entry_type = 'usage' and task_id = any($1)`,
+  const { rows } = await pool.query<{ provider_request_id: string | null; run_id: string; workflow_id: string; kind: string }>(
+    `select provider_request_id, run_id, workflow_id, kind from usage_ledger where entry_type = 'usage' and task_id = any($1)`,
     [taskIds],
   );
   return rows;
-}
-
-async function hasColumn(pool: pg.Pool, table: string, column: string): Promise<boolean> {
-  const { rowCount } = await pool.query('select 1 from information_schema.columns where table_name = $1 and column_name = $2', [
-    table,
-    column,
-  ]);
-  return rowCount === 1;
 }
 
 /**
@@ -85,12 +73,10 @@ export async function reconcile(
   const count = (status: string) => Number(claims.rows.find((r) => r.status === status)?.n ?? 0);
   const stopped = await pool.query<{ n: string }>('select count(*) as n from run_duplicates where task_id = any($1)', [opts.taskIds]);
 
-  // Executions per slot: with a workflow_id column, run_id names the execution; before it, run_id was the workflow ID
-  // and a second execution could only be seen as a second claim (impossible: the key is unique) or in Temporal.
+  // run_id names the execution (Temporal's run ID), workflow_id the slot's workflow.
   const executionsBySlot = new Map<string, Set<string>>();
-  for (const r of rows) {
-    const slot = r.workflow_id ?? r.run_id;
-    executionsBySlot.set(slot, (executionsBySlot.get(slot) ?? new Set()).add(r.run_id));
+  for (const r of rows.filter((r) => r.kind === 'embedding')) {
+    executionsBySlot.set(r.workflow_id, (executionsBySlot.get(r.workflow_id) ?? new Set()).add(r.run_id));
   }
   const duplicates = [...executionsBySlot.values()].reduce((n, s) => n + s.size - 1, 0);
 
