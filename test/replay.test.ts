@@ -1,19 +1,32 @@
 import { execFileSync } from 'node:child_process';
 import { Worker } from '@temporalio/worker';
+import { mkdtemp } from 'node:fs/promises';
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { applyPrices, loadPricesFile } from '../src/ledger/prices';
-import { scheduledRun } from '../src/workflows/scheduled-run';
+import { monthlyReport } from '../src/workflows/monthly-report';
+import { CALL_THEN_BOOK_PATCH, scheduledRun } from '../src/workflows/scheduled-run';
 import { createTestContext, type TestContext } from './support/context';
+import { waitFor } from './support/wait';
 import { startWorkers, workflowBundle } from './support/workers';
 
 /**
  * Determinism: the workflow code must make the same decisions when it replays a history. Histories recorded now
- * (completed, duplicate and failed runs) replay against today's code, and so do the histories committed under
- * test/fixtures/histories, recorded by earlier versions: a change that breaks running workflows fails here.
+ * replay against today's code, and so do the histories committed under test/fixtures/histories, recorded by earlier
+ * versions: a change that breaks running workflows fails here.
+ *
+ * Committed fixtures:
+ * - scheduled-run-{completed,duplicate,failed}.json: recorded before the `call-then-book` patch (claimRun, chat,
+ *   embedMemory, completeRun). They replay on the legacy branch that `patched()` keeps for them.
+ * - scheduled-run-call-then-book-{completed,duplicate,failed}.json, scheduled-run-schedule-started.json (started by a
+ *   Schedule, with TemporalScheduledStartTime), scheduled-run-billed-retry.json (a billed failure booked and called
+ *   again) and monthly-report.json: recorded after it.
+ * Re-record with RECORD_HISTORIES=1 (it writes only the post-patch files; the legacy ones are history).
  */
 const FIXTURES = join(import.meta.dirname, 'fixtures', 'histories');
+const LEGACY_FIXTURES = ['scheduled-run-completed.json', 'scheduled-run-duplicate.json', 'scheduled-run-failed.json'];
 let ctx: TestContext;
 
 beforeAll(async () => {
@@ -31,47 +44,104 @@ const task = (model = 'openai/gpt-4o-mini') => ({
   embeddingModel: 'openai/text-embedding-3-small',
 });
 
-it('replays freshly recorded histories of completed, duplicate and failed runs without nondeterminism', async () => {
-  const ids = ['cron-replayed-2026-11-02T09:00:00Z', 'cron-replayed-2026-11-02T09:00:00Z', 'cron-replayed-2026-11-02T09:05:00Z'];
-  const fleet = await startWorkers(ctx, 1);
-  const runIds = await fleet.runWhile(async () => {
-    const completed = await ctx.client.workflow.start(scheduledRun, { workflowId: ids[0], taskQueue: ctx.taskQueue, args: [task()] });
-    await completed.result();
-    // same slot again (a native backfill would do this): ends as duplicate
-    const duplicate = await ctx.client.workflow.start(scheduledRun, {
-      workflowId: ids[1],
-      taskQueue: ctx.taskQueue,
-      args: [task()],
-      workflowIdReusePolicy: 'ALLOW_DUPLICATE',
-    });
-    expect(await duplicate.result()).toMatchObject({ status: 'duplicate' });
-    // a model with no price fails before any call
-    const failed = await ctx.client.workflow.start(scheduledRun, { workflowId: ids[2], taskQueue: ctx.taskQueue, args: [task('acme/unpriced')] });
-    await expect(failed.result()).rejects.toThrow();
-    return [completed.firstExecutionRunId, duplicate.firstExecutionRunId, failed.firstExecutionRunId];
-  });
+type Recorded = { name: string; workflowId: string; runId: string };
 
-  const histories = await Promise.all(ids.map((id, i) => ctx.client.workflow.getHandle(id, runIds[i]).fetchHistory()));
-  for (const [i, history] of histories.entries()) {
-    await Worker.runReplayHistory({ workflowBundle: await workflowBundle() }, history, `${ids[i]}-${i}`);
-  }
-  if (process.env.RECORD_HISTORIES === '1') {
-    // Recorded with the temporal CLI, whose JSON is the format Worker.runReplayHistory reads back.
-    ['completed', 'duplicate', 'failed'].forEach((name, i) => {
+/** Replays every recorded history against today's bundle; with RECORD_HISTORIES=1 also writes it as a fixture. */
+async function replayAndMaybeRecord(recorded: Recorded[]): Promise<void> {
+  for (const r of recorded) {
+    const history = await ctx.client.workflow.getHandle(r.workflowId, r.runId).fetchHistory();
+    await Worker.runReplayHistory({ workflowBundle: await workflowBundle() }, history, `${r.name}-${r.runId}`);
+    if (process.env.RECORD_HISTORIES === '1') {
+      // Recorded with the temporal CLI, whose JSON is the format Worker.runReplayHistory reads back.
       const json = execFileSync(inject('stack').temporalCli, [
-        'workflow', 'show', '--workflow-id', ids[i], '--run-id', runIds[i], '--output', 'json',
+        'workflow', 'show', '--workflow-id', r.workflowId, '--run-id', r.runId, '--output', 'json',
         '--address', ctx.temporalAddress, '--namespace', ctx.namespace,
       ]);
-      writeFileSync(join(FIXTURES, `scheduled-run-${name}.json`), json);
-    });
+      writeFileSync(join(FIXTURES, `${r.name}.json`), json);
+    }
   }
+}
+
+describe('freshly recorded histories replay without nondeterminism', () => {
+  it('scheduledRun: completed, duplicate, failed, started by a Schedule, and with a billed failure called again', async () => {
+    const fleet = await startWorkers(ctx, 1);
+    const recorded = await fleet.runWhile(async (): Promise<Recorded[]> => {
+      const out: Recorded[] = [];
+      const completed = await ctx.client.workflow.start(scheduledRun, { workflowId: 'cron-replayed-2026-11-02T09:00:00Z', taskQueue: ctx.taskQueue, args: [task()] });
+      await completed.result();
+      out.push({ name: 'scheduled-run-call-then-book-completed', workflowId: completed.workflowId, runId: completed.firstExecutionRunId });
+      // same slot again (a native backfill would do this): ends as duplicate
+      const duplicate = await ctx.client.workflow.start(scheduledRun, {
+        workflowId: 'cron-replayed-2026-11-02T09:00:00Z',
+        taskQueue: ctx.taskQueue,
+        args: [task()],
+        workflowIdReusePolicy: 'ALLOW_DUPLICATE',
+      });
+      expect(await duplicate.result()).toMatchObject({ status: 'duplicate' });
+      out.push({ name: 'scheduled-run-call-then-book-duplicate', workflowId: duplicate.workflowId, runId: duplicate.firstExecutionRunId });
+      // a model with no price fails before any call
+      const failed = await ctx.client.workflow.start(scheduledRun, { workflowId: 'cron-replayed-2026-11-02T09:05:00Z', taskQueue: ctx.taskQueue, args: [task('acme/unpriced')] });
+      await expect(failed.result()).rejects.toThrow();
+      out.push({ name: 'scheduled-run-call-then-book-failed', workflowId: failed.workflowId, runId: failed.firstExecutionRunId });
+      // a billed failure: booked as failed, called again as attempt 2
+      const billed = await ctx.client.workflow.start(scheduledRun, {
+        workflowId: 'cron-replayed-2026-11-02T09:10:00Z',
+        taskQueue: ctx.taskQueue,
+        args: [{ ...task(), simulate: { failFirstAttempts: 1 } }],
+      });
+      await billed.result();
+      out.push({ name: 'scheduled-run-billed-retry', workflowId: billed.workflowId, runId: billed.firstExecutionRunId });
+
+      // started by a Schedule (a backfill of one slot), so TemporalScheduledStartTime is stamped
+      const schedule = await ctx.client.schedule.create({
+        scheduleId: 'cron-replay-sched',
+        spec: { cronExpressions: ['* * * * *'] },
+        action: { type: 'startWorkflow', workflowType: scheduledRun, workflowId: 'cron-replay-sched', taskQueue: ctx.taskQueue, args: [{ ...task(), taskId: 'replay-sched' }] },
+        state: { paused: true },
+      });
+      await schedule.backfill({ start: new Date('2026-11-02T09:00:00Z'), end: new Date('2026-11-02T09:00:30Z'), overlap: 'ALLOW_ALL' });
+      const slotId = 'cron-replay-sched-2026-11-02T09:00:00Z';
+      await waitFor(async () => (await ctx.client.workflow.getHandle(slotId).describe().then((d) => d.status.name, () => 'absent')) === 'COMPLETED', 60_000, `${slotId} completed`);
+      const started = await ctx.client.workflow.getHandle(slotId).describe();
+      expect(started.raw.workflowExecutionInfo?.searchAttributes?.indexedFields?.TemporalScheduledStartTime).toBeDefined();
+      await schedule.delete();
+      out.push({ name: 'scheduled-run-schedule-started', workflowId: slotId, runId: started.runId });
+      return out;
+    });
+    await replayAndMaybeRecord(recorded);
+  }, 180_000);
+
+  it('monthlyReport started without a month (resolved from its ID), generated and delivered (delivery off)', async () => {
+    const fleet = await startWorkers(ctx, 1, { reportsDir: await mkdtemp(join(tmpdir(), 'cronledger-replay-reports-')), reportWebhookUrl: '' });
+    const recorded = await fleet.runWhile(async (): Promise<Recorded[]> => {
+      const report = await ctx.client.workflow.start(monthlyReport, { workflowId: 'report-monthly-2026-11-01T00:00:00Z', taskQueue: ctx.taskQueue, args: [{}] });
+      expect((await report.result()).month).toBe('2026-10');
+      return [{ name: 'monthly-report', workflowId: report.workflowId, runId: report.firstExecutionRunId }];
+    });
+    await replayAndMaybeRecord(recorded);
+  }, 120_000);
 });
 
-it('replays the committed histories recorded by earlier versions', async () => {
+describe('committed histories', () => {
   const files = readdirSync(FIXTURES).filter((f) => f.endsWith('.json'));
-  expect(files.length).toBeGreaterThanOrEqual(3);
-  for (const file of files) {
+  const markersIn = (file: string): string[] =>
+    (JSON.parse(readFileSync(join(FIXTURES, file), 'utf8')).events as { markerRecordedEventAttributes?: { details?: { 'patch-data'?: { payloads?: { data: string }[] } } } }[])
+      .flatMap((e) => e.markerRecordedEventAttributes?.details?.['patch-data']?.payloads ?? [])
+      .map((p) => Buffer.from(p.data, 'base64').toString('utf8'));
+
+  it('cover the legacy sequence, the patched one, a schedule start, a billed retry and the monthly report', () => {
+    for (const f of [...LEGACY_FIXTURES, 'scheduled-run-call-then-book-completed.json', 'scheduled-run-schedule-started.json', 'scheduled-run-billed-retry.json', 'monthly-report.json']) {
+      expect(files).toContain(f);
+    }
+    // the legacy ones carry no patch marker (they take the old branch); the new scheduledRun ones carry it
+    for (const f of LEGACY_FIXTURES) expect(markersIn(f).join()).not.toContain(CALL_THEN_BOOK_PATCH);
+    for (const f of files.filter((f) => f.startsWith('scheduled-run-') && !LEGACY_FIXTURES.includes(f))) {
+      expect(markersIn(f).join()).toContain(CALL_THEN_BOOK_PATCH);
+    }
+  });
+
+  it.each(files)('%s replays against today\'s code', async (file) => {
     const history = JSON.parse(readFileSync(join(FIXTURES, file), 'utf8'));
     await Worker.runReplayHistory({ workflowBundle: await workflowBundle() }, history, file);
-  }
+  });
 });

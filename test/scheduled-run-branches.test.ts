@@ -1,0 +1,303 @@
+import { WorkflowFailedError, type Client } from '@temporalio/client';
+import { ApplicationFailure, CancelledFailure, Context } from '@temporalio/activity';
+import { NativeConnection, Worker } from '@temporalio/worker';
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, expect, inject, it } from 'vitest';
+import type { Activities } from '../src/activities';
+import type { BookUsageInput, ModelCallInput, ModelCallOutcome } from '../src/activities/run-activities';
+import { connectClient } from '../src/client';
+import type { ClaimOutcome } from '../src/db/runs';
+import { MAX_CALLS_PER_STEP, scheduledRun, type ScheduledRunInput } from '../src/workflows/scheduled-run';
+import './support/provided';
+import './support/quiet-runtime';
+import { workflowBundle } from './support/workers';
+
+/**
+ * The fast layer: the real scheduledRun workflow code on the real dev server, with stub activities typed as the real
+ * ones (`Activities`, so the compiler catches drift) and no PostgreSQL. Each branch of the workflow in seconds:
+ * duplicate, failure and cancel bookkeeping, billed-failure re-calls, booking through a database outage, manual and
+ * retry claims. The real-server tests (ledger, exactly-once, backfill, openai-provider) cover the same code with the
+ * real activities; these come in addition, never instead.
+ */
+
+let client: Client;
+let connection: NativeConnection;
+const namespace = 'scheduled-run-branches';
+
+beforeAll(async () => {
+  const stack = inject('stack');
+  client = await connectClient({ temporalAddress: stack.temporalAddress, namespace });
+  connection = await NativeConnection.connect({ address: stack.temporalAddress });
+});
+
+afterAll(async () => {
+  await connection?.close();
+  await client?.connection.close();
+});
+
+type Call = { name: keyof Activities; input: unknown };
+
+const USAGE = { promptTokens: 100, cachedPromptTokens: 0, completionTokens: 20, reasoningTokens: 0 };
+const answered = (input: ModelCallInput): ModelCallOutcome => ({
+  outcome: 'answered',
+  usage: USAGE,
+  providerModel: 'stub-model',
+  requestId: `req-${input.step}-${input.attempt}`,
+  ...(input.step === 'chat' ? { text: 'the reply' } : { vector: [0.5, -0.5] }),
+});
+const billedFailure = (input: ModelCallInput): ModelCallOutcome => ({
+  outcome: 'billed-failure',
+  usage: USAGE,
+  providerModel: 'stub-model',
+  requestId: `req-${input.step}-${input.attempt}`,
+  error: 'reply cut off',
+});
+
+/**
+ * Stub activities: every one records its call; `over` replaces the happy-path behaviour of some of them. The report
+ * activities are never reached by scheduledRun and fail if they are.
+ */
+function stubActivities(calls: Call[], over: Partial<Activities> = {}): Activities {
+  const record =
+    <K extends keyof Activities>(name: K, happy: Activities[K]): Activities[K] =>
+    // eslint-disable-next-line @typescript-eslint/no-explicit-any
+    (async (input: any) => {
+      calls.push({ name, input });
+      // eslint-disable-next-line @typescript-eslint/no-explicit-any
+      return ((over[name] ?? happy) as any)(input);
+    }) as Activities[K];
+  const unused = (name: string) => async (): Promise<never> => {
+    throw ApplicationFailure.nonRetryable(`${name} is not part of scheduledRun`);
+  };
+  return {
+    claimRun: record('claimRun', async (): Promise<ClaimOutcome> => ({ claimed: true, ownerWorkflowRunId: Context.current().info.workflowExecution?.runId ?? '', generation: 1 })),
+    completeRun: record('completeRun', async () => undefined),
+    callChat: record('callChat', async (input: ModelCallInput) => answered(input)),
+    callEmbedding: record('callEmbedding', async (input: ModelCallInput) => answered(input)),
+    bookUsage: record('bookUsage', async (input: BookUsageInput) => ({ booked: 'ledger' as const, entryId: `${input.step}-${input.attempt}`, costUsd: '0.000027000000000000' })),
+    storeMemory: record('storeMemory', async () => undefined),
+    chat: record('chat', unused('chat')),
+    embedMemory: record('embedMemory', unused('embedMemory')),
+    resolveReportMonth: unused('resolveReportMonth'),
+    generateMonthlyReport: unused('generateMonthlyReport'),
+    deliverMonthlyReport: unused('deliverMonthlyReport'),
+  };
+}
+
+const task = (over: Partial<ScheduledRunInput> = {}): ScheduledRunInput => ({
+  taskId: 'branchy',
+  userId: 'u1',
+  input: 'Summarise the day.',
+  model: 'openai/gpt-4o-mini',
+  embeddingModel: 'openai/text-embedding-3-small',
+  ...over,
+});
+
+/** Runs one scheduledRun with the stubs on a fresh task queue; `during` runs while it is under way (e.g. to cancel it). */
+async function run(
+  activities: Activities,
+  input: ScheduledRunInput,
+  opts: { workflowId?: string; during?: (handle: Awaited<ReturnType<Client['workflow']['start']>>) => Promise<void> } = {},
+) {
+  const taskQueue = `branches-${randomUUID().slice(0, 8)}`;
+  const workflowId = opts.workflowId ?? `cron-branchy-${randomUUID().slice(0, 6)}-2026-11-02T09:00:00Z`;
+  // Heartbeats (which carry a cancel to the activity) are sent at most every 0.8 × heartbeatTimeout by default, 24 s.
+  const worker = await Worker.create({
+    connection,
+    namespace,
+    taskQueue,
+    workflowBundle: await workflowBundle(),
+    activities,
+    maxHeartbeatThrottleInterval: '200 ms',
+  });
+  return worker.runUntil(async () => {
+    const handle = await client.workflow.start(scheduledRun, { args: [input], workflowId, taskQueue });
+    await opts.during?.(handle);
+    const outcome = await handle.result().then(
+      (result) => ({ result, error: undefined as unknown }),
+      (error: unknown) => ({ result: undefined, error }),
+    );
+    return { ...outcome, workflowId, runId: handle.firstExecutionRunId };
+  });
+}
+
+const names = (calls: Call[]) => calls.map((c) => c.name);
+const inputsOf = <T>(calls: Call[], name: keyof Activities) => calls.filter((c) => c.name === name).map((c) => c.input as T);
+
+it('completes: claim, call and book chat, call and book the embedding, store the memory, close the claim', async () => {
+  const calls: Call[] = [];
+  const { result, error, workflowId, runId } = await run(stubActivities(calls), task());
+
+  expect(error).toBeUndefined();
+  expect(result).toMatchObject({ status: 'completed', idempotencyKey: 'cron:branchy:2026-11-02T09:00Z', generation: 1 });
+  expect(result?.manual).toBeUndefined();
+  expect(names(calls)).toEqual(['claimRun', 'callChat', 'bookUsage', 'callEmbedding', 'bookUsage', 'storeMemory', 'completeRun']);
+  // ledger keys name the execution: Temporal's run ID, with the workflow ID alongside
+  expect(inputsOf<BookUsageInput>(calls, 'bookUsage').map((b) => [b.runId, b.workflowId, b.step, b.attempt, b.status])).toEqual([
+    [runId, workflowId, 'chat', 1, 'ok'],
+    [runId, workflowId, 'embed', 1, 'ok'],
+  ]);
+  expect(inputsOf(calls, 'completeRun')).toEqual([{ idempotencyKey: 'cron:branchy:2026-11-02T09:00Z', status: 'completed' }]);
+});
+
+it('stops as duplicate before any model call when another execution owns the claim', async () => {
+  const calls: Call[] = [];
+  const { result } = await run(
+    stubActivities(calls, { claimRun: async () => ({ claimed: false, ownerWorkflowRunId: 'the-owner', generation: 1, ownerStatus: 'failed' }) }),
+    task(),
+  );
+
+  expect(result).toMatchObject({ status: 'duplicate', ownerRunId: 'the-owner' });
+  expect(names(calls)).toEqual(['claimRun']);
+});
+
+it('records a failure on the claim (with the innermost message) and fails the run', async () => {
+  const calls: Call[] = [];
+  const { error } = await run(
+    stubActivities(calls, {
+      callChat: async () => {
+        throw ApplicationFailure.nonRetryable('no price in force for model "x"', 'NoPriceError');
+      },
+    }),
+    task(),
+  );
+
+  expect(error).toBeInstanceOf(WorkflowFailedError);
+  expect(names(calls)).toEqual(['claimRun', 'callChat', 'completeRun']);
+  expect(inputsOf(calls, 'completeRun')).toEqual([
+    { idempotencyKey: 'cron:branchy:2026-11-02T09:00Z', status: 'failed', error: 'no price in force for model "x"' },
+  ]);
+});
+
+it('a cancel during a call records the claim as cancelled', async () => {
+  const calls: Call[] = [];
+  let started!: () => void;
+  const callStarted = new Promise<void>((resolve) => (started = resolve));
+  const { error } = await run(
+    stubActivities(calls, {
+      callChat: async () => {
+        started();
+        // a provider that never answers; the heartbeat carries the cancel to this activity
+        for (;;) {
+          Context.current().heartbeat();
+          await Context.current().sleep(100);
+        }
+      },
+    }),
+    task(),
+    { during: async (handle) => {
+      await callStarted;
+      await handle.cancel();
+    } },
+  );
+
+  expect(error).toBeInstanceOf(WorkflowFailedError);
+  expect((error as WorkflowFailedError).cause).toBeInstanceOf(CancelledFailure);
+  expect(names(calls)).toEqual(['claimRun', 'callChat', 'completeRun']);
+  expect(inputsOf(calls, 'completeRun')).toMatchObject([{ status: 'cancelled' }]);
+});
+
+it('a cancel that arrives while the provider answers still books the answer, then records the claim as cancelled', async () => {
+  const calls: Call[] = [];
+  let started!: () => void;
+  const callStarted = new Promise<void>((resolve) => (started = resolve));
+  const { error } = await run(
+    stubActivities(calls, {
+      callChat: async (input) => {
+        started();
+        // the answer is on its way: wait until the cancel has reached us, then return the billed answer anyway
+        while (!Context.current().cancellationSignal.aborted) {
+          Context.current().heartbeat();
+          await new Promise((r) => setTimeout(r, 50));
+        }
+        return answered(input);
+      },
+    }),
+    task(),
+    { during: async (handle) => {
+      await callStarted;
+      await handle.cancel();
+    } },
+  );
+
+  expect(error).toBeInstanceOf(WorkflowFailedError);
+  expect(names(calls)).toEqual(['claimRun', 'callChat', 'bookUsage', 'completeRun']);
+  expect(inputsOf<BookUsageInput>(calls, 'bookUsage').map((b) => [b.step, b.attempt, b.status])).toEqual([['chat', 1, 'ok']]);
+  expect(inputsOf(calls, 'completeRun')).toMatchObject([{ status: 'cancelled' }]);
+});
+
+it('a billed failure is booked as failed and the step called again under the next attempt number', async () => {
+  const calls: Call[] = [];
+  const { result } = await run(
+    stubActivities(calls, { callChat: async (input) => (input.attempt === 1 ? billedFailure(input) : answered(input)) }),
+    task(),
+  );
+
+  expect(result?.status).toBe('completed');
+  expect(inputsOf<ModelCallInput>(calls, 'callChat').map((c) => c.attempt)).toEqual([1, 2]);
+  expect(inputsOf<BookUsageInput>(calls, 'bookUsage').map((b) => [b.step, b.attempt, b.status, b.requestId])).toEqual([
+    ['chat', 1, 'failed', 'req-chat-1'],
+    ['chat', 2, 'ok', 'req-chat-2'],
+    ['embed', 1, 'ok', 'req-embed-1'],
+  ]);
+});
+
+it(`billed failures are re-called at most ${MAX_CALLS_PER_STEP} times per step, each booked, then the run fails`, async () => {
+  const calls: Call[] = [];
+  const { error } = await run(stubActivities(calls, { callChat: async (input) => billedFailure(input) }), task());
+
+  expect(error).toBeInstanceOf(WorkflowFailedError);
+  expect((error as WorkflowFailedError).cause).toMatchObject({ type: 'BilledFailuresExhausted' });
+  expect(inputsOf<BookUsageInput>(calls, 'bookUsage').map((b) => [b.attempt, b.status])).toEqual(
+    Array.from({ length: MAX_CALLS_PER_STEP }, (_, i) => [i + 1, 'failed']),
+  );
+  expect(inputsOf(calls, 'completeRun')).toMatchObject([{ status: 'failed' }]);
+});
+
+it('a database outage while booking delays the booking and never repeats the call', async () => {
+  const calls: Call[] = [];
+  let bookings = 0;
+  const { result } = await run(
+    stubActivities(calls, {
+      bookUsage: async (input) => {
+        if (++bookings <= 2) throw new Error('connect ECONNREFUSED 127.0.0.1:5432'); // PostgreSQL is down
+        return { booked: 'ledger', entryId: '1', costUsd: '0.000027000000000000' };
+      },
+    }),
+    task(),
+  );
+
+  expect(result?.status).toBe('completed');
+  expect(names(calls).filter((n) => n === 'callChat')).toHaveLength(1);
+  expect(names(calls)).toEqual(['claimRun', 'callChat', 'bookUsage', 'bookUsage', 'bookUsage', 'callEmbedding', 'bookUsage', 'storeMemory', 'completeRun']);
+});
+
+it('usage the ledger had to keep in usage_exceptions fails the run (after it was kept), naming why', async () => {
+  const calls: Call[] = [];
+  const { error } = await run(
+    stubActivities(calls, { bookUsage: async () => ({ booked: 'exception', exceptionId: '7', reason: 'promptTokens = -1 is not a token count' }) }),
+    task(),
+  );
+
+  expect(error).toBeInstanceOf(WorkflowFailedError);
+  expect((error as WorkflowFailedError).cause).toMatchObject({ type: 'UnbookableUsage' });
+  expect(inputsOf(calls, 'completeRun')).toMatchObject([{ status: 'failed', error: expect.stringMatching(/usage_exceptions.*-1/) }]);
+});
+
+it('a manual trigger claims manual:<taskId>:<start second>, not the slot, and says it was manual', async () => {
+  const calls: Call[] = [];
+  const { result } = await run(stubActivities(calls), task({ manual: true }), { workflowId: `cron-branchy-manual-2026-11-05T10:11:12Z` });
+
+  expect(result).toMatchObject({ status: 'completed', manual: true, idempotencyKey: 'manual:branchy:2026-11-05T10:11:12Z' });
+  expect(inputsOf(calls, 'claimRun')).toMatchObject([{ idempotencyKey: 'manual:branchy:2026-11-05T10:11:12Z', manual: true }]);
+});
+
+it('a retry names the execution whose claim it may take over; a schedule firing names none', async () => {
+  const calls: Call[] = [];
+  await run(stubActivities(calls), task({ retry: { supersedesRunId: 'failed-run-id' } }));
+  await run(stubActivities(calls), task());
+
+  const claims = inputsOf<{ supersedesRunId?: string }>(calls, 'claimRun');
+  expect(claims[0].supersedesRunId).toBe('failed-run-id');
+  expect(claims[1]).not.toHaveProperty('supersedesRunId');
+});
