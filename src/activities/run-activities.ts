@@ -3,11 +3,11 @@ import type pg from 'pg';
 import { storeMemory } from '../db/memories';
 import { claimRun, completeRun, type ClaimOutcome, type RunStatus } from '../db/runs';
 import { UserError } from '../errors';
+import { bookUsageOrKeepException } from '../ledger/book-usage';
 import type { CallKind } from '../ledger/cost';
 import type { LedgerEntry } from '../ledger/entries';
 import { refuseUnpricedCall } from '../ledger/price-check';
 import { LedgerConflictError, recordUsage, usageKey, type UsageBooking } from '../ledger/record-usage';
-import { recordUsageException } from '../ledger/usage-exceptions';
 import { fitEmbeddingInput } from '../models/embedding-input';
 import {
   BilledCallError,
@@ -138,18 +138,12 @@ export const createRunActivities = (deps: RunActivityDeps) => ({
    */
   async bookUsage(input: BookUsageInput): Promise<BookUsageResult> {
     const booking = bookingOf(input, deps.workerId);
-    try {
-      const entry = await recordUsage(deps.pool, booking);
-      return { booked: 'ledger', entryId: entry.id, costUsd: entry.cost_usd };
-    } catch (err) {
-      if (err instanceof UserError) {
-        // InvalidUsageError or NoPriceError: the provider billed it, so it must be kept somewhere a human sees it.
-        const exception = await recordUsageException(deps.pool, booking, err.message);
-        log.error('billed usage could not be booked in the ledger; kept in usage_exceptions', { key: usageKey(booking), reason: err.message });
-        return { booked: 'exception', exceptionId: exception.id, reason: err.message };
-      }
+    const outcome = await bookUsageOrKeepException(deps.pool, booking).catch((err: unknown) => {
       throw finalOrRetried(err);
-    }
+    });
+    if (outcome.booked === 'ledger') return { booked: 'ledger', entryId: outcome.entry.id, costUsd: outcome.entry.cost_usd };
+    log.error('billed usage could not be booked in the ledger; kept in usage_exceptions', { key: usageKey(booking), reason: outcome.exception.reason });
+    return { booked: 'exception', exceptionId: outcome.exception.id, reason: outcome.exception.reason };
   },
 
   async storeMemory(input: StoreMemoryInput): Promise<void> {
