@@ -107,7 +107,7 @@ it(`${ROWS.toLocaleString('en')} random calls booked through recordUsage: every 
   const expectedTotal = planned.reduce((sum, p) => sum + p.expected, 0n);
   const sql = await ctx.pool.query<{ total: string; n: string }>('select sum(cost_usd)::text as total, count(*) as n from usage_ledger where user_id = $1', [USER]);
   expect(sql.rows[0].n).toBe(String(ROWS));
-  const { rows } = await ctx.pool.query<{ cost_usd: string }>('select cost_usd from usage_ledger where user_id = $1', [USER]);
+  const { rows } = await ctx.pool.query<{ cost_usd: string }>('select cost_usd from usage_ledger where user_id = $1 order by idempotency_key', [USER]);
   const sqlTotal = sql.rows[0].total;
   const dineroTotal = toExactString(sumMoney(rows.map((r) => parseUsd(r.cost_usd))));
   const bigintTotal = rows.reduce((sum, r) => sum + atto(r.cost_usd), 0n);
