@@ -31,14 +31,23 @@ const request = (key: string, runId: string, over: Partial<ClaimRequest> = {}): 
 });
 const freshKey = () => `cron:gen:${randomUUID()}`;
 const statusOf = async (key: string) =>
-  (await ctx.pool.query<{ status: string; generation: number; temporal_run_id: string }>('select status, generation, temporal_run_id from runs where idempotency_key = $1', [key])).rows[0];
+  (
+    await ctx.pool.query<{ status: string; generation: number; temporal_run_id: string }>(
+      'select status, generation, temporal_run_id from runs where idempotency_key = $1',
+      [key],
+    )
+  ).rows[0];
 
 describe('claimRun and generations', () => {
   it('the first claim is generation 1; the same execution claiming again still owns it; another one is a duplicate', async () => {
     const key = freshKey();
     expect(await claimRun(ctx.pool, request(key, 't1-run-a'))).toEqual({ claimed: true, ownerWorkflowRunId: 't1-run-a', generation: 1 });
     expect(await claimRun(ctx.pool, request(key, 't1-run-a'))).toMatchObject({ claimed: true, generation: 1 });
-    expect(await claimRun(ctx.pool, request(key, 't1-run-b'))).toMatchObject({ claimed: false, ownerWorkflowRunId: 't1-run-a', ownerStatus: 'running' });
+    expect(await claimRun(ctx.pool, request(key, 't1-run-b'))).toMatchObject({
+      claimed: false,
+      ownerWorkflowRunId: 't1-run-a',
+      ownerStatus: 'running',
+    });
     const dup = await ctx.pool.query('select 1 from run_duplicates where temporal_run_id = $1', ['t1-run-b']);
     expect(dup.rowCount).toBe(1);
   });
@@ -57,9 +66,16 @@ describe('claimRun and generations', () => {
     await completeRun(ctx.pool, { idempotencyKey: key, temporalRunId: 't3-run-a', status: 'failed', error: 'boom' });
     expect((await retryableClaim(ctx.pool, key))?.temporal_run_id).toBe('t3-run-a');
 
-    expect(await claimRun(ctx.pool, request(key, 't3-run-b', { supersedesRunId: 't3-run-a' }))).toEqual({ claimed: true, ownerWorkflowRunId: 't3-run-b', generation: 2 });
+    expect(await claimRun(ctx.pool, request(key, 't3-run-b', { supersedesRunId: 't3-run-a' }))).toEqual({
+      claimed: true,
+      ownerWorkflowRunId: 't3-run-b',
+      generation: 2,
+    });
     // its claim activity retried: still the owner, still generation 2
-    expect(await claimRun(ctx.pool, request(key, 't3-run-b', { supersedesRunId: 't3-run-a' }))).toMatchObject({ claimed: true, generation: 2 });
+    expect(await claimRun(ctx.pool, request(key, 't3-run-b', { supersedesRunId: 't3-run-a' }))).toMatchObject({
+      claimed: true,
+      generation: 2,
+    });
     await completeRun(ctx.pool, { idempotencyKey: key, temporalRunId: 't3-run-b', status: 'completed' });
 
     expect(await statusOf(key)).toMatchObject({ status: 'completed', generation: 2, temporal_run_id: 't3-run-b' });
@@ -74,19 +90,27 @@ describe('claimRun and generations', () => {
     const done = freshKey();
     await claimRun(ctx.pool, request(done, 't4-run-a'));
     await completeRun(ctx.pool, { idempotencyKey: done, temporalRunId: 't4-run-a', status: 'completed' });
-    expect(await claimRun(ctx.pool, request(done, 't4-run-b', { supersedesRunId: 't4-run-a' }))).toMatchObject({ claimed: false, ownerStatus: 'completed' });
+    expect(await claimRun(ctx.pool, request(done, 't4-run-b', { supersedesRunId: 't4-run-a' }))).toMatchObject({
+      claimed: false,
+      ownerStatus: 'completed',
+    });
 
     const failed = freshKey();
     await claimRun(ctx.pool, request(failed, 't4b-run-a'));
     await completeRun(ctx.pool, { idempotencyKey: failed, temporalRunId: 't4b-run-a', status: 'failed' });
-    expect(await claimRun(ctx.pool, request(failed, 't4b-run-c', { supersedesRunId: 't4b-run-someone-else' }))).toMatchObject({ claimed: false });
+    expect(await claimRun(ctx.pool, request(failed, 't4b-run-c', { supersedesRunId: 't4b-run-someone-else' }))).toMatchObject({
+      claimed: false,
+    });
     expect(await statusOf(failed)).toMatchObject({ generation: 1, temporal_run_id: 't4b-run-a' });
   });
 
   it('a stale claim (running, its execution terminated) is taken over and its attempt closed as stale', async () => {
     const key = freshKey();
     await claimRun(ctx.pool, request(key, 't5-run-terminated'));
-    expect(await claimRun(ctx.pool, request(key, 't5-run-retry', { supersedesRunId: 't5-run-terminated' }))).toMatchObject({ claimed: true, generation: 2 });
+    expect(await claimRun(ctx.pool, request(key, 't5-run-retry', { supersedesRunId: 't5-run-terminated' }))).toMatchObject({
+      claimed: true,
+      generation: 2,
+    });
     expect((await listRunAttempts(ctx.pool, key)).map((a) => [a.temporal_run_id, a.status])).toEqual([
       ['t5-run-terminated', 'stale'],
       ['t5-run-retry', 'running'],
@@ -117,7 +141,7 @@ describe('claimRun and generations', () => {
 });
 
 describe('a failed slot run again through the workflow', () => {
-  it('fails, is retried under its own workflow ID, completes as generation 2, and both executions\' billed calls are booked', async () => {
+  it("fails, is retried under its own workflow ID, completes as generation 2, and both executions' billed calls are booked", async () => {
     const workflowId = `cron-regen-${randomUUID().slice(0, 6)}-2026-11-02T09:00:00Z`;
     const base: ScheduledRunInput = {
       taskId: 'regen',
@@ -144,7 +168,12 @@ describe('a failed slot run again through the workflow', () => {
       const done = await retry.result();
       // Temporal itself now refuses another execution of the completed slot under this ID
       await expect(
-        ctx.client.workflow.start(scheduledRun, { args: [base], workflowId, taskQueue: ctx.taskQueue, workflowIdReusePolicy: 'ALLOW_DUPLICATE_FAILED_ONLY' }),
+        ctx.client.workflow.start(scheduledRun, {
+          args: [base],
+          workflowId,
+          taskQueue: ctx.taskQueue,
+          workflowIdReusePolicy: 'ALLOW_DUPLICATE_FAILED_ONLY',
+        }),
       ).rejects.toThrow(/already/i);
       return { first: failing.firstExecutionRunId, second: retry.firstExecutionRunId, result: done };
     });

@@ -68,7 +68,12 @@ describe('append-only ledger', () => {
     );
     expect(credited.code).toBe(0);
     const credit = JSON.parse(credited.stdout).entry;
-    expect(credit).toMatchObject({ entryType: 'credit', originalEntryId: original.id, costUsd: '-5.000000000000000000', userId: 'cli-user' });
+    expect(credit).toMatchObject({
+      entryType: 'credit',
+      originalEntryId: original.id,
+      costUsd: '-5.000000000000000000',
+      userId: 'cli-user',
+    });
 
     const listed = await runCli(['ledger', '--user', 'cli-user', '--json'], ctx.env);
     expect(listed.code).toBe(0);

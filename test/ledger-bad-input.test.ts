@@ -41,7 +41,6 @@ describe('recordUsage refuses bad usage', () => {
   });
 });
 
-
 describe('bookUsage keeps what the ledger refuses', () => {
   // What the bookUsage activity does with billed usage (the activity only adds its log line), over the real database.
   const book = (b: UsageBooking) => bookUsageOrKeepException(ctx.pool, b);
@@ -58,7 +57,12 @@ describe('bookUsage keeps what the ledger refuses', () => {
     expect(again).toEqual(first);
     const kept = (await listUsageExceptions(ctx.pool, { userId: 'bad-user' })).filter((e) => e.run_id === bad.runId);
     expect(kept).toHaveLength(1);
-    expect(kept[0]).toMatchObject({ idempotency_key: `${bad.runId}:chat:1`, workflow_id: bad.workflowId, provider_request_id: 'req-bad', status: 'ok' });
+    expect(kept[0]).toMatchObject({
+      idempotency_key: `${bad.runId}:chat:1`,
+      workflow_id: bad.workflowId,
+      provider_request_id: 'req-bad',
+      status: 'ok',
+    });
     expect(kept[0].raw_usage).toEqual({ promptTokens: -5, cachedPromptTokens: 0, completionTokens: 'NaN', reasoningTokens: 0 });
     expect(await count(ctx, 'select 1 from usage_ledger')).toBe(ledgerBefore);
   });
@@ -74,7 +78,10 @@ describe('bookUsage keeps what the ledger refuses', () => {
     expect(error).toBeInstanceOf(WorkflowFailedError);
     expect(causeChain(error).types).toContain('UnbookableUsage');
     expect(await entriesOf(ctx, workflowId)).toHaveLength(0);
-    const kept = await ctx.pool.query<{ idempotency_key: string; reason: string }>('select idempotency_key, reason from usage_exceptions where workflow_id = $1', [workflowId]);
+    const kept = await ctx.pool.query<{ idempotency_key: string; reason: string }>(
+      'select idempotency_key, reason from usage_exceptions where workflow_id = $1',
+      [workflowId],
+    );
     expect(kept.rows).toEqual([{ idempotency_key: `${runId}:chat:1`, reason: expect.stringMatching(/promptTokens = -3/) }]);
     const run = await ctx.pool.query<{ status: string }>('select status from runs where workflow_id = $1', [workflowId]);
     expect(run.rows.map((r) => r.status)).toEqual(['failed']);
@@ -111,19 +118,23 @@ describe('corrections with bad input', () => {
     ['adjust', '0.0000000000000000001', /--amount .* 19 fractional digits/],
     ['credit', '-5', /must be positive/],
     ['credit', '$5', /--amount "\$5" is not a decimal number/],
-  ])('ledger %s with --amount %s fails with a clear message and writes nothing', async (sub, amount, message) => {
-    const original = await recordUsage(ctx.pool, booking({ userId: 'cli-bad' }));
-    const before = await count(ctx, 'select 1 from usage_ledger');
-    const args =
-      sub === 'adjust'
-        ? ['ledger', 'adjust', '--entry', original.id, `--amount=${amount}`, '--reason', 'typo']
-        : ['ledger', 'credit', '--user', 'cli-bad', `--amount=${amount}`, '--reason', 'typo'];
-    const r = await runCli(args, ctx.env);
-    expect(r.code).not.toBe(0);
-    expect(r.stderr).toMatch(message);
-    expect(r.stderr).not.toMatch(/\n\s+at /); // a message, not a stack trace
-    expect(await count(ctx, 'select 1 from usage_ledger')).toBe(before);
-  }, 30_000);
+  ])(
+    'ledger %s with --amount %s fails with a clear message and writes nothing',
+    async (sub, amount, message) => {
+      const original = await recordUsage(ctx.pool, booking({ userId: 'cli-bad' }));
+      const before = await count(ctx, 'select 1 from usage_ledger');
+      const args =
+        sub === 'adjust'
+          ? ['ledger', 'adjust', '--entry', original.id, `--amount=${amount}`, '--reason', 'typo']
+          : ['ledger', 'credit', '--user', 'cli-bad', `--amount=${amount}`, '--reason', 'typo'];
+      const r = await runCli(args, ctx.env);
+      expect(r.code).not.toBe(0);
+      expect(r.stderr).toMatch(message);
+      expect(r.stderr).not.toMatch(/\n\s+at /); // a message, not a stack trace
+      expect(await count(ctx, 'select 1 from usage_ledger')).toBe(before);
+    },
+    30_000,
+  );
 
   it('ledger adjust of an entry that does not exist says so and writes nothing', async () => {
     const before = await count(ctx, 'select 1 from usage_ledger');
@@ -133,4 +144,3 @@ describe('corrections with bad input', () => {
     expect(await count(ctx, 'select 1 from usage_ledger')).toBe(before);
   }, 30_000);
 });
-

@@ -54,11 +54,25 @@ it(`${ROWS.toLocaleString('en')} random calls booked through recordUsage: every 
   const versions: Version[] = [];
   for (let i = 0; i < 5; i++) {
     const rates = { input: randomPrice(rand, 9), cachedInput: randomPrice(rand, 4), output: randomPrice(rand, 40) };
-    versions.push({ version: `x${i + 1}`, from: `2025-0${i + 1}-01T00:00:00Z`, until: `2025-0${i + 2}-01T00:00:00Z`, model: 'test/exact-chat', kind: 'chat', rates });
+    versions.push({
+      version: `x${i + 1}`,
+      from: `2025-0${i + 1}-01T00:00:00Z`,
+      until: `2025-0${i + 2}-01T00:00:00Z`,
+      model: 'test/exact-chat',
+      kind: 'chat',
+      rates,
+    });
   }
   for (let i = 0; i < 3; i++) {
     const rates = { embeddingInput: randomPrice(rand, 1) };
-    versions.push({ version: `e${i + 1}`, from: `2025-0${i + 1}-01T00:00:00Z`, until: `2025-0${i + 2}-01T00:00:00Z`, model: 'test/exact-embed', kind: 'embedding', rates });
+    versions.push({
+      version: `e${i + 1}`,
+      from: `2025-0${i + 1}-01T00:00:00Z`,
+      until: `2025-0${i + 2}-01T00:00:00Z`,
+      model: 'test/exact-embed',
+      kind: 'embedding',
+      rates,
+    });
   }
   const file: PricesFile = {
     currency: 'USD',
@@ -93,9 +107,14 @@ it(`${ROWS.toLocaleString('en')} random calls booked through recordUsage: every 
   const booked: { cost: string; version: string | null }[] = [];
   for (let from = 0; from < ROWS; from += 10) {
     const rows = await Promise.all(
-      planned.slice(from, from + 10).map((p) =>
-        recordUsage(ctx.pool, booking({ runId: `exact-run-${p.i}`, userId: USER, model: p.v.model, kind: p.v.kind, usage: p.usage, occurredAt: p.at })),
-      ),
+      planned
+        .slice(from, from + 10)
+        .map((p) =>
+          recordUsage(
+            ctx.pool,
+            booking({ runId: `exact-run-${p.i}`, userId: USER, model: p.v.model, kind: p.v.kind, usage: p.usage, occurredAt: p.at }),
+          ),
+        ),
     );
     booked.push(...rows.map((r) => ({ cost: r.cost_usd, version: r.price_version })));
   }
@@ -105,9 +124,15 @@ it(`${ROWS.toLocaleString('en')} random calls booked through recordUsage: every 
   expect(wrong).toEqual([]);
 
   const expectedTotal = planned.reduce((sum, p) => sum + p.expected, 0n);
-  const sql = await ctx.pool.query<{ total: string; n: string }>('select sum(cost_usd)::text as total, count(*) as n from usage_ledger where user_id = $1', [USER]);
+  const sql = await ctx.pool.query<{ total: string; n: string }>(
+    'select sum(cost_usd)::text as total, count(*) as n from usage_ledger where user_id = $1',
+    [USER],
+  );
   expect(sql.rows[0].n).toBe(String(ROWS));
-  const { rows } = await ctx.pool.query<{ cost_usd: string }>('select cost_usd from usage_ledger where user_id = $1 order by idempotency_key', [USER]);
+  const { rows } = await ctx.pool.query<{ cost_usd: string }>(
+    'select cost_usd from usage_ledger where user_id = $1 order by idempotency_key',
+    [USER],
+  );
   const sqlTotal = sql.rows[0].total;
   const dineroTotal = toExactString(sumMoney(rows.map((r) => parseUsd(r.cost_usd))));
   const bigintTotal = rows.reduce((sum, r) => sum + atto(r.cost_usd), 0n);

@@ -33,7 +33,9 @@ describe('no call without a price', () => {
     expect(chain.messages.join('\n')).toMatch(/no price in force for model "openai\/gpt-imaginary-9"/);
     expect(provider.calls).toBe(0);
     expect(await entriesOf(ctx, workflowId)).toHaveLength(0);
-    const run = await ctx.pool.query<{ status: string; error: string }>('select status, error from runs where workflow_id = $1', [workflowId]);
+    const run = await ctx.pool.query<{ status: string; error: string }>('select status, error from runs where workflow_id = $1', [
+      workflowId,
+    ]);
     expect(run.rows).toHaveLength(1);
     expect(run.rows[0].status).toBe('failed');
     expect(run.rows[0].error).toMatch(/openai\/gpt-imaginary-9/);
@@ -48,18 +50,23 @@ describe('no call without a price', () => {
 
     expect(error).toBeInstanceOf(WorkflowFailedError);
     expect(causeChain(error).types).toContain('NoPriceError');
-    expect(causeChain(error).messages.join('\n')).toMatch(/no input price \(version v1\) in force for model "openai\/text-embedding-3-small"/);
+    expect(causeChain(error).messages.join('\n')).toMatch(
+      /no input price \(version v1\) in force for model "openai\/text-embedding-3-small"/,
+    );
     expect(provider.calls).toBe(0);
     expect(await entriesOf(ctx, workflowId)).toHaveLength(0);
   }, 60_000);
 });
 
-
 describe('price versions', () => {
   it('a price change mid-month: the old row keeps its cost and version, the new row uses the new version', async () => {
     const model = 'test/midmonth-model';
     const v1 = { version: 'v1', effectiveFrom: '2026-11-01T00:00:00Z', models: { [model]: { input: '0.40', output: '1.60' } } };
-    const v2 = { version: 'v2', effectiveFrom: '2026-11-15T00:00:00Z', models: { [model]: { input: '0.25', cachedInput: '0.125', output: '1.00' } } };
+    const v2 = {
+      version: 'v2',
+      effectiveFrom: '2026-11-15T00:00:00Z',
+      models: { [model]: { input: '0.25', cachedInput: '0.125', output: '1.00' } },
+    };
     await applyPrices(ctx.pool, { currency: 'USD', unit: 'per_million_tokens', versions: [v1] }, 'test');
 
     const usage = { promptTokens: 10_000, cachedPromptTokens: 2_000, completionTokens: 3_000, reasoningTokens: 0 };
@@ -84,7 +91,6 @@ describe('price versions', () => {
     const late = await recordUsage(ctx.pool, booking({ model, usage, occurredAt: new Date('2026-11-14T23:59:59Z') }));
     expect(late.price_version).toBe('v1');
   });
-
 });
 
 describe('prices CLI', () => {
@@ -109,7 +115,13 @@ describe('prices CLI', () => {
       JSON.stringify({
         currency: 'USD',
         unit: 'per_million_tokens',
-        versions: [{ version: 'cli-v1', effectiveFrom: '2027-01-01T00:00:00Z', models: { 'test/cli-model': { input: '0.000000000001', output: '123.456' } } }],
+        versions: [
+          {
+            version: 'cli-v1',
+            effectiveFrom: '2027-01-01T00:00:00Z',
+            models: { 'test/cli-model': { input: '0.000000000001', output: '123.456' } },
+          },
+        ],
       }),
     );
     const applied = await runCli(['prices', 'apply', added, '--json'], ctx.env);
@@ -120,10 +132,21 @@ describe('prices CLI', () => {
     expect(listed.code).toBe(0);
     const prices = JSON.parse(listed.stdout).prices as Record<string, unknown>[];
     expect(prices).toContainEqual(
-      expect.objectContaining({ model: 'openai/gpt-4o-mini', version: 'v1', inputPerMillion: '0.15', cachedInputPerMillion: '0.075', outputPerMillion: '0.6' }),
+      expect.objectContaining({
+        model: 'openai/gpt-4o-mini',
+        version: 'v1',
+        inputPerMillion: '0.15',
+        cachedInputPerMillion: '0.075',
+        outputPerMillion: '0.6',
+      }),
     );
     expect(prices).toContainEqual(
-      expect.objectContaining({ model: 'test/cli-model', inputPerMillion: '0.000000000001', outputPerMillion: '123.456', embeddingInputPerMillion: null }),
+      expect.objectContaining({
+        model: 'test/cli-model',
+        inputPerMillion: '0.000000000001',
+        outputPerMillion: '123.456',
+        embeddingInputPerMillion: null,
+      }),
     );
     const table = await runCli(['prices', 'list'], ctx.env);
     expect(table.stdout).toMatch(/openai\/text-embedding-3-small\s+v1\s+2024-07-18T00:00:00.000Z/);

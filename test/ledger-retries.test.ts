@@ -6,7 +6,7 @@ import { MockProvider } from '../src/models/mock-provider';
 import type { ChatRequest, ChatResult } from '../src/models/provider';
 import { costAtPerMillion, parseUsd, sumMoney, toAttoUsd, toExactString } from '../src/money';
 import type { TestContext } from './support/context';
-import { booking, count, entriesOf, ledgerContext, runScheduled, STANDARD_PRICES } from './support/ledger';
+import { booking, count, entriesOf, ledgerContext, runScheduled } from './support/ledger';
 
 // Retries and idempotency: what a run books, what a billed failure books, what booking twice does.
 
@@ -81,7 +81,10 @@ describe('booking model calls of a scheduled run', () => {
     const embed = (await entriesOf(ctx, workflowId)).find((r) => r.kind === 'embedding') as LedgerEntry;
     expect(embed.prompt_tokens).toBe('8191'); // the mock counts the tokens it was sent
     expect(Number(embed.input_truncated_from)).toBeGreaterThan(8191);
-    const memory = await ctx.pool.query<{ input_truncated_from: string; content: string }>('select input_truncated_from, content from memories where run_workflow_id = $1', [workflowId]);
+    const memory = await ctx.pool.query<{ input_truncated_from: string; content: string }>(
+      'select input_truncated_from, content from memories where run_workflow_id = $1',
+      [workflowId],
+    );
     expect(memory.rows[0].input_truncated_from).toBe(embed.input_truncated_from);
     expect(memory.rows[0].content).toBe(longReply); // the memory keeps the whole reply
   }, 60_000);
@@ -101,12 +104,14 @@ describe('recordUsage', () => {
     expect(await count(ctx, 'select 1 from usage_ledger where run_id = $1', [c.runId])).toBe('1');
   });
 
-
   it('a key already booked for a different call fails loudly and leaves the row as it was', async () => {
     const b = booking();
     const first = await recordUsage(ctx.pool, b);
     const other = { ...b, usage: { ...b.usage, completionTokens: b.usage.completionTokens + 1 }, providerRequestId: 'another-request' };
-    const err = await recordUsage(ctx.pool, other).then(() => undefined, (e: unknown) => e);
+    const err = await recordUsage(ctx.pool, other).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
     expect(err).toBeInstanceOf(LedgerConflictError);
     expect((err as Error).message).toMatch(/completion_tokens: booked 100, now 101/);
     expect((err as Error).message).toMatch(/provider_request_id: booked null, now another-request/);

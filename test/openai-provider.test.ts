@@ -37,7 +37,11 @@ const chatRequest = { model: 'openai/gpt-4o-mini', prompt: 'Summarise my inbox',
 
 describe('createOpenAIProvider over HTTP', () => {
   it('maps every usage field (cached and reasoning included) and keeps the request id and served model', async () => {
-    fake.script('chat', { kind: 'ok', text: 'Inbox: 3 items', usage: { prompt_tokens: 1200, cached_tokens: 1024, completion_tokens: 300, reasoning_tokens: 128 } });
+    fake.script('chat', {
+      kind: 'ok',
+      text: 'Inbox: 3 items',
+      usage: { prompt_tokens: 1200, cached_tokens: 1024, completion_tokens: 300, reasoning_tokens: 128 },
+    });
     const r = await provider().chat(chatRequest);
 
     expect(r.text).toBe('Inbox: 3 items');
@@ -54,7 +58,13 @@ describe('createOpenAIProvider over HTTP', () => {
 
   it('maps embedding usage and keeps x-request-id as the request id', async () => {
     fake.script('embeddings', { kind: 'ok', usage: { prompt_tokens: 37 } });
-    const r = await provider().embed({ model: 'openai/text-embedding-3-small', input: 'remember this', taskId: 't1', userId: 'u1', attempt: 1 });
+    const r = await provider().embed({
+      model: 'openai/text-embedding-3-small',
+      input: 'remember this',
+      taskId: 't1',
+      userId: 'u1',
+      attempt: 1,
+    });
 
     expect(r.usage).toEqual({ promptTokens: 37, cachedPromptTokens: 0, completionTokens: 0, reasoningTokens: 0 });
     expect(r.requestId).toBe(fake.requests[0].requestId);
@@ -64,7 +74,12 @@ describe('createOpenAIProvider over HTTP', () => {
 
   it('never retries on its own: a 429 is one request, refused with its Retry-After for Temporal to honour', async () => {
     fake.script('chat', { kind: 'error', status: 429, retryAfter: '7' }, { kind: 'ok' });
-    const err = await provider().chat(chatRequest).then(() => undefined, (e: unknown) => e);
+    const err = await provider()
+      .chat(chatRequest)
+      .then(
+        () => undefined,
+        (e: unknown) => e,
+      );
 
     expect(err).toBeInstanceOf(ProviderUnavailableError);
     expect(err).toMatchObject({ status: 429, retryAfterMs: 7000 });
@@ -78,12 +93,12 @@ describe('createOpenAIProvider over HTTP', () => {
     expect(fake.requests.map((q) => q.status)).toEqual([503, 400]);
   });
 
-  it('passes the caller\'s abort signal to the request: an aborted call sends nothing', async () => {
+  it("passes the caller's abort signal to the request: an aborted call sends nothing", async () => {
     await expect(provider().chat({ ...chatRequest, signal: AbortSignal.abort() })).rejects.toThrow(/abort/i);
     expect(fake.requests).toHaveLength(0);
   });
 
-  it('reads Retry-After as seconds, as an HTTP date, and OpenAI\'s retry-after-ms', () => {
+  it("reads Retry-After as seconds, as an HTTP date, and OpenAI's retry-after-ms", () => {
     const now = Date.parse('2026-11-02T09:00:00Z');
     expect(retryAfterMs(new Headers({ 'retry-after': '3' }), now)).toBe(3000);
     expect(retryAfterMs(new Headers({ 'retry-after': 'Mon, 02 Nov 2026 09:00:20 GMT' }), now)).toBe(20_000);
@@ -96,7 +111,10 @@ describe('createOpenAIProvider over HTTP', () => {
     fake.script('chat', { kind: 'empty', usage: { prompt_tokens: 50, completion_tokens: 7 } });
     const err = await provider()
       .chat(chatRequest)
-      .then(() => undefined, (e: unknown) => e);
+      .then(
+        () => undefined,
+        (e: unknown) => e,
+      );
 
     expect(err).toBeInstanceOf(BilledCallError);
     const billed = err as BilledCallError;
@@ -214,12 +232,22 @@ describe('through a real worker and the scheduledRun workflow', () => {
     fake.script('chat', { kind: 'error', status: 429, retryAfter: '600' });
     const taskQueue = `${ctx.taskQueue}-openai-${randomUUID().slice(0, 8)}`;
     const workflowId = `cron-oa-429-${randomUUID().slice(0, 6)}-2026-11-02T09:00:00Z`;
-    const input: ScheduledRunInput = { taskId: 'oa-429', userId: 'u-openai', input: 'hi', model: 'openai/gpt-4o-mini', embeddingModel: 'openai/text-embedding-3-small' };
+    const input: ScheduledRunInput = {
+      taskId: 'oa-429',
+      userId: 'u-openai',
+      input: 'hi',
+      model: 'openai/gpt-4o-mini',
+      embeddingModel: 'openai/text-embedding-3-small',
+    };
     const fleet = await startWorkers({ ...ctx, taskQueue }, 1, { provider: provider() });
     const pending = await fleet.runWhile(async () => {
       const handle = await ctx.client.workflow.start(scheduledRun, { args: [input], workflowId, taskQueue });
       const callChat = async () => (await handle.describe()).raw.pendingActivities?.find((a) => a.activityType?.name === 'callChat');
-      await waitFor(async () => Boolean((await callChat())?.nextAttemptScheduleTime), 30_000, 'the 429 to be recorded on the pending activity');
+      await waitFor(
+        async () => Boolean((await callChat())?.nextAttemptScheduleTime),
+        30_000,
+        'the 429 to be recorded on the pending activity',
+      );
       const activity = await callChat();
       await handle.terminate('test done');
       return activity!;
@@ -240,7 +268,9 @@ describe('through a real worker and the scheduledRun workflow', () => {
     expect(error).toBeInstanceOf(WorkflowFailedError);
     expect(fake.requests.filter((q) => q.path === '/v1/chat/completions').map((q) => q.status)).toEqual([400]);
     expect(await ledgerOf(workflowId)).toHaveLength(0);
-    const run = await ctx.pool.query<{ status: string; error: string }>('select status, error from runs where workflow_id = $1', [workflowId]);
+    const run = await ctx.pool.query<{ status: string; error: string }>('select status, error from runs where workflow_id = $1', [
+      workflowId,
+    ]);
     expect(run.rows.map((r) => r.status)).toEqual(['failed']);
     expect(run.rows[0].error).toMatch(/400/);
   }, 60_000);

@@ -54,8 +54,18 @@ async function replayAndMaybeRecord(recorded: Recorded[]): Promise<void> {
     if (process.env.RECORD_HISTORIES === '1') {
       // Recorded with the temporal CLI, whose JSON is the format Worker.runReplayHistory reads back.
       const json = execFileSync(inject('stack').temporalCli, [
-        'workflow', 'show', '--workflow-id', r.workflowId, '--run-id', r.runId, '--output', 'json',
-        '--address', ctx.temporalAddress, '--namespace', ctx.namespace,
+        'workflow',
+        'show',
+        '--workflow-id',
+        r.workflowId,
+        '--run-id',
+        r.runId,
+        '--output',
+        'json',
+        '--address',
+        ctx.temporalAddress,
+        '--namespace',
+        ctx.namespace,
       ]);
       writeFileSync(join(FIXTURES, `${r.name}.json`), json);
     }
@@ -67,7 +77,11 @@ describe('freshly recorded histories replay without nondeterminism', () => {
     const fleet = await startWorkers(ctx, 1);
     const recorded = await fleet.runWhile(async (): Promise<Recorded[]> => {
       const out: Recorded[] = [];
-      const completed = await ctx.client.workflow.start(scheduledRun, { workflowId: 'cron-replayed-2026-11-02T09:00:00Z', taskQueue: ctx.taskQueue, args: [task()] });
+      const completed = await ctx.client.workflow.start(scheduledRun, {
+        workflowId: 'cron-replayed-2026-11-02T09:00:00Z',
+        taskQueue: ctx.taskQueue,
+        args: [task()],
+      });
       await completed.result();
       out.push({ name: 'scheduled-run-call-then-book-completed', workflowId: completed.workflowId, runId: completed.firstExecutionRunId });
       // same slot again (a native backfill would do this): ends as duplicate
@@ -80,7 +94,11 @@ describe('freshly recorded histories replay without nondeterminism', () => {
       expect(await duplicate.result()).toMatchObject({ status: 'duplicate' });
       out.push({ name: 'scheduled-run-call-then-book-duplicate', workflowId: duplicate.workflowId, runId: duplicate.firstExecutionRunId });
       // a model with no price fails before any call
-      const failed = await ctx.client.workflow.start(scheduledRun, { workflowId: 'cron-replayed-2026-11-02T09:05:00Z', taskQueue: ctx.taskQueue, args: [task('acme/unpriced')] });
+      const failed = await ctx.client.workflow.start(scheduledRun, {
+        workflowId: 'cron-replayed-2026-11-02T09:05:00Z',
+        taskQueue: ctx.taskQueue,
+        args: [task('acme/unpriced')],
+      });
       await expect(failed.result()).rejects.toThrow();
       out.push({ name: 'scheduled-run-call-then-book-failed', workflowId: failed.workflowId, runId: failed.firstExecutionRunId });
       // a billed failure: booked as failed, called again as attempt 2
@@ -96,12 +114,29 @@ describe('freshly recorded histories replay without nondeterminism', () => {
       const schedule = await ctx.client.schedule.create({
         scheduleId: 'cron-replay-sched',
         spec: { cronExpressions: ['* * * * *'] },
-        action: { type: 'startWorkflow', workflowType: scheduledRun, workflowId: 'cron-replay-sched', taskQueue: ctx.taskQueue, args: [{ ...task(), taskId: 'replay-sched' }] },
+        action: {
+          type: 'startWorkflow',
+          workflowType: scheduledRun,
+          workflowId: 'cron-replay-sched',
+          taskQueue: ctx.taskQueue,
+          args: [{ ...task(), taskId: 'replay-sched' }],
+        },
         state: { paused: true },
       });
       await schedule.backfill({ start: new Date('2026-11-02T09:00:00Z'), end: new Date('2026-11-02T09:00:30Z'), overlap: 'ALLOW_ALL' });
       const slotId = 'cron-replay-sched-2026-11-02T09:00:00Z';
-      await waitFor(async () => (await ctx.client.workflow.getHandle(slotId).describe().then((d) => d.status.name, () => 'absent')) === 'COMPLETED', 60_000, `${slotId} completed`);
+      await waitFor(
+        async () =>
+          (await ctx.client.workflow
+            .getHandle(slotId)
+            .describe()
+            .then(
+              (d) => d.status.name,
+              () => 'absent',
+            )) === 'COMPLETED',
+        60_000,
+        `${slotId} completed`,
+      );
       const started = await ctx.client.workflow.getHandle(slotId).describe();
       expect(started.raw.workflowExecutionInfo?.searchAttributes?.indexedFields?.TemporalScheduledStartTime).toBeDefined();
       await schedule.delete();
@@ -112,9 +147,16 @@ describe('freshly recorded histories replay without nondeterminism', () => {
   }, 180_000);
 
   it('monthlyReport started without a month (resolved from its ID), generated and delivered (delivery off)', async () => {
-    const fleet = await startWorkers(ctx, 1, { reportsDir: await mkdtemp(join(tmpdir(), 'cronledger-replay-reports-')), reportWebhookUrl: '' });
+    const fleet = await startWorkers(ctx, 1, {
+      reportsDir: await mkdtemp(join(tmpdir(), 'cronledger-replay-reports-')),
+      reportWebhookUrl: '',
+    });
     const recorded = await fleet.runWhile(async (): Promise<Recorded[]> => {
-      const report = await ctx.client.workflow.start(monthlyReport, { workflowId: 'report-monthly-2026-11-01T00:00:00Z', taskQueue: ctx.taskQueue, args: [{}] });
+      const report = await ctx.client.workflow.start(monthlyReport, {
+        workflowId: 'report-monthly-2026-11-01T00:00:00Z',
+        taskQueue: ctx.taskQueue,
+        args: [{}],
+      });
       expect((await report.result()).month).toBe('2026-10');
       return [{ name: 'monthly-report', workflowId: report.workflowId, runId: report.firstExecutionRunId }];
     });
@@ -125,12 +167,22 @@ describe('freshly recorded histories replay without nondeterminism', () => {
 describe('committed histories', () => {
   const files = readdirSync(FIXTURES).filter((f) => f.endsWith('.json'));
   const markersIn = (file: string): string[] =>
-    (JSON.parse(readFileSync(join(FIXTURES, file), 'utf8')).events as { markerRecordedEventAttributes?: { details?: { 'patch-data'?: { payloads?: { data: string }[] } } } }[])
+    (
+      JSON.parse(readFileSync(join(FIXTURES, file), 'utf8')).events as {
+        markerRecordedEventAttributes?: { details?: { 'patch-data'?: { payloads?: { data: string }[] } } };
+      }[]
+    )
       .flatMap((e) => e.markerRecordedEventAttributes?.details?.['patch-data']?.payloads ?? [])
       .map((p) => Buffer.from(p.data, 'base64').toString('utf8'));
 
   it('cover the legacy sequence, the patched one, a schedule start, a billed retry and the monthly report', () => {
-    for (const f of [...LEGACY_FIXTURES, 'scheduled-run-call-then-book-completed.json', 'scheduled-run-schedule-started.json', 'scheduled-run-billed-retry.json', 'monthly-report.json']) {
+    for (const f of [
+      ...LEGACY_FIXTURES,
+      'scheduled-run-call-then-book-completed.json',
+      'scheduled-run-schedule-started.json',
+      'scheduled-run-billed-retry.json',
+      'monthly-report.json',
+    ]) {
       expect(files).toContain(f);
     }
     // the legacy ones carry no patch marker (they take the old branch); the new scheduledRun ones carry it
@@ -140,7 +192,7 @@ describe('committed histories', () => {
     }
   });
 
-  it.each(files)('%s replays against today\'s code', async (file) => {
+  it.each(files)("%s replays against today's code", async (file) => {
     const history = JSON.parse(readFileSync(join(FIXTURES, file), 'utf8'));
     await Worker.runReplayHistory({ workflowBundle: await workflowBundle() }, history, file);
   });

@@ -58,8 +58,7 @@ const billedFailure = (input: ModelCallInput): ModelCallOutcome => ({
  * activities are never reached by scheduledRun and fail if they are.
  */
 function stubActivities(calls: Call[], over: Partial<Activities> = {}): Activities {
-  const record =
-    <K extends keyof Activities>(name: K, happy: Activities[K]): Activities[K] =>
+  const record = <K extends keyof Activities>(name: K, happy: Activities[K]): Activities[K] =>
     // eslint-disable-next-line @typescript-eslint/no-explicit-any
     (async (input: any) => {
       calls.push({ name, input });
@@ -70,11 +69,19 @@ function stubActivities(calls: Call[], over: Partial<Activities> = {}): Activiti
     throw ApplicationFailure.nonRetryable(`${name} is not part of scheduledRun`);
   };
   return {
-    claimRun: record('claimRun', async (): Promise<ClaimOutcome> => ({ claimed: true, ownerWorkflowRunId: Context.current().info.workflowExecution?.runId ?? '', generation: 1 })),
+    claimRun: record('claimRun', async (): Promise<ClaimOutcome> => ({
+      claimed: true,
+      ownerWorkflowRunId: Context.current().info.workflowExecution?.runId ?? '',
+      generation: 1,
+    })),
     completeRun: record('completeRun', async () => undefined),
     callChat: record('callChat', async (input: ModelCallInput) => answered(input)),
     callEmbedding: record('callEmbedding', async (input: ModelCallInput) => answered(input)),
-    bookUsage: record('bookUsage', async (input: BookUsageInput) => ({ booked: 'ledger' as const, entryId: `${input.step}-${input.attempt}`, costUsd: '0.000027000000000000' })),
+    bookUsage: record('bookUsage', async (input: BookUsageInput) => ({
+      booked: 'ledger' as const,
+      entryId: `${input.step}-${input.attempt}`,
+      costUsd: '0.000027000000000000',
+    })),
     storeMemory: record('storeMemory', async () => undefined),
     chat: record('chat', unused('chat')),
     embedMemory: record('embedMemory', unused('embedMemory')),
@@ -143,7 +150,9 @@ it('completes: claim, call and book chat, call and book the embedding, store the
 it('stops as duplicate before any model call when another execution owns the claim', async () => {
   const calls: Call[] = [];
   const { result } = await run(
-    stubActivities(calls, { claimRun: async () => ({ claimed: false, ownerWorkflowRunId: 'the-owner', generation: 1, ownerStatus: 'failed' }) }),
+    stubActivities(calls, {
+      claimRun: async () => ({ claimed: false, ownerWorkflowRunId: 'the-owner', generation: 1, ownerStatus: 'failed' }),
+    }),
     task(),
   );
 
@@ -185,10 +194,12 @@ it('a cancel during a call records the claim as cancelled', async () => {
       },
     }),
     task(),
-    { during: async (handle) => {
-      await callStarted;
-      await handle.cancel();
-    } },
+    {
+      during: async (handle) => {
+        await callStarted;
+        await handle.cancel();
+      },
+    },
   );
 
   expect(error).toBeInstanceOf(WorkflowFailedError);
@@ -214,10 +225,12 @@ it('a cancel that arrives while the provider answers still books the answer, the
       },
     }),
     task(),
-    { during: async (handle) => {
-      await callStarted;
-      await handle.cancel();
-    } },
+    {
+      during: async (handle) => {
+        await callStarted;
+        await handle.cancel();
+      },
+    },
   );
 
   expect(error).toBeInstanceOf(WorkflowFailedError);
@@ -259,7 +272,7 @@ it('a database outage while booking delays the booking and never repeats the cal
   let bookings = 0;
   const { result } = await run(
     stubActivities(calls, {
-      bookUsage: async (input) => {
+      bookUsage: async () => {
         if (++bookings <= 2) throw new Error('connect ECONNREFUSED 127.0.0.1:5432'); // PostgreSQL is down
         return { booked: 'ledger', entryId: '1', costUsd: '0.000027000000000000' };
       },
@@ -269,13 +282,25 @@ it('a database outage while booking delays the booking and never repeats the cal
 
   expect(result?.status).toBe('completed');
   expect(names(calls).filter((n) => n === 'callChat')).toHaveLength(1);
-  expect(names(calls)).toEqual(['claimRun', 'callChat', 'bookUsage', 'bookUsage', 'bookUsage', 'callEmbedding', 'bookUsage', 'storeMemory', 'completeRun']);
+  expect(names(calls)).toEqual([
+    'claimRun',
+    'callChat',
+    'bookUsage',
+    'bookUsage',
+    'bookUsage',
+    'callEmbedding',
+    'bookUsage',
+    'storeMemory',
+    'completeRun',
+  ]);
 });
 
 it('usage the ledger had to keep in usage_exceptions fails the run (after it was kept), naming why', async () => {
   const calls: Call[] = [];
   const { error } = await run(
-    stubActivities(calls, { bookUsage: async () => ({ booked: 'exception', exceptionId: '7', reason: 'promptTokens = -1 is not a token count' }) }),
+    stubActivities(calls, {
+      bookUsage: async () => ({ booked: 'exception', exceptionId: '7', reason: 'promptTokens = -1 is not a token count' }),
+    }),
     task(),
   );
 

@@ -121,7 +121,10 @@ export const createRunActivities = (deps: RunActivityDeps) => ({
     await nonRetryableWhenFinal(() => refuseUnpricedCall(deps.pool, input.model, 'embedding'));
     const fitted = fitEmbeddingInput(input.model, input.text);
     if (fitted.truncatedFromTokens !== undefined) {
-      log.warn('reply longer than the embedding model accepts; embedding its first tokens only', { model: input.model, tokens: fitted.truncatedFromTokens });
+      log.warn('reply longer than the embedding model accepts; embedding its first tokens only', {
+        model: input.model,
+        tokens: fitted.truncatedFromTokens,
+      });
     }
     const truncated = fitted.truncatedFromTokens === undefined ? {} : { inputTruncatedFrom: fitted.truncatedFromTokens };
     const outcome = await callProvider(async (signal) => {
@@ -142,7 +145,10 @@ export const createRunActivities = (deps: RunActivityDeps) => ({
       throw finalOrRetried(err);
     });
     if (outcome.booked === 'ledger') return { booked: 'ledger', entryId: outcome.entry.id, costUsd: outcome.entry.cost_usd };
-    log.error('billed usage could not be booked in the ledger; kept in usage_exceptions', { key: usageKey(booking), reason: outcome.exception.reason });
+    log.error('billed usage could not be booked in the ledger; kept in usage_exceptions', {
+      key: usageKey(booking),
+      reason: outcome.exception.reason,
+    });
     return { booked: 'exception', exceptionId: outcome.exception.id, reason: outcome.exception.reason };
   },
 
@@ -169,7 +175,14 @@ export const createRunActivities = (deps: RunActivityDeps) => ({
       vector = r.vector;
       return { ...r, output: input.text };
     });
-    await storeMemory(deps.pool, { workflowId: input.runId, temporalRunId: null, taskId: input.taskId, userId: input.userId, content: input.text, embedding: vector });
+    await storeMemory(deps.pool, {
+      workflowId: input.runId,
+      temporalRunId: null,
+      taskId: input.taskId,
+      userId: input.userId,
+      content: input.text,
+      embedding: vector,
+    });
     return result;
   },
 });
@@ -189,10 +202,17 @@ async function callProvider(request: (signal: AbortSignal) => Promise<ModelCallO
   try {
     return await request(ctx.cancellationSignal);
   } catch (err) {
-    if (ctx.cancellationSignal.aborted) throw new CancelledFailure('model call cancelled', undefined, err instanceof Error ? err : undefined);
+    if (ctx.cancellationSignal.aborted)
+      throw new CancelledFailure('model call cancelled', undefined, err instanceof Error ? err : undefined);
     if (err instanceof BilledCallError) {
       log.warn('model call failed after the provider reported usage; returning it to be booked as failed', { error: err.message });
-      return { outcome: 'billed-failure', usage: err.usage, providerModel: err.providerModel, requestId: err.requestId, error: err.message };
+      return {
+        outcome: 'billed-failure',
+        usage: err.usage,
+        providerModel: err.providerModel,
+        requestId: err.requestId,
+        error: err.message,
+      };
     }
     if (err instanceof ProviderUnavailableError) {
       throw ApplicationFailure.create({
@@ -215,7 +235,10 @@ async function callProvider(request: (signal: AbortSignal) => Promise<ModelCallO
  */
 function finalOrRetried(err: unknown): unknown {
   const final =
-    err instanceof UserError || err instanceof MissingUsageError || err instanceof ProviderRejectedError || err instanceof LedgerConflictError;
+    err instanceof UserError ||
+    err instanceof MissingUsageError ||
+    err instanceof ProviderRejectedError ||
+    err instanceof LedgerConflictError;
   return final ? ApplicationFailure.nonRetryable((err as Error).message, (err as Error).name) : err;
 }
 
@@ -288,18 +311,40 @@ async function legacyCallAndBook(
   call: (attempt: number) => Promise<ProviderAnswer>,
 ): Promise<LegacyModelStepResult> {
   const { attempt } = Context.current().info;
-  const booking = { runId: input.runId, workflowId: input.runId, step: input.step, attempt, userId: input.userId, taskId: input.taskId, model: input.model, kind, workerId: deps.workerId };
+  const booking = {
+    runId: input.runId,
+    workflowId: input.runId,
+    step: input.step,
+    attempt,
+    userId: input.userId,
+    taskId: input.taskId,
+    model: input.model,
+    kind,
+    workerId: deps.workerId,
+  };
   await nonRetryableWhenFinal(() => refuseUnpricedCall(deps.pool, input.model, kind));
   let answer: ProviderAnswer;
   try {
     answer = await call(attempt);
   } catch (err) {
     if (err instanceof BilledCallError) {
-      await legacyBook(deps.pool, { ...booking, status: 'failed', usage: err.usage, providerModel: err.providerModel, providerRequestId: err.requestId });
+      await legacyBook(deps.pool, {
+        ...booking,
+        status: 'failed',
+        usage: err.usage,
+        providerModel: err.providerModel,
+        providerRequestId: err.requestId,
+      });
     }
     throw finalOrRetried(err);
   }
-  const entry = await legacyBook(deps.pool, { ...booking, status: 'ok', usage: answer.usage, providerModel: answer.providerModel, providerRequestId: answer.requestId });
+  const entry = await legacyBook(deps.pool, {
+    ...booking,
+    status: 'ok',
+    usage: answer.usage,
+    providerModel: answer.providerModel,
+    providerRequestId: answer.requestId,
+  });
   return { text: answer.output, ledgerEntryId: entry.id, costUsd: entry.cost_usd, usage: answer.usage };
 }
 

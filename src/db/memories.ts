@@ -17,7 +17,15 @@ export interface MemoryRow {
  */
 export async function storeMemory(
   db: pg.Pool,
-  m: { workflowId: string; temporalRunId: string | null; taskId: string; userId: string; content: string; embedding: number[]; inputTruncatedFrom?: number | null },
+  m: {
+    workflowId: string;
+    temporalRunId: string | null;
+    taskId: string;
+    userId: string;
+    content: string;
+    embedding: number[];
+    inputTruncatedFrom?: number | null;
+  },
 ): Promise<void> {
   await db.query(
     `insert into memories (run_workflow_id, temporal_run_id, task_id, user_id, content, embedding, input_truncated_from)

@@ -88,10 +88,9 @@ export async function claimRun(db: pg.Pool, c: ClaimRequest): Promise<ClaimOutco
         [c.idempotencyKey, c.workflowId, c.temporalRunId, c.workerId, c.supersedesRunId],
       );
       if (taken.rowCount === 1) {
-        await tx.query(
-          `update run_attempts set status = 'stale', finished_at = now() where temporal_run_id = $1 and status = 'running'`,
-          [c.supersedesRunId],
-        );
+        await tx.query(`update run_attempts set status = 'stale', finished_at = now() where temporal_run_id = $1 and status = 'running'`, [
+          c.supersedesRunId,
+        ]);
         await recordAttempt(tx, c, taken.rows[0].generation);
         return { claimed: true, ownerWorkflowRunId: c.temporalRunId, generation: taken.rows[0].generation };
       }

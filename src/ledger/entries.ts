@@ -56,7 +56,8 @@ export async function adjustEntry(
   db: pg.Pool,
   input: { entryId: string; amount: string; reason: string; idempotencyKey?: string },
 ): Promise<LedgerEntry> {
-  if (!/^\d+$/.test(input.entryId)) throw new UserError(`--entry ${JSON.stringify(input.entryId)} is not a ledger entry id (a whole number)`);
+  if (!/^\d+$/.test(input.entryId))
+    throw new UserError(`--entry ${JSON.stringify(input.entryId)} is not a ledger entry id (a whole number)`);
   const amount = toExactString(parseUsd(input.amount, '--amount'));
   requireReason(input.reason);
   const { rows } = await db.query<LedgerEntry>(
@@ -89,8 +90,13 @@ export async function creditUser(
      values ($1, 'credit', $2, $3, $4, $5)
      on conflict (idempotency_key) do nothing
      returning *`,
-    [input.idempotencyKey ?? `credit:${input.userId}:${randomUUID()}`, input.originalEntryId ?? null, input.reason, input.userId,
-      `-${toExactString(amount)}`],
+    [
+      input.idempotencyKey ?? `credit:${input.userId}:${randomUUID()}`,
+      input.originalEntryId ?? null,
+      input.reason,
+      input.userId,
+      `-${toExactString(amount)}`,
+    ],
   );
   return rows[0] ?? (await db.query<LedgerEntry>('select * from usage_ledger where idempotency_key = $1', [input.idempotencyKey])).rows[0];
 }

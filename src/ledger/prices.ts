@@ -96,8 +96,16 @@ export async function applyPrices(pool: pg.Pool, file: PricesFile, source: strin
                                      output_per_million, embedding_input_per_million, source)
            values ($1, $2, $3, $4, $5, $6, $7, $8)
            on conflict do nothing returning id`,
-          [model, v.version, v.effectiveFrom, p.input ?? null, p.cachedInput ?? null, p.output ?? null, p.embeddingInput ?? null,
-            v.source ?? source],
+          [
+            model,
+            v.version,
+            v.effectiveFrom,
+            p.input ?? null,
+            p.cachedInput ?? null,
+            p.output ?? null,
+            p.embeddingInput ?? null,
+            v.source ?? source,
+          ],
         );
         if (inserted.rowCount === 1) {
           result.added.push({ model, version: v.version });

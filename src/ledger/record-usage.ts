@@ -73,10 +73,28 @@ export async function recordUsage(pool: pg.Pool, booking: UsageBooking): Promise
        values ($1, 'usage', $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)
        on conflict (idempotency_key) do nothing
        returning *`,
-      [key, booking.userId, booking.runId, booking.workflowId ?? null, booking.taskId, booking.model, booking.providerModel,
-        booking.kind, booking.status, booking.attempt, u.promptTokens, u.cachedPromptTokens, u.completionTokens,
-        u.reasoningTokens, toExactString(cost), price.version, booking.providerRequestId, booking.workerId,
-        booking.inputTruncatedFrom ?? null, at],
+      [
+        key,
+        booking.userId,
+        booking.runId,
+        booking.workflowId ?? null,
+        booking.taskId,
+        booking.model,
+        booking.providerModel,
+        booking.kind,
+        booking.status,
+        booking.attempt,
+        u.promptTokens,
+        u.cachedPromptTokens,
+        u.completionTokens,
+        u.reasoningTokens,
+        toExactString(cost),
+        price.version,
+        booking.providerRequestId,
+        booking.workerId,
+        booking.inputTruncatedFrom ?? null,
+        at,
+      ],
     );
     if (inserted.rows.length === 1) return inserted.rows[0];
     const existing = (await db.query<LedgerEntry>('select * from usage_ledger where idempotency_key = $1', [key])).rows[0];

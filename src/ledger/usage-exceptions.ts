@@ -35,9 +35,22 @@ export async function recordUsageException(db: pg.Pool, booking: UsageBooking, r
      values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
      on conflict (idempotency_key) do nothing
      returning *`,
-    [key, booking.userId, booking.workflowId ?? null, booking.runId, booking.taskId, booking.model, booking.providerModel,
-      booking.kind, booking.status, booking.attempt, JSON.stringify(rawUsage(booking.usage)), reason,
-      booking.providerRequestId, booking.workerId],
+    [
+      key,
+      booking.userId,
+      booking.workflowId ?? null,
+      booking.runId,
+      booking.taskId,
+      booking.model,
+      booking.providerModel,
+      booking.kind,
+      booking.status,
+      booking.attempt,
+      JSON.stringify(rawUsage(booking.usage)),
+      reason,
+      booking.providerRequestId,
+      booking.workerId,
+    ],
   );
   return inserted.rows[0] ?? (await db.query<UsageException>('select * from usage_exceptions where idempotency_key = $1', [key])).rows[0];
 }

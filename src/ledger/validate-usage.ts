@@ -16,7 +16,7 @@ export function validateUsage(usage: TokenUsage, where: string): void {
     if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0 || value > MAX_TOKENS_PER_CALL) {
       throw new InvalidUsageError(
         `${where}: ${name} = ${String(value)} is not a token count; expected a whole number from 0 to ${MAX_TOKENS_PER_CALL} ` +
-          '(nothing was booked; check the provider response or the task\'s simulate profile)',
+          "(nothing was booked; check the provider response or the task's simulate profile)",
       );
     }
   }

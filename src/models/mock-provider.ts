@@ -59,7 +59,6 @@ function failIfAsked(attempt: number, failFirst: number | undefined, usage: Toke
   }
 }
 
-
 function summarise(prompt: string): string {
   const oneLine = prompt.replace(/\s+/g, ' ').trim();
   return oneLine.length > 80 ? `${oneLine.slice(0, 77)}...` : oneLine;

@@ -49,7 +49,12 @@ export function createOpenAIProvider(env: NodeJS.ProcessEnv = process.env): Mode
       const text = response.choices?.[0]?.message?.content;
       if (!text) {
         const why = response.choices?.length ? `finish_reason ${response.choices[0].finish_reason}, no content` : 'no choices';
-        throw new BilledCallError(`OpenAI chat reply ${requestId ?? '(no id)'} is unusable (${why}) although it reported usage`, usage, response.model, requestId);
+        throw new BilledCallError(
+          `OpenAI chat reply ${requestId ?? '(no id)'} is unusable (${why}) although it reported usage`,
+          usage,
+          response.model,
+          requestId,
+        );
       }
       return { text, usage, providerModel: response.model, requestId };
     },
@@ -60,12 +65,24 @@ export function createOpenAIProvider(env: NodeJS.ProcessEnv = process.env): Mode
         .catch(refusal);
       const requestId = response._request_id ?? null;
       if (!response.usage || response.usage.prompt_tokens === undefined) {
-        throw new MissingUsageError(`OpenAI embedding response ${requestId ?? '(no id)'} carries no usage (usage.prompt_tokens); its cost cannot be booked`);
+        throw new MissingUsageError(
+          `OpenAI embedding response ${requestId ?? '(no id)'} carries no usage (usage.prompt_tokens); its cost cannot be booked`,
+        );
       }
-      const usage: TokenUsage = { promptTokens: response.usage.prompt_tokens, cachedPromptTokens: 0, completionTokens: 0, reasoningTokens: 0 };
+      const usage: TokenUsage = {
+        promptTokens: response.usage.prompt_tokens,
+        cachedPromptTokens: 0,
+        completionTokens: 0,
+        reasoningTokens: 0,
+      };
       const vector = response.data?.[0]?.embedding;
       if (!vector?.length) {
-        throw new BilledCallError(`OpenAI embedding reply ${requestId ?? '(no id)'} carries no vector although it reported usage`, usage, response.model, requestId);
+        throw new BilledCallError(
+          `OpenAI embedding reply ${requestId ?? '(no id)'} carries no vector although it reported usage`,
+          usage,
+          response.model,
+          requestId,
+        );
       }
       return { vector, usage, providerModel: response.model, requestId };
     },
@@ -74,7 +91,9 @@ export function createOpenAIProvider(env: NodeJS.ProcessEnv = process.env): Mode
 
 function chatUsage(u: OpenAI.CompletionUsage | undefined, requestId: string | null): TokenUsage {
   if (!u || u.prompt_tokens === undefined || u.completion_tokens === undefined) {
-    throw new MissingUsageError(`OpenAI chat response ${requestId ?? '(no id)'} carries no usage (prompt_tokens/completion_tokens); its cost cannot be booked`);
+    throw new MissingUsageError(
+      `OpenAI chat response ${requestId ?? '(no id)'} carries no usage (prompt_tokens/completion_tokens); its cost cannot be booked`,
+    );
   }
   // Counts only: validateUsage rejects anything that is not a whole number in range before it is booked.
   return {

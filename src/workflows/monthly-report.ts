@@ -50,8 +50,7 @@ const delivering = proxyActivities<Activities>({
 export async function monthlyReport(input: MonthlyReportInput = {}): Promise<MonthlyReportResult> {
   const timezone = input.timezone ?? 'UTC';
   const month =
-    input.month ??
-    (await reporting.resolveReportMonth({ scheduledAt: scheduledTimeOf(workflowInfo()).toISOString(), timezone })).month;
+    input.month ?? (await reporting.resolveReportMonth({ scheduledAt: scheduledTimeOf(workflowInfo()).toISOString(), timezone })).month;
   const generated = await reporting.generateMonthlyReport({ month, timezone });
   const delivery = await delivering.deliverMonthlyReport({ generated });
   return {

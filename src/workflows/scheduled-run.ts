@@ -122,7 +122,14 @@ export async function scheduledRun(task: ScheduledRunInput): Promise<ScheduledRu
     );
     if (!claim.claimed) {
       log.info('slot already claimed by another execution; stopping as duplicate', { idempotencyKey, owner: claim.ownerWorkflowRunId });
-      return { status: 'duplicate', idempotencyKey, scheduledMinute, ...kind, generation: claim.generation, ownerRunId: claim.ownerWorkflowRunId };
+      return {
+        status: 'duplicate',
+        idempotencyKey,
+        scheduledMinute,
+        ...kind,
+        generation: claim.generation,
+        ownerRunId: claim.ownerWorkflowRunId,
+      };
     }
 
     const step = { workflowId: info.workflowId, runId: info.runId, taskId: task.taskId, userId: task.userId, simulate: task.simulate };
@@ -188,7 +195,10 @@ async function callAndBook(
     );
     if (outcome.outcome === 'answered') {
       if (booked.booked === 'exception') {
-        throw ApplicationFailure.nonRetryable(`${base.step}: usage kept in usage_exceptions, not the ledger: ${booked.reason}`, 'UnbookableUsage');
+        throw ApplicationFailure.nonRetryable(
+          `${base.step}: usage kept in usage_exceptions, not the ledger: ${booked.reason}`,
+          'UnbookableUsage',
+        );
       }
       return { outcome, booked };
     }
