@@ -169,7 +169,9 @@ describe('a zone registered while a ledger writer is open', () => {
     expect((await snapshot(zone)).some((r) => r.includes('"user-writer"'))).toBe(true);
     expect(await snapshot(zone)).toEqual(await fromLedger(zone));
     // The application role took no lock on the ledger for it: it may not (test/grants.test.ts).
-    const { rows } = await ctx.pool.query<{ locks: boolean }>(`select has_table_privilege(current_user, 'usage_ledger', 'update') as locks`);
+    const { rows } = await ctx.pool.query<{ locks: boolean }>(
+      `select has_table_privilege(current_user, 'usage_ledger', 'update') as locks`,
+    );
     expect(rows[0].locks).toBe(false);
   });
 });

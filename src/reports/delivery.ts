@@ -106,7 +106,9 @@ export async function postJson(url: string, body: unknown, timeoutMs = 10_000): 
   } catch (err) {
     // The error may quote the URL; only its scheme and host may be shown (the URL was parsed above, so its cause is
     // a network error, which names the host and port, never the path).
-    throw new Error(`webhook ${webhookTarget(url)} unreachable: ${(err as Error).message.replaceAll(url, webhookTarget(url))}`, { cause: err });
+    throw new Error(`webhook ${webhookTarget(url)} unreachable: ${(err as Error).message.replaceAll(url, webhookTarget(url))}`, {
+      cause: err,
+    });
   }
   const detail = (await response.text().catch(() => '')).slice(0, 200);
   if (response.ok) return response.status;

@@ -16,7 +16,9 @@ export async function describeOrUndefined(client: Client, scheduleId: string): P
 export async function describeTaskSchedule(client: Client, taskId: string): Promise<ScheduleDescription> {
   const d = await describeOrUndefined(client, taskScheduleId(taskId));
   if (!d || !isManagedTaskSchedule(d.memo)) {
-    throw new UserError(`task "${taskId}" has no cronledger schedule (${taskScheduleId(taskId)}); add it to your tasks file and run \`cronledger tasks apply FILE\``);
+    throw new UserError(
+      `task "${taskId}" has no cronledger schedule (${taskScheduleId(taskId)}); add it to your tasks file and run \`cronledger tasks apply FILE\``,
+    );
   }
   return d;
 }
