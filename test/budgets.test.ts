@@ -6,7 +6,7 @@ import { budgetStatus } from '../src/budgets/budget-status';
 import { applyBudgets } from '../src/budgets/budgets-store';
 import { adjustEntry, creditUser } from '../src/ledger/entries';
 import { applyPrices, loadPricesFile } from '../src/ledger/prices';
-import { recordUsage } from '../src/ledger/record-usage';
+import { bookCompletion, bookExactSpend } from './support/budget-spend';
 import { runCli } from './support/cli';
 import { createTestContext, type TestContext } from './support/context';
 
@@ -25,24 +25,9 @@ afterAll(async () => {
 });
 
 let keys = 0;
-/** Books a chat call whose cost is exactly `tokens` completion tokens of gpt-4o-mini ($0.60 per million). */
+/** Books a chat call whose cost is exactly `completionTokens` gpt-4o-mini tokens ($0.60 per million). */
 const book = (userId: string, completionTokens: number, at: Date) =>
-  recordUsage(ctx.pool, {
-    runId: null,
-    idempotencyKey: `budgets-test-${++keys}`,
-    step: 'chat',
-    attempt: 1,
-    userId,
-    taskId: null,
-    model: 'openai/gpt-4o-mini',
-    kind: 'chat',
-    status: 'ok',
-    usage: { promptTokens: 0, cachedPromptTokens: 0, completionTokens, reasoningTokens: 0 },
-    providerModel: null,
-    providerRequestId: null,
-    workerId: 'test',
-    occurredAt: at,
-  });
+  bookCompletion(ctx.pool, `budgets-test-${++keys}`, userId, completionTokens, at);
 
 const file = (name: string, json: unknown): string => {
   const path = join(dir, name);
@@ -224,13 +209,7 @@ describe('thresholds compare exact decimals', () => {
       { budgets: [{ userId: user, monthlyLimitUsd: '1', timeZone: 'UTC', effectiveFrom: new Date('2026-07-01T00:00:00Z') }] },
       'test',
     );
-    // a free call, then an adjustment of exactly the amount: exact spend no token count would reach
-    const entry = await book(user, 0, at);
-    await ctx.pool.query(
-      `insert into usage_ledger (idempotency_key, entry_type, original_entry_id, reason, user_id, cost_usd, created_at)
-       values ($1, 'adjustment', $2, 'threshold test', $3, $4, $5)`,
-      [`threshold-adjust-${keys}`, entry.id, user, spent, at],
-    );
+    await bookExactSpend(ctx.pool, `threshold-${keys}`, user, spent, at);
     const s = await budgetStatus(ctx.pool, { userId: user, at });
     expect(s[0].spentUsd).toBe((await ctx.pool.query('select $1::numeric(38,18)::text as v', [spent])).rows[0].v);
     expect(s[0].tier).toBe(tier);

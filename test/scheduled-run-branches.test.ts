@@ -3,6 +3,7 @@ import { ApplicationFailure, CancelledFailure, Context } from '@temporalio/activ
 import { NativeConnection, Worker } from '@temporalio/worker';
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, expect, inject, it } from 'vitest';
+import type { ReserveRunInput } from '../src/activities/budget-activities';
 import type { Activities } from '../src/activities';
 import type { BookUsageInput, ModelCallInput, ModelCallOutcome } from '../src/activities/run-activities';
 import { connectClient } from '../src/client';
@@ -83,6 +84,19 @@ function stubActivities(calls: Call[], over: Partial<Activities> = {}): Activiti
       costUsd: '0.000027000000000000',
     })),
     storeMemory: record('storeMemory', async () => undefined),
+    reserveBudget: record('reserveBudget', async (input: ReserveRunInput) => ({
+      tier: 'default' as const,
+      models: { chat: input.model, embed: input.embeddingModel },
+      worstCaseUsd: '0',
+      eventIds: [],
+      limitUsd: null,
+      spentUsd: '0',
+      reservedUsd: '0',
+      timeZone: 'UTC',
+      month: '2026-11',
+    })),
+    releaseBudget: record('releaseBudget', async () => ({ released: 0 })),
+    deliverBudgetEvent: unused('deliverBudgetEvent'),
     chat: record('chat', unused('chat')),
     embedMemory: record('embedMemory', unused('embedMemory')),
     resolveReportMonth: unused('resolveReportMonth'),
@@ -138,13 +152,24 @@ it('completes: claim, call and book chat, call and book the embedding, store the
   expect(error).toBeUndefined();
   expect(result).toMatchObject({ status: 'completed', idempotencyKey: 'cron:branchy:2026-11-02T09:00Z', generation: 1 });
   expect(result?.manual).toBeUndefined();
-  expect(names(calls)).toEqual(['claimRun', 'callChat', 'bookUsage', 'callEmbedding', 'bookUsage', 'storeMemory', 'completeRun']);
+  expect(names(calls)).toEqual([
+    'claimRun',
+    'reserveBudget',
+    'callChat',
+    'bookUsage',
+    'callEmbedding',
+    'bookUsage',
+    'storeMemory',
+    'completeRun',
+  ]);
   // ledger keys name the execution: Temporal's run ID, with the workflow ID alongside
   expect(inputsOf<BookUsageInput>(calls, 'bookUsage').map((b) => [b.runId, b.workflowId, b.step, b.attempt, b.status])).toEqual([
     [runId, workflowId, 'chat', 1, 'ok'],
     [runId, workflowId, 'embed', 1, 'ok'],
   ]);
-  expect(inputsOf(calls, 'completeRun')).toEqual([{ idempotencyKey: 'cron:branchy:2026-11-02T09:00Z', status: 'completed' }]);
+  expect(inputsOf(calls, 'completeRun')).toEqual([
+    { idempotencyKey: 'cron:branchy:2026-11-02T09:00Z', status: 'completed', tier: 'default' },
+  ]);
 });
 
 it('stops as duplicate before any model call when another execution owns the claim', async () => {
@@ -172,7 +197,7 @@ it('records a failure on the claim (with the innermost message) and fails the ru
   );
 
   expect(error).toBeInstanceOf(WorkflowFailedError);
-  expect(names(calls)).toEqual(['claimRun', 'callChat', 'completeRun']);
+  expect(names(calls)).toEqual(['claimRun', 'reserveBudget', 'callChat', 'releaseBudget', 'completeRun']);
   expect(inputsOf(calls, 'completeRun')).toEqual([
     { idempotencyKey: 'cron:branchy:2026-11-02T09:00Z', status: 'failed', error: 'no price in force for model "x"' },
   ]);
@@ -204,7 +229,7 @@ it('a cancel during a call records the claim as cancelled', async () => {
 
   expect(error).toBeInstanceOf(WorkflowFailedError);
   expect((error as WorkflowFailedError).cause).toBeInstanceOf(CancelledFailure);
-  expect(names(calls)).toEqual(['claimRun', 'callChat', 'completeRun']);
+  expect(names(calls)).toEqual(['claimRun', 'reserveBudget', 'callChat', 'releaseBudget', 'completeRun']);
   expect(inputsOf(calls, 'completeRun')).toMatchObject([{ status: 'cancelled' }]);
 });
 
@@ -234,7 +259,7 @@ it('a cancel that arrives while the provider answers still books the answer, the
   );
 
   expect(error).toBeInstanceOf(WorkflowFailedError);
-  expect(names(calls)).toEqual(['claimRun', 'callChat', 'bookUsage', 'completeRun']);
+  expect(names(calls)).toEqual(['claimRun', 'reserveBudget', 'callChat', 'bookUsage', 'releaseBudget', 'completeRun']);
   expect(inputsOf<BookUsageInput>(calls, 'bookUsage').map((b) => [b.step, b.attempt, b.status])).toEqual([['chat', 1, 'ok']]);
   expect(inputsOf(calls, 'completeRun')).toMatchObject([{ status: 'cancelled' }]);
 });
@@ -284,6 +309,7 @@ it('a database outage while booking delays the booking and never repeats the cal
   expect(names(calls).filter((n) => n === 'callChat')).toHaveLength(1);
   expect(names(calls)).toEqual([
     'claimRun',
+    'reserveBudget',
     'callChat',
     'bookUsage',
     'bookUsage',

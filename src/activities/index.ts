@@ -1,9 +1,10 @@
 import type pg from 'pg';
 import type { ModelProvider } from '../models/provider';
+import { createBudgetActivities, type BudgetActivityDeps } from './budget-activities';
 import { createRunActivities } from './run-activities';
 import { createReportActivities, type ReportActivityOptions } from './report-activities';
 
-export interface ActivityDeps extends ReportActivityOptions {
+export interface ActivityDeps extends ReportActivityOptions, Omit<BudgetActivityDeps, 'pool'> {
   pool: pg.Pool;
   provider: ModelProvider;
   workerId: string;
@@ -13,6 +14,7 @@ export interface ActivityDeps extends ReportActivityOptions {
 export const createActivities = (deps: ActivityDeps) => ({
   ...createRunActivities(deps),
   ...createReportActivities(deps),
+  ...createBudgetActivities(deps),
 });
 
 export type Activities = ReturnType<typeof createActivities>;

@@ -1,14 +1,14 @@
 import { ApplicationFailure, CancelledFailure, Context, log, sleep } from '@temporalio/activity';
 import type pg from 'pg';
 import { storeMemory } from '../db/memories';
-import { claimRun, completeRun, type ClaimOutcome, type RunStatus } from '../db/runs';
+import { claimRun, completeRun, type ClaimOutcome, type RunStatus, type RunTier } from '../db/runs';
 import { UserError } from '../errors';
 import { bookUsageOrKeepException } from '../ledger/book-usage';
 import type { CallKind } from '../ledger/cost';
 import type { LedgerEntry } from '../ledger/entries';
 import { refuseUnpricedCall } from '../ledger/price-check';
 import { LedgerConflictError, recordUsage, usageKey, type UsageBooking } from '../ledger/record-usage';
-import { fitEmbeddingInput } from '../models/embedding-input';
+import { embeddingInputLimit, fitEmbeddingInput } from '../models/embedding-input';
 import {
   BilledCallError,
   MissingUsageError,
@@ -50,6 +50,11 @@ export interface ModelCallInput {
   model: string;
   text: string;
   simulate?: SimulateProfile;
+  /**
+   * Under the budget guard: the chat reply's cap (max_completion_tokens), and the embedding input's cap in tokens, so
+   * neither call can be billed beyond the worst case reserved for it.
+   */
+  maxOutputTokens?: number;
 }
 
 /**
@@ -103,7 +108,13 @@ export const createRunActivities = (deps: RunActivityDeps) => ({
   },
 
   /** Closes this execution's own claim (never another generation's). */
-  async completeRun(input: { idempotencyKey: string; status: Exclude<RunStatus, 'running'>; error?: string }): Promise<void> {
+  async completeRun(input: {
+    idempotencyKey: string;
+    status: Exclude<RunStatus, 'running'>;
+    error?: string;
+    tier?: RunTier;
+    budget?: Record<string, unknown>;
+  }): Promise<void> {
     await completeRun(deps.pool, { ...input, temporalRunId: execution('completeRun').runId });
   },
 
@@ -111,7 +122,8 @@ export const createRunActivities = (deps: RunActivityDeps) => ({
   async callChat(input: ModelCallInput): Promise<ModelCallOutcome> {
     await nonRetryableWhenFinal(() => refuseUnpricedCall(deps.pool, input.model, 'chat'));
     return callProvider(async (signal) => {
-      const r = await deps.provider.chat({ ...context(input), signal, model: input.model, prompt: input.text });
+      const cap = input.maxOutputTokens === undefined ? {} : { maxOutputTokens: input.maxOutputTokens };
+      const r = await deps.provider.chat({ ...context(input), signal, model: input.model, prompt: input.text, ...cap });
       return { outcome: 'answered', usage: r.usage, providerModel: r.providerModel, requestId: r.requestId, text: r.text };
     });
   },
@@ -119,7 +131,8 @@ export const createRunActivities = (deps: RunActivityDeps) => ({
   /** One embedding request for the run's reply, cut by tokens to the model's input limit (and saying so) when longer. */
   async callEmbedding(input: ModelCallInput): Promise<ModelCallOutcome> {
     await nonRetryableWhenFinal(() => refuseUnpricedCall(deps.pool, input.model, 'embedding'));
-    const fitted = fitEmbeddingInput(input.model, input.text);
+    const limit = Math.min(embeddingInputLimit(input.model), input.maxOutputTokens ?? Number.MAX_SAFE_INTEGER);
+    const fitted = fitEmbeddingInput(input.model, input.text, limit);
     if (fitted.truncatedFromTokens !== undefined) {
       log.warn('reply longer than the embedding model accepts; embedding its first tokens only', {
         model: input.model,

@@ -38,7 +38,8 @@ export async function monthFigures(
        from m`,
     [userId, timeZone, at],
   );
-  return { month: rows[0].month, spentUsd: rows[0].spent ?? '0', reservedUsd: rows[0].reserved };
+  // the same exact text whatever PostgreSQL's scale for the sum (18 fractional digits)
+  return { month: rows[0].month, spentUsd: usdOf(atto(rows[0].spent ?? '0')), reservedUsd: usdOf(atto(rows[0].reserved)) };
 }
 
 /**

@@ -28,7 +28,7 @@ export const generatePasswords = (): RolePasswords => ({
  * As a superuser: both roles exist, log in with these passwords (stored as SCRAM verifiers), and hold nothing
  * special: no superuser, no CREATEROLE, no CREATEDB, no BYPASSRLS, no replication.
  */
-export async function ensureRoles(superuser: pg.ClientBase, passwords: Pick<RolePasswords, 'owner' | 'app'>): Promise<void> {
+export async function ensureRoles(superuser: pg.Client, passwords: Pick<RolePasswords, 'owner' | 'app'>): Promise<void> {
   await superuser.query(`set password_encryption = 'scram-sha-256'`);
   for (const [role, password] of [
     [OWNER_ROLE, passwords.owner],

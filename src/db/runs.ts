@@ -1,7 +1,10 @@
 import type pg from 'pg';
 import { inTransaction } from './pool';
 
-export type RunStatus = 'running' | 'completed' | 'failed' | 'cancelled';
+export type RunStatus = 'running' | 'completed' | 'failed' | 'cancelled' | 'blocked';
+
+/** The budget tier a run ran at (null: before the budget guard, or a run that never reached its decision). */
+export type RunTier = 'default' | 'cheap' | 'blocked';
 
 /** The slot's claim: one row per idempotency key, naming the execution (generation) that currently owns it. */
 export interface RunRow {
@@ -21,6 +24,9 @@ export interface RunRow {
   finished_at: Date | null;
   duration_ms: string | null;
   error: string | null;
+  tier: RunTier | null;
+  /** A blocked run's reason: the limit, spent and reserved it was decided on (exact decimal strings). */
+  budget: Record<string, unknown> | null;
 }
 
 /** One execution that owned a claim: every generation of a slot keeps its row here. */
@@ -83,7 +89,7 @@ export async function claimRun(db: pg.Pool, c: ClaimRequest): Promise<ClaimOutco
       const taken = await tx.query<{ generation: number }>(
         `update runs set generation = generation + 1, workflow_id = $2, temporal_run_id = $3, claimed_by = $4, status = 'running',
                 claimed_at = now(), finished_at = null, duration_ms = null, error = null
-          where idempotency_key = $1 and temporal_run_id = $5 and status <> 'completed'
+          where idempotency_key = $1 and temporal_run_id = $5 and status not in ('completed', 'blocked')
           returning generation`,
         [c.idempotencyKey, c.workflowId, c.temporalRunId, c.workerId, c.supersedesRunId],
       );
@@ -124,14 +130,21 @@ async function recordAttempt(tx: pg.PoolClient, c: ClaimRequest, generation: num
  */
 export async function completeRun(
   db: pg.Pool,
-  c: { idempotencyKey: string; temporalRunId: string; status: Exclude<RunStatus, 'running'>; error?: string },
+  c: {
+    idempotencyKey: string;
+    temporalRunId: string;
+    status: Exclude<RunStatus, 'running'>;
+    error?: string;
+    tier?: RunTier;
+    budget?: Record<string, unknown>;
+  },
 ): Promise<void> {
   await inTransaction(db, async (tx) => {
     await tx.query(
-      `update runs set status = $3, error = $4, finished_at = now(),
+      `update runs set status = $3, error = $4, finished_at = now(), tier = coalesce($5, tier), budget = coalesce($6, budget),
               duration_ms = (extract(epoch from (now() - claimed_at)) * 1000)::bigint
         where idempotency_key = $1 and temporal_run_id = $2 and status = 'running'`,
-      [c.idempotencyKey, c.temporalRunId, c.status, c.error ?? null],
+      [c.idempotencyKey, c.temporalRunId, c.status, c.error ?? null, c.tier ?? null, c.budget ? JSON.stringify(c.budget) : null],
     );
     await tx.query(
       `update run_attempts set status = $2, error = $3, finished_at = now() where temporal_run_id = $1 and status = 'running'`,
@@ -161,7 +174,7 @@ export async function claimOf(db: pg.Pool, idempotencyKey: string): Promise<RunR
  */
 export async function retryableClaim(db: pg.Pool, idempotencyKey: string): Promise<RunRow | null> {
   const claim = await claimOf(db, idempotencyKey);
-  return claim && claim.status !== 'completed' ? claim : null;
+  return claim && claim.status !== 'completed' && claim.status !== 'blocked' ? claim : null;
 }
 
 /** Every execution that owned the slot's claim, oldest generation first. */

@@ -26,11 +26,13 @@ export class MockProvider implements ModelProvider {
     const digest = sha256(`${req.model}\n${req.prompt}`);
     const text = `[mock ${bareModel(req.model)}] Done: ${summarise(req.prompt)} (ref ${digest.slice(0, 8)})`;
     const s = req.simulate ?? {};
+    // Like a real provider told max_completion_tokens: the reply (reasoning included) stops at the cap.
+    const cap = (n: number): number => (req.maxOutputTokens === undefined ? n : Math.min(n, req.maxOutputTokens));
     const usage: TokenUsage = {
       promptTokens: s.promptTokens ?? countChatTokens(req.prompt),
       cachedPromptTokens: s.cachedPromptTokens ?? 0,
-      completionTokens: s.completionTokens ?? countChatTokens(text),
-      reasoningTokens: s.reasoningTokens ?? 0,
+      completionTokens: cap(s.completionTokens ?? countChatTokens(text)),
+      reasoningTokens: cap(s.reasoningTokens ?? 0),
     };
     const requestId = `mock-chat-${sha256(`${digest}:${req.attempt}`).slice(0, 16)}`;
     failIfAsked(req.attempt, req.simulate?.failFirstAttempts, usage, bareModel(req.model), requestId);

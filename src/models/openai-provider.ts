@@ -42,7 +42,14 @@ export function createOpenAIProvider(env: NodeJS.ProcessEnv = process.env): Mode
 
     async chat(req: ChatRequest): Promise<ChatResult> {
       const response = await client.chat.completions
-        .create({ model: bareModel(req.model), messages: [{ role: 'user', content: req.prompt }] }, { signal: req.signal })
+        .create(
+          {
+            model: bareModel(req.model),
+            messages: [{ role: 'user', content: req.prompt }],
+            ...(req.maxOutputTokens === undefined ? {} : { max_completion_tokens: req.maxOutputTokens }),
+          },
+          { signal: req.signal },
+        )
         .catch(refusal);
       const requestId = response.id || response._request_id || null;
       const usage = chatUsage(response.usage, requestId);

@@ -24,6 +24,8 @@ export interface ChatRequest extends CallContext {
   /** Price-table model key, e.g. openai/gpt-4o-mini; providers strip their own prefix. */
   model: string;
   prompt: string;
+  /** The reply's token cap, sent as max_completion_tokens: the provider never bills more completion tokens. */
+  maxOutputTokens?: number;
 }
 
 export interface ChatResult {

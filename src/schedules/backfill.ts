@@ -175,6 +175,8 @@ async function outcomeOf(
 ): Promise<{ outcome: 'completed' | 'failed' | 'duplicate'; generation?: number; detail?: string }> {
   try {
     const result = await handle.result();
+    // A run the budget guard blocked is done for its slot (Temporal closed it Completed); the detail says why.
+    if (result.status === 'blocked') return { outcome: 'completed', generation: result.generation, detail: 'blocked: budget exhausted' };
     return { outcome: result.status, generation: result.generation };
   } catch (err) {
     if (err instanceof WorkflowFailedError) return { outcome: 'failed', detail: err.cause?.message ?? err.message };

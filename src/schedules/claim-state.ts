@@ -5,7 +5,7 @@ import type { RunRow } from '../db/runs';
  * Where a slot's claim stands. `stale`: PostgreSQL says running, but the execution it names is closed without having
  * completed (terminated or timed out: no workflow code ran to record it), or is gone from Temporal (past retention).
  */
-export type ClaimState = 'running' | 'stale' | 'completed' | 'failed' | 'cancelled';
+export type ClaimState = 'running' | 'stale' | 'completed' | 'failed' | 'cancelled' | 'blocked';
 
 /** Claims in these states may be run again on purpose (`runs retry`, `backfill --retry-failed`). */
 export const isRetryable = (state: ClaimState): boolean => state === 'failed' || state === 'cancelled' || state === 'stale';

@@ -61,6 +61,8 @@ export async function retrySlot(client: Client, claim: RunRow, was: ClaimState):
   const base = { workflowId: claim.workflow_id, runId: handle.firstExecutionRunId, was };
   try {
     const result = await handle.result();
+    if (result.status === 'blocked')
+      return { ...base, outcome: 'completed', generation: result.generation, detail: 'blocked: budget exhausted' };
     return { ...base, outcome: result.status, generation: result.generation };
   } catch (err) {
     if (err instanceof WorkflowFailedError) return { ...base, outcome: 'failed', detail: err.cause?.message ?? err.message };

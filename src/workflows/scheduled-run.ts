@@ -6,9 +6,13 @@ import {
   log,
   patched,
   proxyActivities,
+  upsertSearchAttributes,
   workflowInfo,
 } from '@temporalio/workflow';
 import type { Activities } from '../activities';
+import type { ReserveRunInput } from '../activities/budget-activities';
+import type { ReserveDecision } from '../budgets/reserve';
+import { DEFAULT_MAX_OUTPUT_TOKENS, SEARCH_ATTRIBUTES } from '../constants';
 import type { BookUsageResult, ModelCallInput, ModelCallOutcome } from '../activities/run-activities';
 import type { SimulateProfile } from '../models/simulate-profile';
 import { manualKey, manualTimeOf, scheduledTimeOf, slotKey } from './scheduled-time';
@@ -37,7 +41,11 @@ export interface ScheduledRunInput {
 }
 
 export interface ScheduledRunResult {
-  status: 'completed' | 'duplicate';
+  status: 'completed' | 'duplicate' | 'blocked';
+  /** The budget tier the run ran at (runs under the budget guard). */
+  tier?: 'default' | 'cheap' | 'blocked';
+  /** A blocked run's reason: the limit, spent and reserved it was decided on, and its worst case (USD, exact). */
+  budget?: BudgetReason;
   idempotencyKey: string;
   scheduledMinute: string;
   /** Which execution of the slot this was (1 = first; a retry that took the claim over is 2, 3, ...). */
@@ -48,8 +56,6 @@ export interface ScheduledRunResult {
   ownerRunId?: string;
   chatCostUsd?: string;
   embeddingCostUsd?: string;
-  /** The reply was longer than the embedding model accepts: its token count; the embedding covers the first tokens only. */
-  embeddingInputTruncatedFrom?: number;
 }
 
 /**
@@ -57,6 +63,21 @@ export interface ScheduledRunResult {
  * that started before it replay (and finish) on the old sequence, kept below as `legacyScheduledRun`.
  */
 export const CALL_THEN_BOOK_PATCH = 'call-then-book';
+
+/**
+ * The patch that put the budget guard before the model calls: reserve (and pick the tier) after the claim, run on the
+ * tier's models, release on every exit that did not book. Executions that started before it replay without it.
+ */
+export const BUDGET_GUARD_PATCH = 'budget-guard';
+
+export interface BudgetReason {
+  limitUsd: string | null;
+  spentUsd: string;
+  reservedUsd: string;
+  worstCaseUsd: string;
+  month: string;
+  timeZone: string;
+}
 
 /**
  * A provider answer that carried usage but failed (BilledCallError) is booked as failed and the step called again,
@@ -69,6 +90,12 @@ export const MAX_CALLS_PER_STEP = 5;
 const bookkeeping = proxyActivities<Activities>({
   startToCloseTimeout: '30 seconds',
   retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '1 minute' },
+});
+
+/** Threshold events: at least once, with backoff; a webhook that stays down never fails the run. */
+const budgetEvents = proxyActivities<Activities>({
+  startToCloseTimeout: '30 seconds',
+  retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '1 minute', maximumAttempts: 20 },
 });
 
 /** Booking a call's usage: idempotent on its ledger key, so retried without limit; it never calls the provider. */
@@ -109,6 +136,7 @@ export async function scheduledRun(task: ScheduledRunInput): Promise<ScheduledRu
   const idempotencyKey = manual ? manualKey(task.taskId, at) : slotKey(task.taskId, at);
   const scheduledMinute = `${at.toISOString().slice(0, 16)}Z`;
   const kind = manual ? { manual: true } : {};
+  let budget: BudgetGuard | undefined;
 
   try {
     // Not cancellable: a claim that is made must be known, so that a cancel can close it as cancelled.
@@ -135,8 +163,46 @@ export async function scheduledRun(task: ScheduledRunInput): Promise<ScheduledRu
     }
 
     const step = { workflowId: info.workflowId, runId: info.runId, taskId: task.taskId, userId: task.userId, simulate: task.simulate };
-    const chat = await callAndBook('chat', { ...step, step: 'chat', model: task.model, text: task.input });
-    const embed = await callAndBook('embedding', { ...step, step: 'embed', model: task.embeddingModel, text: chat.outcome.text ?? '' });
+    let models = { chat: task.model, embed: task.embeddingModel };
+    if (patched(BUDGET_GUARD_PATCH)) {
+      const budgetInput: ReserveRunInput = {
+        workflowId: info.workflowId,
+        runId: info.runId,
+        userId: task.userId,
+        model: task.model,
+        embeddingModel: task.embeddingModel,
+        prompt: task.input,
+        ...(task.maxOutputTokens === undefined ? {} : { maxOutputTokens: task.maxOutputTokens }),
+        ...(task.simulate ? { simulate: task.simulate } : {}),
+      };
+      const decision = await bookkeeping.reserveBudget(budgetInput);
+      upsertSearchAttributes([{ key: { name: SEARCH_ATTRIBUTES.tier, type: 'KEYWORD' }, value: decision.tier }]);
+      budget = { input: budgetInput, tier: decision.tier, deliveries: deliverEvents(decision.eventIds) };
+      if (decision.tier === 'blocked') {
+        const reason = reasonOf(decision);
+        log.warn('budget exhausted: run blocked before any model call', { ...reason });
+        await bookkeeping.completeRun({ idempotencyKey, status: 'blocked', tier: 'blocked', budget: { ...reason } });
+        await budget.deliveries;
+        return {
+          status: 'blocked',
+          idempotencyKey,
+          scheduledMinute,
+          ...kind,
+          generation: claim.generation,
+          tier: 'blocked',
+          budget: reason,
+        };
+      }
+      models = { chat: decision.models.chat ?? task.model, embed: decision.models.embed ?? task.embeddingModel };
+      budget.input = { ...budgetInput, model: models.chat, embeddingModel: models.embed };
+    }
+    const guarded = budget ? { maxOutputTokens: budget.input.maxOutputTokens ?? DEFAULT_MAX_OUTPUT_TOKENS } : {};
+    const chat = await callAndBook('chat', { ...step, ...guarded, step: 'chat', model: models.chat, text: task.input }, budget);
+    const embed = await callAndBook(
+      'embedding',
+      { ...step, ...guarded, step: 'embed', model: models.embed, text: chat.outcome.text ?? '' },
+      budget,
+    );
     await bookkeeping.storeMemory({
       workflowId: info.workflowId,
       runId: info.runId,
@@ -146,22 +212,27 @@ export async function scheduledRun(task: ScheduledRunInput): Promise<ScheduledRu
       embedding: embed.outcome.vector ?? [],
       ...(embed.outcome.inputTruncatedFrom === undefined ? {} : { inputTruncatedFrom: embed.outcome.inputTruncatedFrom }),
     });
-    await bookkeeping.completeRun({ idempotencyKey, status: 'completed' });
+    await bookkeeping.completeRun({ idempotencyKey, status: 'completed', ...(budget ? { tier: budget.tier } : {}) });
+    if (budget) await budget.deliveries;
     return {
       status: 'completed',
       idempotencyKey,
       scheduledMinute,
       ...kind,
       generation: claim.generation,
+      ...(budget ? { tier: budget.tier } : {}),
       chatCostUsd: costOf(chat.booked),
       embeddingCostUsd: costOf(embed.booked),
-      ...(embed.outcome.inputTruncatedFrom === undefined ? {} : { embeddingInputTruncatedFrom: embed.outcome.inputTruncatedFrom }),
     };
   } catch (err) {
     // Cancelled or failed, the claim is closed as such, even while the workflow is being cancelled. (A terminate or
     // a timeout runs no workflow code: `runs` shows such a claim as stale.)
     const status = isCancellation(err) ? 'cancelled' : 'failed';
-    await CancellationScope.nonCancellable(() => bookkeeping.completeRun({ idempotencyKey, status, error: messageOf(err) }));
+    await CancellationScope.nonCancellable(async () => {
+      // What the run still holds goes back to the user's budget; booked calls were settled by their booking.
+      if (budget) await bookkeeping.releaseBudget({ runId: info.runId });
+      await bookkeeping.completeRun({ idempotencyKey, status, error: messageOf(err) });
+    });
     throw err;
   }
 }
@@ -175,8 +246,19 @@ export async function scheduledRun(task: ScheduledRunInput): Promise<ScheduledRu
 async function callAndBook(
   kind: 'chat' | 'embedding',
   base: Omit<ModelCallInput, 'attempt'>,
+  budget?: BudgetGuard,
 ): Promise<{ outcome: ModelCallOutcome; booked: BookUsageResult }> {
   for (let attempt = 1; ; attempt++) {
+    if (budget && attempt > 1) {
+      // A call made again is a new charge: it reserves again, on the run's models, or the run stops here.
+      const again = await bookkeeping.reserveBudget({ ...budget.input, again: { step: base.step, attempt } });
+      if (again.tier === 'blocked') {
+        throw ApplicationFailure.nonRetryable(
+          `${base.step}: budget exhausted before call ${attempt} (${JSON.stringify(reasonOf(again))})`,
+          'BudgetExhausted',
+        );
+      }
+    }
     const input: ModelCallInput = { ...base, attempt };
     const outcome = await (kind === 'chat' ? modelCalls.callChat(input) : modelCalls.callEmbedding(input));
     const booked = await CancellationScope.nonCancellable(() =>
@@ -213,6 +295,34 @@ async function callAndBook(
       );
     }
   }
+}
+
+interface BudgetGuard {
+  /** The reservation request, with the models the decision picked. */
+  input: ReserveRunInput;
+  tier: 'default' | 'cheap' | 'blocked';
+  /** Threshold events being delivered; awaited before the run returns. */
+  deliveries: Promise<unknown>;
+}
+
+const reasonOf = (d: ReserveDecision): BudgetReason => ({
+  limitUsd: d.limitUsd,
+  spentUsd: d.spentUsd,
+  reservedUsd: d.reservedUsd,
+  worstCaseUsd: d.worstCaseUsd,
+  month: d.month,
+  timeZone: d.timeZone,
+});
+
+/** Delivers the threshold events a decision recorded; a delivery that keeps failing is logged, never fatal. */
+function deliverEvents(eventIds: string[]): Promise<unknown> {
+  return Promise.all(
+    eventIds.map((eventId) =>
+      budgetEvents
+        .deliverBudgetEvent({ eventId })
+        .catch((err: unknown) => log.error('budget event not delivered', { eventId, error: messageOf(err) })),
+    ),
+  );
 }
 
 const costOf = (b: BookUsageResult): string | undefined => (b.booked === 'ledger' ? b.costUsd : undefined);

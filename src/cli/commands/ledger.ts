@@ -1,9 +1,7 @@
 import type { Command } from 'commander';
 import { UserError } from '../../errors';
 import { adjustEntry, creditUser, listEntries, type LedgerEntry } from '../../ledger/entries';
-import { parseUserId } from '../../ledger/user-id';
-import { displayUsd, parseCorrectionUsd } from '../../money';
-import { printable } from '../../text-table';
+import { displayUsd, parseUsd } from '../../money';
 import { withConnections } from '../connect';
 import { parseCount } from '../options';
 import { printJson, printTable } from '../output';
@@ -64,7 +62,7 @@ export function registerLedgerCommands(program: Command): void {
     .requiredOption('--reason <text>', 'why')
     .option('--json', 'print JSON')
     .action(async (opts: { entry: string; amount: string; reason: string; json?: boolean }) => {
-      parseCorrectionUsd(opts.amount, '--amount'); // a bad amount fails before connecting
+      parseUsd(opts.amount, '--amount'); // a bad amount fails before connecting
       await withConnections({ db: true }, async ({ pool }) => {
         const entry = await adjustEntry(pool, { entryId: opts.entry, amount: opts.amount, reason: opts.reason });
         printAppended(entry, opts.json);
@@ -80,8 +78,7 @@ export function registerLedgerCommands(program: Command): void {
     .option('--entry <id>', 'the ledger entry this credit makes good')
     .option('--json', 'print JSON')
     .action(async (opts: { user: string; amount: string; reason: string; entry?: string; json?: boolean }) => {
-      parseCorrectionUsd(opts.amount, '--amount');
-      parseUserId(opts.user, '--user');
+      parseUsd(opts.amount, '--amount');
       if (opts.entry !== undefined && !/^\d+$/.test(opts.entry)) {
         throw new UserError(`--entry ${JSON.stringify(opts.entry)} is not a ledger entry id (a whole number)`);
       }
@@ -96,8 +93,8 @@ function printAppended(entry: LedgerEntry, json: boolean | undefined): void {
   if (json) return printJson({ entry: entryJson(entry) });
   const target = entry.original_entry_id ? ` correcting entry ${entry.original_entry_id}` : '';
   process.stdout.write(
-    `appended ${entry.entry_type} entry ${entry.id} for user ${printable(entry.user_id)}${target}: ${displayUsd(entry.cost_usd)} ` +
-      `(exact ${entry.cost_usd} USD), reason: ${printable(entry.reason ?? '')}\n`,
+    `appended ${entry.entry_type} entry ${entry.id} for user ${entry.user_id}${target}: ${displayUsd(entry.cost_usd)} ` +
+      `(exact ${entry.cost_usd} USD), reason: ${entry.reason}\n`,
   );
 }
 

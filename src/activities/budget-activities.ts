@@ -1,0 +1,114 @@
+import { ApplicationFailure, log } from '@temporalio/activity';
+import type pg from 'pg';
+import { reserveBudget, releaseReservations, type PlannedCall, type ReserveDecision } from '../budgets/reserve';
+import { budgetEvent, recordEventDelivery } from '../budgets/threshold-events';
+import { worstCaseOf } from '../budgets/worst-case';
+import { DEFAULT_MAX_OUTPUT_TOKENS } from '../constants';
+import type { SimulateProfile } from '../models/simulate-profile';
+import { postJson, WebhookRejectedError, webhookTarget } from '../reports/delivery';
+
+/**
+ * How long an unsettled reservation counts. It must outlast a call's whole budget (30 minutes of retries per model
+ * call, two calls per run) plus booking through a PostgreSQL outage, so that only a run nobody will ever finish (a
+ * terminated or timed-out execution) loses it: 6 hours by default.
+ */
+export const DEFAULT_RESERVATION_EXPIRY_SECONDS = 6 * 3600;
+
+export interface BudgetActivityDeps {
+  pool: pg.Pool;
+  /** Default: $CRONLEDGER_RESERVATION_EXPIRY_SECONDS, else DEFAULT_RESERVATION_EXPIRY_SECONDS. */
+  reservationExpirySeconds?: number;
+  /** Default: $BUDGET_WEBHOOK_URL, else $REPORT_WEBHOOK_URL; empty or unset: events are recorded, not posted. */
+  budgetWebhookUrl?: string;
+}
+
+export interface ReserveRunInput {
+  workflowId: string;
+  runId: string;
+  userId: string;
+  model: string;
+  embeddingModel: string;
+  prompt: string;
+  maxOutputTokens?: number;
+  simulate?: SimulateProfile;
+  /** A call made again after a billed failure: reserve that one call, on the run's models, never downgrading. */
+  again?: { step: 'chat' | 'embed'; attempt: number };
+}
+
+export const createBudgetActivities = (deps: BudgetActivityDeps) => {
+  const expirySeconds = (): number =>
+    deps.reservationExpirySeconds ?? (Number(process.env.CRONLEDGER_RESERVATION_EXPIRY_SECONDS) || DEFAULT_RESERVATION_EXPIRY_SECONDS);
+  const webhookUrl = (): string => deps.budgetWebhookUrl ?? (process.env.BUDGET_WEBHOOK_URL || process.env.REPORT_WEBHOOK_URL || '');
+  return {
+    /**
+     * The budget guard, before a run's first model call: decides the tier and reserves the worst case of its chat and
+     * embedding calls together (so an embedding is never blocked after its chat was paid), under the month's row lock.
+     */
+    async reserveBudget(input: ReserveRunInput): Promise<ReserveDecision> {
+      const maxOutputTokens = input.maxOutputTokens ?? DEFAULT_MAX_OUTPUT_TOKENS;
+      const worst = worstCaseOf({ prompt: input.prompt, maxOutputTokens, simulate: input.simulate });
+      const all: PlannedCall[] = [
+        { step: 'chat', attempt: 1, kind: 'chat', model: input.model, worstCase: worst.chat },
+        { step: 'embed', attempt: 1, kind: 'embedding', model: input.embeddingModel, worstCase: worst.embedding },
+      ];
+      const calls = input.again
+        ? all.filter((c) => c.step === input.again?.step).map((c) => ({ ...c, attempt: input.again?.attempt ?? 1 }))
+        : all;
+      const decision = await reserveBudget(deps.pool, {
+        userId: input.userId,
+        runId: input.runId,
+        workflowId: input.workflowId,
+        calls,
+        mayDowngrade: !input.again,
+        expirySeconds: expirySeconds(),
+      });
+      log.info('budget decision', {
+        tier: decision.tier,
+        worstCaseUsd: decision.worstCaseUsd,
+        spentUsd: decision.spentUsd,
+        reservedUsd: decision.reservedUsd,
+      });
+      return decision;
+    },
+
+    /** Every exit that did not book releases what the run still holds (failure, cancellation). Idempotent. */
+    async releaseBudget(input: { runId: string }): Promise<{ released: number }> {
+      return { released: await releaseReservations(deps.pool, input.runId) };
+    },
+
+    /**
+     * Posts one threshold event to the budget webhook, at least once: the event ID is stable, so the receiver drops
+     * repeats. Already delivered: nothing to do. Failures are retried by the workflow's retry policy; errors name only
+     * the webhook's scheme and host (its path is its secret).
+     */
+    async deliverBudgetEvent(input: { eventId: string }): Promise<{ delivered: boolean }> {
+      const url = webhookUrl();
+      const event = await budgetEvent(deps.pool, input.eventId);
+      if (!event || event.delivered_at || !url) return { delivered: false };
+      const body = {
+        type: 'budget.threshold',
+        eventId: event.event_id,
+        userId: event.user_id,
+        threshold: event.threshold,
+        month: event.month,
+        timeZone: event.time_zone,
+        limitUsd: event.limit_usd,
+        spentUsd: event.spent_usd,
+        reservedUsd: event.reserved_usd,
+        text: `cronledger: ${event.user_id} reached ${event.threshold}% of the monthly budget for ${event.month} (${event.time_zone})`,
+      };
+      try {
+        await postJson(url, body);
+      } catch (err) {
+        const message = (err as Error).message;
+        await recordEventDelivery(deps.pool, event.event_id, { ok: false, error: message });
+        if (err instanceof WebhookRejectedError) throw ApplicationFailure.nonRetryable(message, 'WebhookRejected');
+        // No cause attached: the failure chain lands in workflow history, and only the message is known to be URL-safe.
+        // eslint-disable-next-line preserve-caught-error
+        throw new Error(`budget event ${event.event_id} not delivered to ${webhookTarget(url)}: ${message}`);
+      }
+      await recordEventDelivery(deps.pool, event.event_id, { ok: true });
+      return { delivered: true };
+    },
+  };
+};

@@ -1,0 +1,31 @@
+import { encodeChat } from 'gpt-tokenizer/model/gpt-4o-mini';
+import type { SimulateProfile } from '../models/simulate-profile';
+import type { TokenUsage } from '../models/provider';
+
+/**
+ * The most a run's calls can be billed, in tokens, before they are made:
+ * - chat: the prompt as the chat format sends it (one user message: the tokenizer's count of the text plus the
+ *   format's per-message and reply-priming overhead), all of it at the uncached input price, plus maxOutputTokens of
+ *   reply, which the provider is told as max_completion_tokens and never exceeds;
+ * - embedding: the reply, which the embedding step cuts to at most maxOutputTokens tokens of the embedding model.
+ * A task's `simulate` profile tells the mock provider what to report instead of counting, so it is part of the bound.
+ * The chat encoding is o200k_base (gpt-4o-mini, gpt-4.1-nano); another chat model's count is an approximation.
+ */
+export interface WorstCase {
+  chat: TokenUsage;
+  embedding: TokenUsage;
+}
+
+export function worstCaseOf(input: { prompt: string; maxOutputTokens: number; simulate?: SimulateProfile }): WorstCase {
+  const s = input.simulate ?? {};
+  const promptTokens = Math.max(encodeChat([{ role: 'user', content: input.prompt }], 'gpt-4o-mini').length, s.promptTokens ?? 0);
+  return {
+    chat: { promptTokens, cachedPromptTokens: 0, completionTokens: input.maxOutputTokens, reasoningTokens: 0 },
+    embedding: {
+      promptTokens: Math.max(input.maxOutputTokens, s.embeddingTokens ?? 0),
+      cachedPromptTokens: 0,
+      completionTokens: 0,
+      reasoningTokens: 0,
+    },
+  };
+}

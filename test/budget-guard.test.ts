@@ -1,0 +1,218 @@
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { randomUUID } from 'node:crypto';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { applyBudgets } from '../src/budgets/budgets-store';
+import { worstCaseOf } from '../src/budgets/worst-case';
+import { costOfUsage } from '../src/ledger/cost';
+import { applyPrices, loadPricesFile, priceInForce } from '../src/ledger/prices';
+import { formatScaled, LEDGER_SCALE, parseUsd, toAttoUsd } from '../src/money';
+import { scheduledRun, type ScheduledRunInput } from '../src/workflows/scheduled-run';
+import { bookExactSpend } from './support/budget-spend';
+import { createTestContext, type TestContext } from './support/context';
+import { startWorkers } from './support/workers';
+import { startWorkerProcesses, stopWorkerProcesses, writeWorkflowBundle } from './support/worker-processes';
+
+/**
+ * The budget guard end to end: real Temporal, real PostgreSQL, the mock model. Each test uses its own user, and its
+ * own month (runs decide by the database's clock, so budgets take effect from the start of the current month).
+ */
+
+let ctx: TestContext;
+const PROMPT = 'Summarise the day.';
+const MAX_OUTPUT = 1000;
+// The mock reports a reply of the full cap and an embedding of as many tokens: actual cost = the worst case, so a
+// guard that admitted one run too many would settle over the limit.
+const SIMULATE = { promptTokens: 50, completionTokens: MAX_OUTPUT, embeddingTokens: MAX_OUTPUT };
+
+beforeAll(async () => {
+  ctx = await createTestContext(import.meta.url);
+  await applyPrices(ctx.pool, loadPricesFile('prices/standard.json'), 'test');
+  await applyBudgets(ctx.pool, { budgets: [], downgrade: { 'openai/gpt-4o-mini': 'openai/gpt-4.1-nano' } }, 'test');
+});
+
+afterAll(async () => {
+  await ctx?.close();
+});
+
+const monthStart = async (): Promise<Date> =>
+  (await ctx.pool.query<{ m: Date }>(`select date_trunc('month', now() at time zone 'UTC') at time zone 'UTC' as m`)).rows[0].m;
+
+/** The worst case of one run (chat + embedding) on the given chat model, in atto-USD: the guard's own definition. */
+async function worstCase(model: string): Promise<bigint> {
+  const now = new Date();
+  const w = worstCaseOf({ prompt: PROMPT, maxOutputTokens: MAX_OUTPUT, simulate: SIMULATE });
+  const chat = costOfUsage('chat', w.chat, await priceInForce(ctx.pool, model, now), now);
+  const embed = costOfUsage('embedding', w.embedding, await priceInForce(ctx.pool, 'openai/text-embedding-3-small', now), now);
+  return toAttoUsd(chat) + toAttoUsd(embed);
+}
+const usd = (a: bigint): string => formatScaled(a, LEDGER_SCALE);
+
+/** Gives the user a limit from the start of this month and books `spent` of it (a free call plus an exact adjustment). */
+async function budgetWithSpend(userId: string, limit: bigint, spent: bigint): Promise<void> {
+  await applyBudgets(
+    ctx.pool,
+    { budgets: [{ userId, monthlyLimitUsd: usd(limit), timeZone: 'UTC', effectiveFrom: await monthStart() }] },
+    'test',
+  );
+  if (spent > 0n) await bookExactSpend(ctx.pool, `seed-${userId}`, userId, usd(spent));
+}
+
+const input = (userId: string): ScheduledRunInput => ({
+  taskId: `guard-${userId}`,
+  userId,
+  input: PROMPT,
+  model: 'openai/gpt-4o-mini',
+  embeddingModel: 'openai/text-embedding-3-small',
+  maxOutputTokens: MAX_OUTPUT,
+  simulate: SIMULATE,
+});
+
+let slots = 0;
+const startRun = (userId: string, taskQueue = ctx.taskQueue) => {
+  const minute = new Date(Date.UTC(2026, 0, 1, 0, slots++)).toISOString().slice(0, 19) + 'Z';
+  return ctx.client.workflow.start(scheduledRun, { workflowId: `cron-guard-${userId}-${minute}`, taskQueue, args: [input(userId)] });
+};
+
+const ledgerOf = async (userId: string) =>
+  (
+    await ctx.pool.query<{ model: string; cost_usd: string; idempotency_key: string }>(
+      `select model, cost_usd, idempotency_key from usage_ledger where user_id = $1 and entry_type = 'usage' and idempotency_key not like 'seed-%' order by id`,
+      [userId],
+    )
+  ).rows;
+const openReservations = async (userId: string) =>
+  Number(
+    (await ctx.pool.query(`select count(*) as n from budget_reservations where user_id = $1 and status = 'open'`, [userId])).rows[0].n,
+  );
+
+describe('tiers', () => {
+  it('under 80 %: default models; every reservation settled by its booking, never below the actual cost', async () => {
+    const user = `tier-default-${randomUUID().slice(0, 6)}`;
+    const w = await worstCase('openai/gpt-4o-mini');
+    await budgetWithSpend(user, w * 100n, 0n);
+    const fleet = await startWorkers(ctx, 1);
+    const result = await fleet.runWhile(async () => (await startRun(user)).result());
+    expect(result).toMatchObject({ status: 'completed', tier: 'default' });
+    const rows = await ledgerOf(user);
+    expect(rows.map((r) => r.model)).toEqual(['openai/gpt-4o-mini', 'openai/text-embedding-3-small']);
+    const settled = await ctx.pool.query(
+      `select r.amount_usd, l.cost_usd, r.amount_usd >= l.cost_usd as covers from budget_reservations r join usage_ledger l on l.id = r.settled_entry_id where r.user_id = $1`,
+      [user],
+    );
+    expect(settled.rows).toHaveLength(2);
+    expect(settled.rows.every((r) => r.covers)).toBe(true);
+    expect(await openReservations(user)).toBe(0);
+  });
+
+  it('from 80 %: the run is downgraded, books under the cheap model, and records its tier (also as the Tier search attribute)', async () => {
+    const user = `tier-cheap-${randomUUID().slice(0, 6)}`;
+    const w = await worstCase('openai/gpt-4o-mini');
+    await budgetWithSpend(user, w * 100n, w * 80n); // exactly 80 %
+    const fleet = await startWorkers(ctx, 1);
+    const handle = await startRun(user);
+    const result = await fleet.runWhile(() => handle.result());
+    expect(result).toMatchObject({ status: 'completed', tier: 'cheap' });
+    expect((await ledgerOf(user)).map((r) => r.model)).toEqual(['openai/gpt-4.1-nano', 'openai/text-embedding-3-small']);
+    const run = await ctx.pool.query('select status, tier from runs where user_id = $1', [user]);
+    expect(run.rows).toEqual([{ status: 'completed', tier: 'cheap' }]);
+    const described = await handle.describe();
+    expect(described.searchAttributes.Tier).toEqual(['cheap']);
+  });
+
+  it('when even the cheap worst case would cross the limit: blocked, no model call, closed Completed with the reason', async () => {
+    const user = `tier-blocked-${randomUUID().slice(0, 6)}`;
+    const cheap = await worstCase('openai/gpt-4.1-nano');
+    await budgetWithSpend(user, cheap * 100n, cheap * 100n - cheap + 1n); // 1 atto-USD short of room for one run
+    const fleet = await startWorkers(ctx, 1);
+    const handle = await startRun(user);
+    const result = await fleet.runWhile(() => handle.result());
+    expect(result).toMatchObject({
+      status: 'blocked',
+      tier: 'blocked',
+      budget: { limitUsd: usd(cheap * 100n), spentUsd: usd(cheap * 99n + 1n), reservedUsd: usd(0n) },
+    });
+    expect((await handle.describe()).status.name).toBe('COMPLETED');
+    expect(await ledgerOf(user)).toEqual([]);
+    const run = await ctx.pool.query('select status, tier, budget from runs where user_id = $1', [user]);
+    expect(run.rows[0]).toMatchObject({ status: 'blocked', tier: 'blocked', budget: { limitUsd: usd(cheap * 100n) } });
+
+    // Raising the limit mid-month unblocks the next run; lowering it below what is spent blocks again.
+    await applyBudgets(ctx.pool, { budgets: [{ userId: user, monthlyLimitUsd: usd(cheap * 1000n), timeZone: 'UTC' }] }, 'test');
+    const raised = await fleet2(() => startRun(user).then((h) => h.result()));
+    expect(raised).toMatchObject({ status: 'completed', tier: 'default' });
+    await applyBudgets(ctx.pool, { budgets: [{ userId: user, monthlyLimitUsd: usd(cheap * 50n), timeZone: 'UTC' }] }, 'test');
+    const lowered = await fleet2(() => startRun(user).then((h) => h.result()));
+    expect(lowered).toMatchObject({ status: 'blocked' });
+  });
+});
+
+const fleet2 = async <T>(fn: () => Promise<T>): Promise<T> => (await startWorkers(ctx, 1)).runWhile(fn);
+
+describe('50 runs racing at 95 % of the limit, on 3 worker processes', () => {
+  it('never settle over the limit, and complete at least as many runs as the remaining budget allows at their worst case', async () => {
+    const user = `race-${randomUUID().slice(0, 6)}`;
+    const cheap = await worstCase('openai/gpt-4.1-nano');
+    // Room for exactly 10 cheap worst cases (and a half): limit 210 W, spent 199.5 W = 95 %.
+    const limit = cheap * 210n;
+    const spent = (cheap * 1995n) / 10n;
+    await budgetWithSpend(user, limit, spent);
+    const room = (limit - spent) / cheap;
+    expect(room).toBe(10n);
+
+    const dir = mkdtempSync(join(tmpdir(), 'cronledger-budget-race-'));
+    const appName = `race-${user}`;
+    const workers = await startWorkerProcesses(3, {
+      target: {
+        temporalAddress: ctx.temporalAddress,
+        namespace: ctx.namespace,
+        taskQueue: `${ctx.taskQueue}-race`,
+        databaseUrl: ctx.databaseUrl,
+      },
+      bundlePath: await writeWorkflowBundle(dir),
+      logDir: dir,
+      // each process's connections carry its own application_name, so the barrier sees which processes wait
+      env: (incarnation) => ({ PGAPPNAME: `${appName}-${incarnation}` }),
+    });
+    const barrier = new pg.Client({ connectionString: ctx.databaseUrl });
+    await barrier.connect();
+    try {
+      // The barrier: hold the user's month row, so every decision queues on its lock; release once the three
+      // worker processes all have decisions waiting there, so the racers meet.
+      await barrier.query('begin');
+      await barrier.query(`select 1 from budget_months where user_id = $1 for update`, [user]);
+      const handles = await Promise.all(Array.from({ length: 50 }, () => startRun(user, `${ctx.taskQueue}-race`)));
+      const deadline = Date.now() + 120_000;
+      for (;;) {
+        const { rows } = await ctx.pool.query(
+          `select count(distinct application_name)::int as n from pg_stat_activity
+            where wait_event_type = 'Lock' and application_name like $1 and datname = current_database()`,
+          [`${appName}-%`],
+        );
+        if (rows[0].n === 3) break;
+        if (Date.now() > deadline) throw new Error(`the racers never met at the barrier: ${JSON.stringify(rows[0])}`);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      await barrier.query('commit');
+      const results = await Promise.all(handles.map((h) => h.result()));
+      const completed = results.filter((r) => r.status === 'completed').length;
+      const blocked = results.filter((r) => r.status === 'blocked').length;
+      expect(completed + blocked).toBe(50);
+      expect(BigInt(completed)).toBeGreaterThanOrEqual(room);
+      expect(blocked).toBeGreaterThan(0);
+      const total = (await ctx.pool.query(`select sum(cost_usd) as s from usage_ledger where user_id = $1`, [user])).rows[0].s as string;
+      expect(toAttoUsd(parseUsd(total))).toBeLessThanOrEqual(limit);
+      // the runs cost their worst case, so the completed ones used all the room there was
+      expect(toAttoUsd(parseUsd(total))).toBe(spent + BigInt(completed) * cheap);
+      expect(await openReservations(user)).toBe(0);
+      // each worker process made decisions
+      const deciders = await ctx.pool.query(`select count(distinct claimed_by)::int as n from runs where user_id = $1`, [user]);
+      expect(deciders.rows[0].n).toBe(3);
+    } finally {
+      await barrier.end();
+      await stopWorkerProcesses(workers);
+    }
+  });
+});
