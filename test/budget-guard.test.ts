@@ -1,16 +1,21 @@
 import { mkdtempSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { budgetStatus } from '../src/budgets/budget-status';
 import { applyBudgets } from '../src/budgets/budgets-store';
+import { releaseReservations, reserveBudget } from '../src/budgets/reserve';
 import { worstCaseOf } from '../src/budgets/worst-case';
 import { costOfUsage } from '../src/ledger/cost';
 import { applyPrices, loadPricesFile, priceInForce } from '../src/ledger/prices';
 import { formatScaled, LEDGER_SCALE, parseUsd, toAttoUsd } from '../src/money';
 import { scheduledRun, type ScheduledRunInput } from '../src/workflows/scheduled-run';
 import { bookExactSpend } from './support/budget-spend';
+import { startFakeOpenAI } from './support/fake-openai';
 import { createTestContext, type TestContext } from './support/context';
 import { startWorkers } from './support/workers';
 import { startWorkerProcesses, stopWorkerProcesses, writeWorkflowBundle } from './support/worker-processes';
@@ -213,6 +218,140 @@ describe('50 runs racing at 95 % of the limit, on 3 worker processes', () => {
     } finally {
       await barrier.end();
       await stopWorkerProcesses(workers);
+    }
+  });
+});
+
+describe('threshold events', () => {
+  it('crossing 80 % and 100 % records one event each per month, delivered with the same event ID through a webhook failing twice first', async () => {
+    const user = `events-${randomUUID().slice(0, 6)}`;
+    const w = await worstCase('openai/gpt-4o-mini');
+    const cheap = await worstCase('openai/gpt-4.1-nano');
+    await budgetWithSpend(user, w * 100n, w * 80n);
+    const posts: { status: number; body: { eventId: string; threshold: number } }[] = [];
+    let failures = 0;
+    const server = createServer((req, res) => {
+      let body = '';
+      req.on('data', (c: Buffer) => (body += c.toString('utf8')));
+      req.on('end', () => {
+        const status = failures < 2 ? 503 : 200;
+        if (status === 503) failures++;
+        posts.push({ status, body: JSON.parse(body) });
+        res.writeHead(status).end();
+      });
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook/secret-path`;
+    try {
+      const fleet = await startWorkers(ctx, 1, { budgetWebhookUrl: url });
+      await fleet.runWhile(async () => {
+        expect(await (await startRun(user)).result()).toMatchObject({ tier: 'cheap' });
+        expect(await (await startRun(user)).result()).toMatchObject({ tier: 'cheap' }); // same month: no second event
+      });
+      const eventId = `budget:${user}:UTC:${(await budgetStatus(ctx.pool, { userId: user }))[0].month}:80`;
+      expect(posts.map((p) => [p.status, p.body.eventId])).toEqual([
+        [503, eventId],
+        [503, eventId],
+        [200, eventId],
+      ]);
+      const events = await ctx.pool.query(
+        'select event_id, threshold, attempts, delivered_at is not null as delivered from budget_events where user_id = $1',
+        [user],
+      );
+      expect(events.rows).toEqual([{ event_id: eventId, threshold: 80, attempts: 3, delivered: true }]);
+      const lastError = (await ctx.pool.query('select last_error from budget_events where event_id = $1', [eventId])).rows[0]
+        .last_error as string;
+      expect(lastError).toMatch(/answered 503/);
+      expect(lastError).not.toContain('secret-path'); // a webhook's path is its secret
+
+      // Lower the limit below what is spent: the next run is blocked, and 100 % is recorded and delivered once.
+      await applyBudgets(ctx.pool, { budgets: [{ userId: user, monthlyLimitUsd: usd(cheap), timeZone: 'UTC' }] }, 'test');
+      await (
+        await startWorkers(ctx, 1, { budgetWebhookUrl: url })
+      ).runWhile(async () => {
+        expect(await (await startRun(user)).result()).toMatchObject({ status: 'blocked' });
+        expect(await (await startRun(user)).result()).toMatchObject({ status: 'blocked' });
+      });
+      const hundred = posts.filter((p) => p.body.threshold === 100);
+      expect(hundred.map((p) => p.status)).toEqual([200]);
+      const count = await ctx.pool.query('select threshold from budget_events where user_id = $1 order by threshold', [user]);
+      expect(count.rows.map((r) => r.threshold)).toEqual([80, 100]);
+    } finally {
+      server.close();
+    }
+  });
+});
+
+describe('a worker SIGKILLed mid-call', () => {
+  it('leaves a reservation that counts until its expiry, then the sweeper releases it; none is left open', async () => {
+    const user = `killed-${randomUUID().slice(0, 6)}`;
+    const w = await worstCase('openai/gpt-4o-mini');
+    await budgetWithSpend(user, w * 100n, 0n);
+    const fake = await startFakeOpenAI();
+    fake.setLatency(120_000); // the model thinks for longer than the test waits
+    const dir = mkdtempSync(join(tmpdir(), 'cronledger-budget-kill-'));
+    const [worker] = await startWorkerProcesses(1, {
+      target: {
+        temporalAddress: ctx.temporalAddress,
+        namespace: ctx.namespace,
+        taskQueue: `${ctx.taskQueue}-kill`,
+        databaseUrl: ctx.databaseUrl,
+      },
+      bundlePath: await writeWorkflowBundle(dir),
+      logDir: dir,
+      env: () => ({
+        MODEL_PROVIDER: 'openai',
+        OPENAI_API_KEY: 'sk-fake',
+        OPENAI_BASE_URL: fake.baseURL,
+        CRONLEDGER_RESERVATION_EXPIRY_SECONDS: '4',
+      }),
+    });
+    try {
+      const handle = await startRun(user, `${ctx.taskQueue}-kill`);
+      const deadline = Date.now() + 60_000;
+      while ([...fake.inFlight().values()].reduce((a, b) => a + b, 0) === 0) {
+        if (Date.now() > deadline) throw new Error('the chat call never reached the provider');
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      await worker.kill();
+      expect(await openReservations(user)).toBe(2); // chat and embedding, reserved together
+      expect((await budgetStatus(ctx.pool, { userId: user }))[0].reservedUsd).toBe(usd(w));
+      await handle.terminate('the run is abandoned: no workflow code runs again to release'); // as a timeout would
+      await new Promise((r) => setTimeout(r, 4_500));
+      // expired: no longer counted, and swept by the next decision on the user's month
+      expect((await budgetStatus(ctx.pool, { userId: user }))[0].reservedUsd).toBe(usd(0n));
+      expect(await openReservations(user)).toBe(2);
+      const probe = await reserveBudget(ctx.pool, {
+        userId: user,
+        runId: `probe-${user}`,
+        workflowId: 'probe',
+        mayDowngrade: true,
+        expirySeconds: 60,
+        calls: [
+          {
+            step: 'chat',
+            attempt: 1,
+            kind: 'chat',
+            model: 'openai/gpt-4o-mini',
+            worstCase: worstCaseOf({ prompt: PROMPT, maxOutputTokens: MAX_OUTPUT }).chat,
+          },
+        ],
+      });
+      expect(probe.tier).toBe('default');
+      expect(probe.reservedUsd).toBe(usd(0n));
+      await releaseReservations(ctx.pool, `probe-${user}`);
+      expect(await openReservations(user)).toBe(0);
+      const closed = await ctx.pool.query(
+        `select status, count(*)::int as n from budget_reservations where user_id = $1 group by 1 order by 1`,
+        [user],
+      );
+      expect(closed.rows).toEqual([
+        { status: 'expired', n: 2 },
+        { status: 'released', n: 1 },
+      ]);
+    } finally {
+      await worker.stop().catch(() => undefined);
+      await fake.close();
     }
   });
 });

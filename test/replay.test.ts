@@ -5,11 +5,13 @@ import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { applyBudgets } from '../src/budgets/budgets-store';
 import { applyPrices, loadPricesFile } from '../src/ledger/prices';
 import { monthlyReport } from '../src/workflows/monthly-report';
 import { CALL_THEN_BOOK_PATCH, scheduledRun } from '../src/workflows/scheduled-run';
 import { createTestContext, type TestContext } from './support/context';
 import { waitFor } from './support/wait';
+import { bookExactSpend } from './support/budget-spend';
 import { startWorkers, workflowBundle } from './support/workers';
 
 /**
@@ -23,6 +25,8 @@ import { startWorkers, workflowBundle } from './support/workers';
  * - scheduled-run-call-then-book-{completed,duplicate,failed}.json, scheduled-run-schedule-started.json (started by a
  *   Schedule, with TemporalScheduledStartTime), scheduled-run-billed-retry.json (a billed failure booked and called
  *   again) and monthly-report.json: recorded after it.
+ * - scheduled-run-budget-{blocked,downgraded}.json: recorded after the `budget-guard` patch (a run blocked before any
+ *   call, and one downgraded to the cheap model); re-recorded only with RECORD_BUDGET_HISTORIES=1.
  * Re-record with RECORD_HISTORIES=1 (it writes only the post-patch files; the legacy ones are history).
  */
 const FIXTURES = join(import.meta.dirname, 'fixtures', 'histories');
@@ -47,11 +51,11 @@ const task = (model = 'openai/gpt-4o-mini') => ({
 type Recorded = { name: string; workflowId: string; runId: string };
 
 /** Replays every recorded history against today's bundle; with RECORD_HISTORIES=1 also writes it as a fixture. */
-async function replayAndMaybeRecord(recorded: Recorded[]): Promise<void> {
+async function replayAndMaybeRecord(recorded: Recorded[], recordFlag = 'RECORD_HISTORIES'): Promise<void> {
   for (const r of recorded) {
     const history = await ctx.client.workflow.getHandle(r.workflowId, r.runId).fetchHistory();
     await Worker.runReplayHistory({ workflowBundle: await workflowBundle() }, history, `${r.name}-${r.runId}`);
-    if (process.env.RECORD_HISTORIES === '1') {
+    if (process.env[recordFlag] === '1') {
       // Recorded with the temporal CLI, whose JSON is the format Worker.runReplayHistory reads back.
       const json = execFileSync(inject('stack').temporalCli, [
         'workflow',
@@ -145,6 +149,41 @@ describe('freshly recorded histories replay without nondeterminism', () => {
     });
     await replayAndMaybeRecord(recorded);
   }, 180_000);
+
+  it('scheduledRun under the budget guard: blocked before any call, and downgraded to the cheap model', async () => {
+    await applyBudgets(
+      ctx.pool,
+      {
+        budgets: [
+          { userId: 'u-blocked', monthlyLimitUsd: '0', timeZone: 'UTC' },
+          { userId: 'u-cheap', monthlyLimitUsd: '1', timeZone: 'UTC' },
+        ],
+        downgrade: { 'openai/gpt-4o-mini': 'openai/gpt-4.1-nano' },
+      },
+      'replay',
+    );
+    await bookExactSpend(ctx.pool, 'replay-cheap-spend', 'u-cheap', '0.9');
+    const fleet = await startWorkers(ctx, 1);
+    const recorded = await fleet.runWhile(async (): Promise<Recorded[]> => {
+      const blocked = await ctx.client.workflow.start(scheduledRun, {
+        workflowId: 'cron-replayed-budget-2026-11-02T10:00:00Z',
+        taskQueue: ctx.taskQueue,
+        args: [{ ...task(), taskId: 'replayed-budget', userId: 'u-blocked' }],
+      });
+      expect(await blocked.result()).toMatchObject({ status: 'blocked' });
+      const cheap = await ctx.client.workflow.start(scheduledRun, {
+        workflowId: 'cron-replayed-budget-2026-11-02T10:05:00Z',
+        taskQueue: ctx.taskQueue,
+        args: [{ ...task(), taskId: 'replayed-budget', userId: 'u-cheap' }],
+      });
+      expect(await cheap.result()).toMatchObject({ status: 'completed', tier: 'cheap' });
+      return [
+        { name: 'scheduled-run-budget-blocked', workflowId: blocked.workflowId, runId: blocked.firstExecutionRunId },
+        { name: 'scheduled-run-budget-downgraded', workflowId: cheap.workflowId, runId: cheap.firstExecutionRunId },
+      ];
+    });
+    await replayAndMaybeRecord(recorded, 'RECORD_BUDGET_HISTORIES');
+  });
 
   it('monthlyReport started without a month (resolved from its ID), generated and delivered (delivery off)', async () => {
     const fleet = await startWorkers(ctx, 1, {
