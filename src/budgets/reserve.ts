@@ -75,6 +75,15 @@ export async function reserveBudget(pool: pg.Pool, req: ReserveRequest): Promise
     const asIs = Object.fromEntries(req.calls.map((c) => [c.step, c.model]));
     if (budget.limitUsd === null) return { tier: 'default', models: asIs, worstCaseUsd: '0', eventIds: [], ...(await figures(false)) };
 
+    // Prices and cheap models are looked up before the lock, so the lock is held only for the sums and the inserts.
+    const cheap: PlannedCall[] = [];
+    for (const c of req.calls) cheap.push({ ...c, model: (req.mayDowngrade ? await cheapModelOf(db, c.model, at) : null) ?? c.model });
+    const downgrades = cheap.some((c, i) => c.model !== req.calls[i].model);
+    const cheapCalls = downgrades ? cheap : req.calls; // no cheap model: the cheap tier runs the same calls
+    const costs = new Map<PlannedCall, bigint>();
+    for (const c of new Set([...req.calls, ...cheapCalls])) costs.set(c, await worstCaseCost(db, [c], at));
+    const worstOf = (cs: PlannedCall[]): bigint => cs.reduce((sum, c) => sum + (costs.get(c) ?? 0n), 0n);
+
     // The lock: the month's summary row, created empty if this is the user's first entry of the month.
     await db.query(
       `insert into budget_months (user_id, time_zone, month) values ($1, $2, (date_trunc('month', $3::timestamptz at time zone $2))::date)
@@ -106,23 +115,20 @@ export async function reserveBudget(pool: pg.Pool, req: ReserveRequest): Promise
     const used = atto(before.spentUsd) + atto(before.reservedUsd);
     const band = tierFor(used, limit);
 
-    const cheap: PlannedCall[] = [];
-    for (const c of req.calls) cheap.push({ ...c, model: (req.mayDowngrade ? await cheapModelOf(db, c.model, at) : null) ?? c.model });
-    const downgrades = cheap.some((c, i) => c.model !== req.calls[i].model);
     const candidates: { tier: Exclude<Tier, 'blocked'>; calls: PlannedCall[] }[] =
       band === 'blocked'
         ? []
         : band === 'default'
-          ? [{ tier: 'default', calls: req.calls }, ...(downgrades ? [{ tier: 'cheap' as const, calls: cheap }] : [])]
-          : [{ tier: 'cheap', calls: cheap }];
+          ? [{ tier: 'default', calls: req.calls }, ...(downgrades ? [{ tier: 'cheap' as const, calls: cheapCalls }] : [])]
+          : [{ tier: 'cheap', calls: cheapCalls }];
 
     let lastWorst = 0n;
     for (const candidate of candidates) {
-      const worst = await worstCaseCost(db, candidate.calls, at);
+      const worst = worstOf(candidate.calls);
       lastWorst = worst;
       if (used + worst > limit) continue;
       for (const c of candidate.calls) {
-        const cost = await worstCaseCost(db, [c], at);
+        const cost = costs.get(c) ?? 0n;
         await db.query(
           `insert into budget_reservations (idempotency_key, user_id, time_zone, month, amount_usd, model, tier, workflow_id, run_id, expires_at)
            values ($1, $2, $3, (date_trunc('month', $4::timestamptz at time zone $3))::date, $5, $6, $7, $8, $9, $4::timestamptz + make_interval(secs => $10))`,
@@ -155,7 +161,7 @@ export async function reserveBudget(pool: pg.Pool, req: ReserveRequest): Promise
         ...before,
       };
     }
-    if (candidates.length === 0) lastWorst = await worstCaseCost(db, cheap, at);
+    if (candidates.length === 0) lastWorst = worstOf(cheapCalls);
     const eventIds = await recordThresholdEvents(db, {
       userId: req.userId,
       ...before,
