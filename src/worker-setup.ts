@@ -21,6 +21,9 @@ export async function createCronledgerWorker(opts: CronledgerWorkerOptions): Pro
     taskQueue: opts.taskQueue,
     identity: opts.deps.workerId,
     activities: createActivities(opts.deps),
+    // Model-call activities heartbeat every 5 s against a 30 s heartbeat timeout. The SDK would otherwise send at most
+    // one heartbeat per 0.8 × timeout (24 s), leaving a loaded worker 6 s of slack before Temporal retries a live call.
+    maxHeartbeatThrottleInterval: '5 seconds',
     ...(opts.workflowBundle ? { workflowBundle: opts.workflowBundle } : { workflowsPath }),
   });
 }

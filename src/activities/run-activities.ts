@@ -120,8 +120,7 @@ export const createRunActivities = (deps: RunActivityDeps) => ({
 
   /** One chat request. Refused before any spend when the model has no price in force now (by the database's clock). */
   async callChat(input: ModelCallInput): Promise<ModelCallOutcome> {
-    await nonRetryableWhenFinal(() => refuseUnpricedCall(deps.pool, input.model, 'chat'));
-    return callProvider(async (signal) => {
+    return callProvider(deps.pool, input.model, 'chat', async (signal) => {
       const cap = input.maxOutputTokens === undefined ? {} : { maxOutputTokens: input.maxOutputTokens };
       const r = await deps.provider.chat({ ...context(input), signal, model: input.model, prompt: input.text, ...cap });
       return { outcome: 'answered', usage: r.usage, providerModel: r.providerModel, requestId: r.requestId, text: r.text };
@@ -130,7 +129,6 @@ export const createRunActivities = (deps: RunActivityDeps) => ({
 
   /** One embedding request for the run's reply, cut by tokens to the model's input limit (and saying so) when longer. */
   async callEmbedding(input: ModelCallInput): Promise<ModelCallOutcome> {
-    await nonRetryableWhenFinal(() => refuseUnpricedCall(deps.pool, input.model, 'embedding'));
     const limit = Math.min(embeddingInputLimit(input.model), input.maxOutputTokens ?? Number.MAX_SAFE_INTEGER);
     const fitted = fitEmbeddingInput(input.model, input.text, limit);
     if (fitted.truncatedFromTokens !== undefined) {
@@ -140,7 +138,7 @@ export const createRunActivities = (deps: RunActivityDeps) => ({
       });
     }
     const truncated = fitted.truncatedFromTokens === undefined ? {} : { inputTruncatedFrom: fitted.truncatedFromTokens };
-    const outcome = await callProvider(async (signal) => {
+    const outcome = await callProvider(deps.pool, input.model, 'embedding', async (signal) => {
       const r = await deps.provider.embed({ ...context(input), signal, model: input.model, input: fitted.text });
       return { outcome: 'answered', usage: r.usage, providerModel: r.providerModel, requestId: r.requestId, vector: r.vector };
     });
@@ -203,16 +201,26 @@ export const createRunActivities = (deps: RunActivityDeps) => ({
 const HEARTBEAT_EVERY_MS = 5_000;
 
 /**
- * Runs one provider request as this activity attempt: heartbeats while it waits (so a dead worker's call is retried
+ * Checks the price, then runs one provider request as this activity attempt: heartbeats throughout (so a dead worker's call is retried
  * within the heartbeat timeout, and a cancel reaches the request), aborts the request on cancellation, and sorts the
  * outcome. Usage that came back is returned, even with a failure; a refusal without usage is thrown, with the
  * provider's Retry-After as the next retry's delay.
  */
-async function callProvider(request: (signal: AbortSignal) => Promise<ModelCallOutcome>): Promise<ModelCallOutcome> {
+async function callProvider(
+  pool: pg.Pool,
+  model: string,
+  kind: CallKind,
+  request: (signal: AbortSignal) => Promise<ModelCallOutcome>,
+): Promise<ModelCallOutcome> {
   const ctx = Context.current();
   ctx.heartbeat();
   const beat = setInterval(() => ctx.heartbeat(), HEARTBEAT_EVERY_MS);
   try {
+    // Inside the heartbeats: a price check slowed by a struggling database must not outlive the heartbeat timeout,
+    // or Temporal starts another attempt while this one goes on to call (and pay) the provider.
+    await nonRetryableWhenFinal(() => refuseUnpricedCall(pool, model, kind));
+    // The server gave up on this attempt (timed out, or the run was cancelled): spend nothing.
+    if (ctx.cancellationSignal.aborted) throw new CancelledFailure('model call cancelled before the request was sent');
     return await request(ctx.cancellationSignal);
   } catch (err) {
     if (ctx.cancellationSignal.aborted)
