@@ -74,7 +74,11 @@ describe('booking model calls of a scheduled run', () => {
         return { ...(await super.chat(req)), text: longReply };
       }
     })();
-    const { workflowId, result, error } = await runScheduled(ctx, `ledger-long-${randomUUID().slice(0, 6)}`, { provider: chatty });
+    const { workflowId, result, error } = await runScheduled(ctx, `ledger-long-${randomUUID().slice(0, 6)}`, {
+      provider: chatty,
+      // the budget guard also caps the embedding input at the task's output cap (default 1024): lift it past the model's limit
+      maxOutputTokens: 16_000,
+    });
     expect(error).toBeUndefined();
     expect(result?.status).toBe('completed');
 

@@ -40,7 +40,14 @@ export class CountingProvider implements ModelProvider {
 export async function runScheduled(
   ctx: TestContext,
   taskId: string,
-  opts: { provider?: ModelProvider; model?: string; embeddingModel?: string; simulate?: SimulateProfile; input?: string } = {},
+  opts: {
+    provider?: ModelProvider;
+    model?: string;
+    embeddingModel?: string;
+    simulate?: SimulateProfile;
+    input?: string;
+    maxOutputTokens?: number;
+  } = {},
 ) {
   const taskQueue = `${ctx.taskQueue}-ledger-${randomUUID().slice(0, 8)}`;
   const workflowId = `cron-${taskId}-2026-11-02T09:00:00Z`;
@@ -51,6 +58,7 @@ export async function runScheduled(
     model: opts.model ?? 'openai/gpt-4o-mini',
     embeddingModel: opts.embeddingModel ?? 'openai/text-embedding-3-small',
     ...(opts.simulate ? { simulate: opts.simulate } : {}),
+    ...(opts.maxOutputTokens === undefined ? {} : { maxOutputTokens: opts.maxOutputTokens }),
   };
   const fleet = await startWorkers({ ...ctx, taskQueue }, 1, { provider: opts.provider ?? new MockProvider() });
   const outcome = await fleet.runWhile(async () => {
