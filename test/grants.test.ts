@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { APP_ROLE } from '../src/db/roles';
+import { APP_ROLE, READONLY_ROLE } from '../src/db/roles';
 import { applyPrices, loadPricesFile } from '../src/ledger/prices';
 import { recordUsage } from '../src/ledger/record-usage';
 import { runCli } from './support/cli';
@@ -147,8 +147,18 @@ const ALLOWED: Record<string, string[]> = {
   budget_events: ['SELECT', 'INSERT', 'UPDATE'], // 008: threshold events, marked delivered
 };
 
+/**
+ * The admin page's role (migration 009): SELECT on what the pages show, nothing else, and not memories (what users
+ * asked their agents). A table a later migration adds is readable by default and must be added here.
+ */
+const READONLY_ALLOWED: Record<string, string[]> = Object.fromEntries(
+  Object.keys(ALLOWED)
+    .filter((table) => table !== 'memories')
+    .map((table) => [table, ['SELECT']]),
+);
+
 /** Every relation in every schema the role can reach (not the catalogs), with what the role may do to it. */
-async function appPrivileges(db: pg.Client): Promise<Record<string, string[]>> {
+async function appPrivileges(db: pg.Client, role = APP_ROLE): Promise<Record<string, string[]>> {
   const { rows } = await db.query<{ name: string; kind: string; privileges: string[] }>(
     `select case when n.nspname = 'public' then c.relname else n.nspname || '.' || c.relname end as name, c.relkind as kind,
             array(select p from unnest($2::text[]) p where has_table_privilege($1, c.oid, p)) as privileges
@@ -156,7 +166,7 @@ async function appPrivileges(db: pg.Client): Promise<Record<string, string[]>> {
       where c.relkind in ('r', 'p', 'v', 'm', 'f')
         and n.nspname not in ('pg_catalog', 'information_schema', 'pg_toast') and n.nspname not like 'pg_temp%'
       order by 1`,
-    [APP_ROLE, PRIVILEGES],
+    [role, PRIVILEGES],
   );
   return Object.fromEntries(rows.map((r) => [r.name, r.privileges]));
 }
@@ -164,6 +174,21 @@ async function appPrivileges(db: pg.Client): Promise<Record<string, string[]>> {
 describe('grants, walked over every table', () => {
   it('give the application role exactly its allow-list, on every table there is', async () => {
     expect(await appPrivileges(owner)).toEqual(ALLOWED);
+  });
+
+  it('give the read-only role SELECT on its allow-list and nothing else, on every table there is', async () => {
+    const privileges = await appPrivileges(owner, READONLY_ROLE);
+    expect(Object.fromEntries(Object.entries(privileges).filter(([, p]) => p.length > 0))).toEqual(READONLY_ALLOWED);
+    const seqs = await owner.query<{ name: string }>(
+      `select c.relname as name from pg_class c join pg_namespace n on n.oid = c.relnamespace
+        where n.nspname = 'public' and c.relkind = 'S' and (has_sequence_privilege($1, c.oid, 'usage') or has_sequence_privilege($1, c.oid, 'update'))`,
+      [READONLY_ROLE],
+    );
+    expect(seqs.rows).toEqual([]);
+    const role = await owner.query(`select rolsuper, rolcreaterole, rolcreatedb, rolbypassrls from pg_roles where rolname = $1`, [
+      READONLY_ROLE,
+    ]);
+    expect(role.rows[0]).toEqual({ rolsuper: false, rolcreaterole: false, rolcreatedb: false, rolbypassrls: false });
   });
 
   it('catch a table that a later migration adds: readable by default, never writable, and not on the list', async () => {

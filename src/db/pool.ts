@@ -26,6 +26,17 @@ export function createPool(databaseUrl: string, max = 10): pg.Pool {
 }
 
 /**
+ * The same database URL with every session read-only (default_transaction_read_only, as a libpq `options` startup
+ * parameter, so it holds from the first statement): the admin page's second guard beside its SELECT-only role.
+ */
+export function readOnlySessionUrl(databaseUrl: string): string {
+  const url = new URL(databaseUrl);
+  const options = url.searchParams.get('options');
+  url.searchParams.set('options', `${options ? `${options} ` : ''}-c default_transaction_read_only=on`);
+  return url.toString();
+}
+
+/**
  * A pool whose first connection has succeeded; otherwise a UserError naming the variable the URL came from, with
  * the password hidden, and the fix.
  */

@@ -8,11 +8,14 @@ import type pg from 'pg';
  */
 export const OWNER_ROLE = 'cronledger_owner';
 export const APP_ROLE = 'cronledger_app';
+/** The admin page's role: SELECT only (migrations/009_admin_readonly_role.sql). */
+export const READONLY_ROLE = 'cronledger_readonly';
 
 export interface RolePasswords {
   superuser: string;
   owner: string;
   app: string;
+  readonly: string;
 }
 
 /** 32 random bytes, URL-safe: they go into connection URLs without escaping. */
@@ -22,17 +25,19 @@ export const generatePasswords = (): RolePasswords => ({
   superuser: generatePassword(),
   owner: generatePassword(),
   app: generatePassword(),
+  readonly: generatePassword(),
 });
 
 /**
- * As a superuser: both roles exist, log in with these passwords (stored as SCRAM verifiers), and hold nothing
+ * As a superuser: the three roles exist, log in with these passwords (stored as SCRAM verifiers), and hold nothing
  * special: no superuser, no CREATEROLE, no CREATEDB, no BYPASSRLS, no replication.
  */
-export async function ensureRoles(superuser: pg.Client, passwords: Pick<RolePasswords, 'owner' | 'app'>): Promise<void> {
+export async function ensureRoles(superuser: pg.Client, passwords: Pick<RolePasswords, 'owner' | 'app' | 'readonly'>): Promise<void> {
   await superuser.query(`set password_encryption = 'scram-sha-256'`);
   for (const [role, password] of [
     [OWNER_ROLE, passwords.owner],
     [APP_ROLE, passwords.app],
+    [READONLY_ROLE, passwords.readonly],
   ] as const) {
     const exists = await superuser.query('select 1 from pg_roles where rolname = $1', [role]);
     const verb = exists.rowCount === 0 ? 'create' : 'alter';

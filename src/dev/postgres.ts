@@ -13,7 +13,7 @@ import {
 } from 'node:fs';
 import { dirname, join, parse } from 'node:path';
 import pg from 'pg';
-import { adoptByOwner, APP_ROLE, ensureRoles, OWNER_ROLE, type RolePasswords } from '../db/roles';
+import { adoptByOwner, APP_ROLE, ensureRoles, OWNER_ROLE, READONLY_ROLE, type RolePasswords } from '../db/roles';
 import { UserError } from '../errors';
 import { LOCALHOST } from './ports';
 import { isOurProcess, logTail } from './processes';
@@ -33,12 +33,20 @@ const SUPERUSER = 'postgres';
 export const clusterDirOf = (dataDir: string): string => join(dataDir, 'postgres');
 export const postgresLogOf = (dataDir: string): string => join(dataDir, 'logs', 'postgres.log');
 
-export type ClusterRole = 'superuser' | 'owner' | 'app';
-const ROLE_NAMES: Record<ClusterRole, string> = { superuser: SUPERUSER, owner: OWNER_ROLE, app: APP_ROLE };
+export type ClusterRole = 'superuser' | 'owner' | 'app' | 'readonly';
+const ROLE_NAMES: Record<ClusterRole, string> = { superuser: SUPERUSER, owner: OWNER_ROLE, app: APP_ROLE, readonly: READONLY_ROLE };
 
 /** A URL for one of the cluster's roles, password included (keep it out of output: redactDatabaseUrl). */
-export function databaseUrlFor(port: number, role: ClusterRole, passwords: RolePasswords, database = LEDGER_DATABASE): string {
-  return `postgres://${ROLE_NAMES[role]}:${passwords[role]}@${LOCALHOST}:${port}/${database}`;
+export function databaseUrlFor(
+  port: number,
+  role: ClusterRole,
+  passwords: Omit<RolePasswords, 'readonly'> & { readonly?: string },
+  database = LEDGER_DATABASE,
+): string {
+  const password = passwords[role];
+  // Stack files written before the read-only role existed get its password at the next `dev up`.
+  if (password === undefined) throw new UserError(`the stack has no password for ${ROLE_NAMES[role]} yet; run \`cronledger dev up\` once`);
+  return `postgres://${ROLE_NAMES[role]}:${password}@${LOCALHOST}:${port}/${database}`;
 }
 
 /** Only password logins, and only from this machine. */

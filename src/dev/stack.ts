@@ -4,7 +4,7 @@ import pg from 'pg';
 import { defaultDataDir, readStackFile, redactDatabaseUrl, stackFilePath, type StackFile } from '../config';
 import { DEFAULT_TASK_QUEUE } from '../constants';
 import { migrateDatabase } from '../db/migrate';
-import { generatePasswords } from '../db/roles';
+import { generatePassword, generatePasswords, type RolePasswords } from '../db/roles';
 import { UserError } from '../errors';
 import { freePorts, isPortFree, LOCALHOST } from './ports';
 import {
@@ -21,6 +21,7 @@ import { requireStackFile, updateStackFile, writeStackFile } from './stack-file'
 import { findTemporalCli, resolveTemporalCli } from './temporal-cli';
 import { startTemporal, stopTemporal, temporalLogOf, temporalRunning } from './temporal-server';
 import { startWorkers, stopWorkers, workerId, workerRunning, type WorkerState } from './workers';
+import { adminRunning, startAdmin, stopAdmin } from './admin-process';
 
 /**
  * The local stack behind `cronledger dev up|down|status` and the test suite: the Temporal dev server (with its
@@ -45,6 +46,8 @@ export interface StartStackOptions {
   externalOwnerDatabaseUrl?: string;
   taskQueue?: string;
   log?: (line: string) => void;
+  /** Start the admin page too (default); the test suite's shared stack does not need it. */
+  admin?: boolean;
 }
 
 export interface StackUp {
@@ -55,6 +58,7 @@ export interface StackUp {
   migrationsApplied: string[] | null;
   workers: WorkerState[];
   taskQueue: string;
+  admin: Awaited<ReturnType<typeof startAdmin>>;
 }
 
 /** Starts whatever part of the stack is not running yet; running parts are left as they are. */
@@ -83,11 +87,19 @@ export async function startStack(opts: StartStackOptions): Promise<StackUp> {
     const ownerUrl = requireStackFile(dataDir).postgres.ownerDatabaseUrl;
     const migrationsApplied = ownerUrl ? await migrateDatabase(ownerUrl, 'DATABASE_OWNER_URL') : null;
     const workers = await startWorkers(dataDir, opts.workers, taskQueue);
-    return { stack: requireStackFile(dataDir), temporal, postgres, migrationsApplied, workers, taskQueue };
+    const admin =
+      opts.admin === false
+        ? { skipped: 'not asked for' }
+        : await startAdmin(dataDir, { preferDefaultPort: dataDir === resolve(defaultDataDir()) });
+    return { stack: requireStackFile(dataDir), temporal, postgres, migrationsApplied, workers, taskQueue, admin };
   } catch (err) {
     // Whatever did start keeps running (its logs may say why the rest did not); say how to see and stop it.
     const stack = requireStackFile(dataDir);
-    const somethingRuns = temporalRunning(stack) || Boolean(postgresPid(dataDir)) || stack.workers.some((w) => workerRunning(w, dataDir));
+    const somethingRuns =
+      temporalRunning(stack) ||
+      Boolean(postgresPid(dataDir)) ||
+      stack.workers.some((w) => workerRunning(w, dataDir)) ||
+      adminRunning(stack.admin, dataDir);
     if (err instanceof UserError && somethingRuns) {
       throw new UserError(
         `${err.message}\nParts that did start are still running: \`cronledger dev status\` shows them, \`cronledger dev down\` stops them.`,
@@ -115,18 +127,20 @@ export interface StackDown {
   workers: { id: string; pid: number }[];
   temporalPid?: number;
   postgresPid?: number;
+  adminPid?: number;
 }
 
 /** Stops workers first (they finish in-flight tasks against a live server), then Temporal, then PostgreSQL. */
 export async function stopStack(dataDir: string): Promise<StackDown> {
   dataDir = resolve(dataDir);
   if (!readStackFile(dataDir)) return { found: false, workers: [] };
+  const adminPid = await stopAdmin(dataDir);
   const workers = await stopWorkers(dataDir);
   const temporalPid = await stopTemporal(dataDir);
   // Also when DATABASE_URL made this stack external: a private cluster from an earlier `dev up` may still run.
   const pgPid = postgresPid(dataDir);
   const postgresStopped = await stopPostgres(dataDir);
-  return { found: true, workers, temporalPid, postgresPid: postgresStopped ? pgPid : undefined };
+  return { found: true, workers, temporalPid, postgresPid: postgresStopped ? pgPid : undefined, adminPid };
 }
 
 export interface StackStatus {
@@ -136,12 +150,15 @@ export interface StackStatus {
   exists: boolean;
   temporalAddress: string | null;
   uiUrl: string | null;
+  /** The admin page `dev up` started, while it runs. */
+  adminUrl: string | null;
   databaseUrl: string | null;
   temporalCli: string | null;
   namespace: string | null;
   temporal: { running: boolean; pid: number | null; port: number | null; uiPort: number | null; dbFile: string | null; log: string };
   postgres: { running: boolean; external: boolean; pid: number | null; port: number | null; clusterDir: string | null; log: string | null };
   workers: { id: string; running: boolean; pid: number; log: string }[];
+  admin: { running: boolean; pid: number | null; log: string | null };
 }
 
 export async function stackStatus(dataDir: string): Promise<StackStatus> {
@@ -153,12 +170,14 @@ export async function stackStatus(dataDir: string): Promise<StackStatus> {
       ...base,
       temporalAddress: null,
       uiUrl: null,
+      adminUrl: null,
       databaseUrl: null,
       temporalCli: findTemporalCliOrNull(),
       namespace: null,
       temporal: { running: false, pid: null, port: null, uiPort: null, dbFile: null, log: temporalLogOf(dataDir) },
       postgres: { running: false, external: false, pid: null, port: null, clusterDir: null, log: null },
       workers: [],
+      admin: { running: false, pid: null, log: null },
     };
   }
   const t = stack.temporal;
@@ -169,6 +188,7 @@ export async function stackStatus(dataDir: string): Promise<StackStatus> {
     ...base,
     temporalAddress: t.address,
     uiUrl: t.uiUrl,
+    adminUrl: adminRunning(stack.admin, dataDir) ? stack.admin!.url : null,
     databaseUrl: redactDatabaseUrl(p.databaseUrl), // `dev env` is the one place that prints passwords
     temporalCli: t.cli,
     namespace: stack.namespace,
@@ -189,6 +209,11 @@ export async function stackStatus(dataDir: string): Promise<StackStatus> {
       log: p.external ? null : postgresLogOf(dataDir),
     },
     workers: stack.workers.map((w) => ({ id: workerId(w), running: workerRunning(w, dataDir), pid: w.pid, log: w.log })),
+    admin: {
+      running: adminRunning(stack.admin, dataDir),
+      pid: adminRunning(stack.admin, dataDir) ? stack.admin!.pid : null,
+      log: stack.admin?.log ?? null,
+    },
   };
 }
 
@@ -203,7 +228,7 @@ async function planStack(
   const postgres = externalDatabaseUrl
     ? externalPostgres(externalDatabaseUrl, externalOwnerUrl)
     : existing && !existing.postgres.external
-      ? { ...existing.postgres, passwords: existing.postgres.passwords ?? generatePasswords() } // older stacks had none
+      ? { ...existing.postgres, passwords: withAllPasswords(existing.postgres.passwords) } // older stacks had none, or fewer
       : await privatePostgres(dataDir);
   if (existing) return { ...existing, temporal: { ...existing.temporal, cli }, postgres };
 
@@ -277,7 +302,7 @@ async function startLedgerDatabase(dataDir: string, log: (line: string) => void)
         `Stop that process, or delete ${stackFilePath(dataDir)} so that \`dev up\` picks new ports.`,
     );
   }
-  const passwords = postgres.passwords ?? generatePasswords();
+  const passwords = withAllPasswords(postgres.passwords);
   const started = await startPostgres({ dataDir, port: postgres.port, passwords, log });
   updateStackFile(dataDir, (s) => {
     s.postgres.port = started.port;
@@ -286,6 +311,12 @@ async function startLedgerDatabase(dataDir: string, log: (line: string) => void)
     s.postgres.ownerDatabaseUrl = databaseUrlFor(started.port, 'owner', passwords);
   });
   return { external: false, pid: started.pid, alreadyRunning: started.alreadyRunning };
+}
+
+/** The stack's role passwords, generating those an older stack file lacks (the read-only role came later). */
+function withAllPasswords(passwords: StackFile['postgres']['passwords']): RolePasswords {
+  if (!passwords) return generatePasswords();
+  return { ...passwords, readonly: passwords.readonly ?? generatePassword() };
 }
 
 function settledOrThrow<A, B>([a, b]: [PromiseSettledResult<A>, PromiseSettledResult<B>]): [A, B] {

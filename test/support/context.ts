@@ -20,6 +20,8 @@ export interface TestContext {
   pool: pg.Pool;
   /** The same database as the owner role, for what only migrations may do (tests of the triggers, the grants). */
   ownerDatabaseUrl: string;
+  /** The same database as the admin page's SELECT-only role. */
+  readonlyDatabaseUrl: string;
   client: Client;
   /** Unique per context, so workers of one test never pick up another's tasks. */
   taskQueue: string;
@@ -38,6 +40,7 @@ export async function createTestContext(importMetaUrl: string): Promise<TestCont
   await adminQuery(stack.adminDatabaseUrl, `create database "${database}" template ${stack.templateDatabase} owner ${OWNER_ROLE}`);
   const databaseUrl = withDatabase(stack.appDatabaseUrl, database);
   const ownerDatabaseUrl = withDatabase(stack.ownerDatabaseUrl, database);
+  const readonlyDatabaseUrl = withDatabase(stack.readonlyDatabaseUrl, database);
   const pool = createPool(databaseUrl);
   const client = await connectClient({ temporalAddress: stack.temporalAddress, namespace });
   await client.connection.workflowService.describeNamespace({ namespace }).catch((err: Error) => {
@@ -63,6 +66,7 @@ export async function createTestContext(importMetaUrl: string): Promise<TestCont
     databaseUrl,
     pool,
     ownerDatabaseUrl,
+    readonlyDatabaseUrl,
     client,
     taskQueue,
     env,

@@ -27,7 +27,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
   const started = Date.now();
   try {
     // No externalDatabaseUrl: a DATABASE_URL in the developer's shell must never receive test databases.
-    const up = await startStack({ dataDir, workers: 0, namespaces: testFileNamespaces() });
+    const up = await startStack({ dataDir, workers: 0, namespaces: testFileNamespaces(), admin: false });
     const { port, passwords } = up.stack.postgres;
     if (!passwords) throw new Error('the test stack has no role passwords in its stack file');
     const adminDatabaseUrl = databaseUrlFor(port, 'superuser', passwords, 'postgres');
@@ -39,6 +39,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
       adminDatabaseUrl,
       ownerDatabaseUrl: databaseUrlFor(port, 'owner', passwords, TEMPLATE_DATABASE),
       appDatabaseUrl: databaseUrlFor(port, 'app', passwords, TEMPLATE_DATABASE),
+      readonlyDatabaseUrl: databaseUrlFor(port, 'readonly', passwords, TEMPLATE_DATABASE),
       templateDatabase: TEMPLATE_DATABASE,
       dataDir,
     };

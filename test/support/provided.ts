@@ -10,6 +10,8 @@ export interface TestStack {
   /** The owner role (owns the tables, runs migrations) and the application role, both at the template database. */
   ownerDatabaseUrl: string;
   appDatabaseUrl: string;
+  /** The admin page's SELECT-only role at the template database. */
+  readonlyDatabaseUrl: string;
   /** Migrated database that every test context clones (`create database x template y`). */
   templateDatabase: string;
   dataDir: string;
