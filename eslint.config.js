@@ -42,8 +42,8 @@ export default tseslint.config(
     },
   },
   {
-    // The report page's own script runs in the browser, inlined into usage.html; Chart.js is a global there.
-    files: ['src/reports/assets/**/*.js'],
+    // The report page's script (inlined into usage.html) and the admin pages' script run in the browser; Chart.js is a global there.
+    files: ['src/reports/assets/**/*.js', 'src/admin/assets/**/*.js'],
     languageOptions: { sourceType: 'script', globals: { ...globals.browser, Chart: 'readonly' } },
   },
 );

@@ -2,16 +2,14 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { chromium, type BrowserContext } from 'playwright-core';
+import type { BrowserContext } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { applyPrices, loadPricesFile } from '../src/ledger/prices';
 import { buildReport } from '../src/reports/build-report';
 import { renderHtml } from '../src/reports/render-html';
 import { seedMonth } from './support/report-fixtures';
+import { launchChromium } from './support/chromium';
 import { createTestContext, type TestContext } from './support/context';
-
-/** Debian's chromium, driven by playwright-core: the HTML must draw its charts offline and fetch nothing. */
-const CHROMIUM = '/usr/bin/chromium';
 
 let ctx: TestContext;
 let browser: BrowserContext;
@@ -22,20 +20,8 @@ beforeAll(async () => {
   await applyPrices(ctx.pool, loadPricesFile('prices/standard.json'), 'test');
   await seedMonth(ctx.pool, { month: '2026-06', users: 12, callsPerUser: 6 });
   dir = await mkdtemp(join(tmpdir(), 'cronledger-html-'));
-  browser = await chromium.launchPersistentContext(join(dir, 'profile'), {
-    executablePath: CHROMIUM,
-    headless: true,
-    args: [
-      '--headless',
-      '--no-sandbox',
-      '--disable-gpu',
-      '--disable-quic',
-      '--no-first-run',
-      '--disable-background-networking',
-      '--disable-component-update',
-      '--disable-sync',
-    ],
-  });
+  // Debian's chromium: the HTML must draw its charts offline and fetch nothing.
+  browser = await launchChromium(join(dir, 'profile'));
 });
 
 afterAll(async () => {

@@ -82,6 +82,7 @@ describe('dev up, status and down', () => {
     expect(r.stdout).toMatch(/^Web UI\s+http:\/\/127\.0\.0\.1:\d+$/m);
     expect(r.stdout).toMatch(/^PostgreSQL\s+postgres:\/\/cronledger_app:\*\*\*@127\.0\.0\.1:\d+\/cronledger\s/m);
     expect(r.stdout).toMatch(/^Workers\s+worker-1 \(started, pid \d+\)/m);
+    expect(r.stdout).toMatch(/^Admin page\s+http:\/\/127\.0\.0\.1:\d+\s+\(started, pid \d+\)$/m);
     first = await status(a.env);
   });
 
@@ -91,15 +92,21 @@ describe('dev up, status and down', () => {
       dataDir: a.dir,
       temporalAddress: expect.stringMatching(/^127\.0\.0\.1:\d+$/),
       uiUrl: expect.stringMatching(/^http:\/\/127\.0\.0\.1:\d+$/),
+      adminUrl: expect.stringMatching(/^http:\/\/127\.0\.0\.1:\d+$/),
       databaseUrl: expect.stringMatching(/^postgres:\/\/cronledger_app:\*\*\*@127\.0\.0\.1:\d+\/cronledger$/),
       temporal: { running: true, pid: expect.any(Number), dbFile: join(a.dir, 'temporal.db') },
       postgres: { running: true, external: false, pid: expect.any(Number) },
       workers: [{ id: 'worker-1', running: true, pid: expect.any(Number) }],
+      admin: { running: true, pid: expect.any(Number) },
     });
     expect(isAbsolute(first.temporalCli!) && existsSync(first.temporalCli!)).toBe(true);
 
     const ui = await fetch(first.uiUrl!);
     expect(ui.status).toBe(200);
+    // The admin page answers, as the read-only role: the overview of the current month reads the (empty) ledger.
+    const overview = await fetch(`${first.adminUrl}/api/overview`);
+    expect(overview.status, await overview.clone().text()).toBe(200);
+    expect(((await overview.json()) as { spendUsd: string }).spendUsd).toBe('0.000000000000000000');
     expect(await migrationsIn((await devEnv(a.env)).DATABASE_URL)).toContain('005_app_role_grants.sql');
     const pollers = await withConnection(first.temporalAddress!, async (c) =>
       (await c.workflowService.describeTaskQueue({ namespace: 'default', taskQueue: { name: 'cronledger' } })).pollers.map(
@@ -159,7 +166,7 @@ describe('dev up, status and down', () => {
   it('prints passwords only from `dev env`; every role needs its password, even on the local socket', async () => {
     const stack = JSON.parse(readFileSync(join(a.dir, 'stack.json'), 'utf8')) as StackFile;
     const passwords = Object.values(stack.postgres.passwords!);
-    expect(passwords).toHaveLength(3);
+    expect(passwords).toHaveLength(4); // superuser, owner, application role, read-only role (the admin page)
     const exported = await devEnv(a.env);
     expect(exported).toMatchObject({
       TEMPORAL_ADDRESS: first.temporalAddress,
@@ -176,7 +183,7 @@ describe('dev up, status and down', () => {
     // Password authentication only: a wrong password is refused over TCP and over the Unix socket (trust would admit it).
     const port = stack.postgres.port;
     for (const host of ['127.0.0.1', stack.postgres.clusterDir]) {
-      for (const user of ['postgres', 'cronledger_owner', 'cronledger_app']) {
+      for (const user of ['postgres', 'cronledger_owner', 'cronledger_app', 'cronledger_readonly']) {
         const client = new pg.Client({
           host,
           port,
@@ -224,11 +231,13 @@ describe('dev up, status and down', () => {
     const r = await runCli(['dev', 'down'], a.env);
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).toBe(
-      `stopped worker-1 (pid ${first.workers[0].pid}), Temporal (pid ${first.temporal.pid}), PostgreSQL (pid ${first.postgres.pid})\n`,
+      `stopped worker-1 (pid ${first.workers[0].pid}), admin page (pid ${first.admin.pid}), Temporal (pid ${first.temporal.pid}), PostgreSQL (pid ${first.postgres.pid})\n`,
     );
     const after = await status(a.env);
     expect(after).toMatchObject({ temporal: { running: false, pid: null }, postgres: { running: false, pid: null }, workers: [] });
-    for (const pid of [first.temporal.pid!, first.postgres.pid!, first.workers[0].pid]) expect(processExists(pid)).toBe(false);
+    expect(after.adminUrl).toBeNull();
+    for (const pid of [first.temporal.pid!, first.postgres.pid!, first.workers[0].pid, first.admin.pid!])
+      expect(processExists(pid)).toBe(false);
     for (const port of [first.temporal.port!, first.temporal.uiPort!, first.postgres.port!]) expect(await isPortFree(port)).toBe(true);
 
     const again = await runCli(['dev', 'down'], a.env);

@@ -1,5 +1,6 @@
 import { Command, CommanderError } from 'commander';
 import { UserError } from '../errors';
+import { registerAdminCommand } from './commands/admin';
 import { registerBackfillCommand } from './commands/backfill';
 import { registerBudgetsCommands } from './commands/budgets';
 import { registerDbCommands } from './commands/db';
@@ -27,6 +28,7 @@ registerBudgetsCommands(program);
 registerLedgerCommands(program);
 registerReportCommands(program);
 registerRollupsCommands(program);
+registerAdminCommand(program);
 
 try {
   await program.parseAsync(process.argv);

@@ -184,3 +184,70 @@ export async function listRunAttempts(db: pg.Pool, idempotencyKey: string): Prom
   ]);
   return rows;
 }
+
+/** A claimed run with what its executions booked (usage, adjustments and reconciliation; credits are per user). */
+export interface RunWithCost extends RunRow {
+  cost_usd: string;
+  entries: string;
+}
+
+/** The newest runs (optionally of one user or task), each with the exact sum of its ledger rows, for the admin page. */
+export async function latestRunsWithCost(
+  db: pg.Pool,
+  filter: { userId?: string; taskId?: string; workflowId?: string; limit?: number } = {},
+): Promise<RunWithCost[]> {
+  const { rows } = await db.query<RunWithCost>(
+    `select r.*, coalesce(c.cost_usd, 0)::numeric(38, 18)::text as cost_usd, coalesce(c.entries, 0)::text as entries
+       from (select * from runs where ($1::text is null or user_id = $1) and ($2::text is null or task_id = $2)
+                and ($4::text is null or workflow_id = $4)
+              order by scheduled_minute desc, id desc limit $3) r
+       left join lateral (
+         -- the slot's rows; rows booked before migration 004 named the workflow in run_id and left workflow_id empty
+         select sum(x.cost_usd) as cost_usd, count(*) as entries from (
+           select l.cost_usd from usage_ledger l where l.workflow_id = r.workflow_id and l.entry_type <> 'credit'
+           union all
+           select l.cost_usd from usage_ledger l where l.workflow_id is null and l.run_id = r.workflow_id and l.entry_type <> 'credit'
+         ) x) c on true
+      order by r.scheduled_minute desc, r.id desc`,
+    [filter.userId ?? null, filter.taskId ?? null, filter.limit ?? 100, filter.workflowId ?? null],
+  );
+  return rows;
+}
+
+/** Runs claimed in [from, to) per local day of the zone and status; duplicates (stopped executions) as status 'duplicate'. */
+export async function runsPerDay(
+  db: pg.Pool,
+  zone: string,
+  from: string,
+  to: string,
+  by: 'all' | 'user' | 'task' = 'all',
+): Promise<{ day: string; key: string; status: string; runs: string }[]> {
+  const key = by === 'user' ? 'user_id' : by === 'task' ? 'task_id' : `''`;
+  const { rows } = await db.query<{ day: string; key: string; status: string; runs: string }>(
+    `select to_char(claimed_at at time zone $1, 'YYYY-MM-DD') as day, ${key} as key, status, count(*)::text as runs
+       from runs where claimed_at >= $2 and claimed_at < $3 group by 1, 2, 3
+     union all
+     select to_char(detected_at at time zone $1, 'YYYY-MM-DD'), ${key}, 'duplicate', count(*)::text
+       from run_duplicates where detected_at >= $2 and detected_at < $3 group by 1, 2
+     order by 1, 2, 3`,
+    [zone, from, to],
+  );
+  return rows;
+}
+
+/** Every claimed run by status, plus the executions that stopped as duplicates: the runs counter of /metrics. */
+export async function runCountsByStatus(db: pg.Pool): Promise<{ status: string; runs: string }[]> {
+  const { rows } = await db.query<{ status: string; runs: string }>(
+    `select status, count(*)::text as runs from runs group by 1
+     union all select 'duplicate', count(*)::text from run_duplicates order by 1`,
+  );
+  return rows;
+}
+
+/** Durations of finished runs in milliseconds with how many runs took each, for the duration histogram. */
+export async function runDurations(db: pg.Pool): Promise<{ duration_ms: string; runs: string }[]> {
+  const { rows } = await db.query<{ duration_ms: string; runs: string }>(
+    `select duration_ms::text, count(*)::text as runs from runs where duration_ms is not null group by 1`,
+  );
+  return rows;
+}

@@ -34,6 +34,35 @@ export interface LedgerEntry {
   created_at: Date;
 }
 
+/** Every field as stored: counts and money stay exact decimal strings. */
+export function entryJson(e: LedgerEntry) {
+  return {
+    id: e.id,
+    idempotencyKey: e.idempotency_key,
+    entryType: e.entry_type,
+    originalEntryId: e.original_entry_id,
+    reason: e.reason,
+    userId: e.user_id,
+    runId: e.run_id,
+    workflowId: e.workflow_id,
+    taskId: e.task_id,
+    model: e.model,
+    providerModel: e.provider_model,
+    kind: e.kind,
+    status: e.status,
+    attempt: e.attempt,
+    promptTokens: e.prompt_tokens,
+    cachedPromptTokens: e.cached_prompt_tokens,
+    completionTokens: e.completion_tokens,
+    reasoningTokens: e.reasoning_tokens,
+    costUsd: e.cost_usd,
+    priceVersion: e.price_version,
+    providerRequestId: e.provider_request_id,
+    workerId: e.worker_id,
+    createdAt: e.created_at.toISOString(),
+  };
+}
+
 export async function listEntries(
   db: pg.Pool,
   /** runId matches an execution's Temporal run ID or a slot's workflow ID (all its executions). */
@@ -109,4 +138,59 @@ async function requireEntry(db: pg.Pool, entryId: string): Promise<void> {
 
 function requireReason(reason: string): void {
   if (!reason || !reason.trim()) throw new UserError('--reason is required: say why the ledger is being corrected');
+}
+
+/**
+ * What each task's model calls cost per local day of the zone in [from, to) (usage, adjustments, reconciliation):
+ * the admin page's per-task anomaly series. The daily rollups have no task dimension, so this reads the ledger rows
+ * of the range through the created_at index.
+ */
+export async function costPerDayByTask(
+  db: pg.Pool,
+  zone: string,
+  from: string,
+  to: string,
+): Promise<{ day: string; task_id: string; cost_usd: string }[]> {
+  const { rows } = await db.query<{ day: string; task_id: string; cost_usd: string }>(
+    `select to_char(created_at at time zone $1, 'YYYY-MM-DD') as day, task_id, sum(cost_usd)::numeric(38, 18)::text as cost_usd
+       from usage_ledger
+      where created_at >= $2 and created_at < $3 and task_id is not null and entry_type <> 'credit'
+      group by 1, 2 order by 1, 2`,
+    [zone, from, to],
+  );
+  return rows;
+}
+
+/**
+ * The ledger's charges and credits by model and kind (and user when asked), for the Prometheus counters: charges
+ * add every positive entry, credits every negative one (as a positive amount), so both only grow on an append-only
+ * ledger. Exact decimal strings.
+ */
+export async function chargesAndCredits(
+  db: pg.Pool,
+  perUser: boolean,
+): Promise<{ model: string | null; kind: string | null; user_id: string | null; charges_usd: string; credits_usd: string }[]> {
+  const user = perUser ? 'user_id' : 'null::text';
+  const { rows } = await db.query<{
+    model: string | null;
+    kind: string | null;
+    user_id: string | null;
+    charges_usd: string;
+    credits_usd: string;
+  }>(
+    `select model, kind, ${user} as user_id,
+            coalesce(sum(cost_usd) filter (where cost_usd > 0), 0)::numeric(38, 18)::text as charges_usd,
+            coalesce(-sum(cost_usd) filter (where cost_usd < 0), 0)::numeric(38, 18)::text as credits_usd
+       from usage_ledger group by 1, 2, 3 order by 1, 2, 3`,
+  );
+  return rows;
+}
+
+/** Booking lag per ledger row (usage received by the worker until the row's commit), as milliseconds with counts. */
+export async function bookingLags(db: pg.Pool): Promise<{ lag_ms: string; entries: string }[]> {
+  const { rows } = await db.query<{ lag_ms: string; entries: string }>(
+    `select greatest(0, round(extract(epoch from (created_at - usage_received_at)) * 1000))::bigint::text as lag_ms, count(*)::text as entries
+       from usage_ledger where usage_received_at is not null group by 1`,
+  );
+  return rows;
 }

@@ -18,8 +18,20 @@ import type { DayLine, Figures, LineType, ModelLine, UsageReport, UserLine } fro
 export async function buildReport(db: pg.Pool, opts: { month: Month; timeZone: string; onProgress?: OnProgress }): Promise<UsageReport> {
   const { month, timeZone: zone, onProgress } = opts;
   await ensureMonthRollups(db, zone, month, onProgress);
-  const period = await monthBounds(db, zone, month);
   const rows = await readMonthRollups(db, zone, month, onProgress);
+  return reportFromRows(db, { month, timeZone: zone, rows, span: await entryIdSpan(db, zone, month) });
+}
+
+/**
+ * The report of a month from its rollup rows, however they were read: buildReport refreshes the rollups first; the
+ * admin page, which may not write, reads them current without refreshing (readMonthRollupsCurrent). Same rows, same report.
+ */
+export async function reportFromRows(
+  db: pg.Pool,
+  opts: { month: Month; timeZone: string; rows: RollupRow[]; span: { first: bigint | null; last: bigint | null } },
+): Promise<UsageReport> {
+  const { month, timeZone: zone, rows } = opts;
+  const period = await monthBounds(db, zone, month);
 
   const total = new Tally();
   const perLine = new Lines<{ line: LineType }>();
@@ -41,7 +53,7 @@ export async function buildReport(db: pg.Pool, opts: { month: Month; timeZone: s
       if (r.status === 'failed') failed.add(r);
     }
   }
-  const { first: firstEntryId, last: lastEntryId } = await entryIdSpan(db, zone, month);
+  const { first: firstEntryId, last: lastEntryId } = opts.span;
 
   const userLines: UserLine[] = byUser.lines().sort((a, b) => lineOrder(a.line, b.line) || byCostDesc(a, b) || cmp(a.userId, b.userId));
   const dayLines: DayLine[] = byDay.lines().sort((a, b) => cmp(a.day, b.day) || lineOrder(a.line, b.line) || kindOrder(a.kind, b.kind));

@@ -33,7 +33,7 @@ const TOP_USERS = 10;
  * show), still free of floats here. The page turns them into numbers for Chart.js: the presentation edge, and the only
  * place a money value ever becomes a JS number.
  */
-const microUsd = (exact: string): string => divideHalfEven(toAttoUsd(parseUsd(exact)), 10n ** 12n).toString();
+export const microUsd = (exact: string): string => divideHalfEven(toAttoUsd(parseUsd(exact)), 10n ** 12n).toString();
 
 /** Chart series: `micro` to draw, `shown` (the same amounts as `$0.000123`, formatted exactly here) for tooltips. */
 export interface ChartData {

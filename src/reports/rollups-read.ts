@@ -102,3 +102,66 @@ export async function monthBounds(db: pg.Pool, zone: string, month: Month): Prom
   );
   return { from: rows[0].from.toISOString(), to: rows[0].to.toISOString(), complete: rows[0].complete };
 }
+
+/**
+ * The month's rollup rows as a refresh would leave them, without writing (the admin page's role may only read):
+ * buckets that queued entries touch are recomputed from the raw ledger, the others read as stored. A month the zone
+ * never built is aggregated from the raw ledger the way a build would. Rows in the order of readMonthRollups.
+ */
+export async function readMonthRollupsCurrent(
+  db: pg.Pool,
+  zone: string,
+  month: Month,
+): Promise<{ rows: RollupRow[]; span: { first: bigint | null; last: bigint | null }; source: 'rollups' | 'ledger' }> {
+  const m = monthBoundsSql('$2', '$1');
+  const built = await db.query('select 1 from rollup_months where zone = $1 and month = $2', [zone, month]);
+  const localDay = `(l.created_at at time zone $1)::date`;
+  const inMonth = `l.created_at >= ${m.from} - interval '3 hours' and l.created_at < ${m.to} + interval '3 hours'
+      and ${localDay} between ${m.firstDay} and ${m.lastDay}`;
+  const aggregates = `count(*)::text as entries, sum(l.prompt_tokens)::text as prompt_tokens,
+      sum(l.cached_prompt_tokens)::text as cached_prompt_tokens, sum(l.completion_tokens)::text as completion_tokens,
+      sum(l.reasoning_tokens)::text as reasoning_tokens, sum(l.cost_usd)::numeric(38, 18)::text as cost_usd,
+      min(l.id) as first_entry_id, max(l.id) as last_entry_id`;
+  const bucket = 'day, user_id, model, kind, entry_type, status';
+  const sql =
+    built.rowCount === 0
+      ? `select to_char(${localDay}, 'YYYY-MM-DD') as day, l.user_id, l.model, l.kind, l.entry_type, l.status, ${aggregates}
+           from usage_ledger l where ${inMonth}
+          group by 1, 2, 3, 4, 5, 6`
+      : `with touched as (
+           select distinct ${localDay} as day, l.user_id, l.model, l.kind, l.entry_type, l.status
+             from rollup_pending p join usage_ledger l on l.id = p.entry_id
+            where p.zone = $1 and ${localDay} between ${m.firstDay} and ${m.lastDay}
+         )
+         select to_char(r.day, 'YYYY-MM-DD') as day, r.user_id, r.model, r.kind, r.entry_type, r.status, r.entries::text,
+                r.prompt_tokens::text, r.cached_prompt_tokens::text, r.completion_tokens::text, r.reasoning_tokens::text,
+                r.cost_usd::text, r.first_entry_id, r.last_entry_id
+           from usage_rollups r
+          where r.zone = $1 and r.day between ${m.firstDay} and ${m.lastDay}
+            and not exists (select 1 from touched t where (t.${bucket.split(', ').join(', t.')}) is not distinct from
+                                                          (r.${bucket.split(', ').join(', r.')}))
+         union all
+         select to_char(t.day, 'YYYY-MM-DD'), t.user_id, t.model, t.kind, t.entry_type, t.status, ${aggregates}
+           from touched t
+           join usage_ledger l
+             on l.user_id = t.user_id and ${localDay} = t.day
+            and l.created_at >= (t.day::timestamp at time zone $1) - interval '3 hours'
+            and l.created_at < ((t.day + 1)::timestamp at time zone $1) + interval '3 hours'
+            and l.model is not distinct from t.model and l.kind is not distinct from t.kind
+            and l.entry_type = t.entry_type and l.status = t.status
+          group by t.day, t.user_id, t.model, t.kind, t.entry_type, t.status`;
+  const { rows } = await db.query<RollupRow & { first_entry_id: string; last_entry_id: string }>(
+    `select * from (${sql}) x order by day, user_id, model nulls first, kind nulls first, entry_type, status`,
+    [zone, month],
+  );
+  let first: bigint | null = null;
+  let last: bigint | null = null;
+  for (const r of rows) {
+    const f = BigInt(r.first_entry_id);
+    const l = BigInt(r.last_entry_id);
+    if (first === null || f < first) first = f;
+    if (last === null || l > last) last = l;
+  }
+  const plain = rows.map(({ first_entry_id: _f, last_entry_id: _l, ...r }) => r);
+  return { rows: plain, span: { first, last }, source: built.rowCount === 0 ? 'ledger' : 'rollups' };
+}

@@ -35,6 +35,7 @@ export function registerDevCommands(program: Command): void {
       const lines = [
         `Temporal     ${up.stack.temporal.address}  (${state(up.temporal.alreadyRunning, up.temporal.pid)})`,
         `Web UI       ${up.stack.temporal.uiUrl}`,
+        `Admin page   ${'skipped' in up.admin ? `not started: ${up.admin.skipped}` : `${up.admin.url}  (${state(up.admin.alreadyRunning, up.admin.pid)})`}`,
         `PostgreSQL   ${redactDatabaseUrl(up.stack.postgres.databaseUrl)}  (${up.postgres.external ? 'external, from DATABASE_URL' : state(up.postgres.alreadyRunning, up.postgres.pid)})`,
         `Migrations   ${
           up.migrationsApplied === null
@@ -67,6 +68,7 @@ export function registerDevCommands(program: Command): void {
       }
       const stopped = [
         ...down.workers.map((w) => `${w.id} (pid ${w.pid})`),
+        ...(down.adminPid ? [`admin page (pid ${down.adminPid})`] : []),
         ...(down.temporalPid ? [`Temporal (pid ${down.temporalPid})`] : []),
         ...(down.postgresPid ? [`PostgreSQL (pid ${down.postgresPid})`] : []),
       ];
@@ -132,6 +134,7 @@ function printStatus(s: StackStatus): void {
   const rows = [
     ['Temporal', state(s.temporal.running), String(s.temporal.pid ?? '-'), s.temporalAddress ?? '-'],
     ['Web UI', state(s.temporal.running), String(s.temporal.pid ?? '-'), s.uiUrl ?? '-'],
+    ['Admin page', state(s.admin.running), String(s.admin.pid ?? '-'), s.adminUrl ?? '-'],
     [
       'PostgreSQL',
       s.postgres.external ? `${state(s.postgres.running)} (external)` : state(s.postgres.running),

@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { UserError } from '../../errors';
-import { adjustEntry, creditUser, listEntries, type LedgerEntry } from '../../ledger/entries';
+import { adjustEntry, creditUser, entryJson, listEntries, type LedgerEntry } from '../../ledger/entries';
 import { displayUsd, parseUsd } from '../../money';
 import { withConnections } from '../connect';
 import { parseCount } from '../options';
@@ -103,32 +103,4 @@ function tokens(e: LedgerEntry): string {
   const cached = e.cached_prompt_tokens === '0' ? '' : ` (${e.cached_prompt_tokens} cached)`;
   const reasoning = e.reasoning_tokens === '0' ? '' : ` (${e.reasoning_tokens} reasoning)`;
   return `${e.prompt_tokens} in${cached} / ${e.completion_tokens} out${reasoning}`;
-}
-
-/** Every field as stored: counts and money stay exact decimal strings. */
-function entryJson(e: LedgerEntry) {
-  return {
-    id: e.id,
-    idempotencyKey: e.idempotency_key,
-    entryType: e.entry_type,
-    originalEntryId: e.original_entry_id,
-    reason: e.reason,
-    userId: e.user_id,
-    runId: e.run_id,
-    taskId: e.task_id,
-    model: e.model,
-    providerModel: e.provider_model,
-    kind: e.kind,
-    status: e.status,
-    attempt: e.attempt,
-    promptTokens: e.prompt_tokens,
-    cachedPromptTokens: e.cached_prompt_tokens,
-    completionTokens: e.completion_tokens,
-    reasoningTokens: e.reasoning_tokens,
-    costUsd: e.cost_usd,
-    priceVersion: e.price_version,
-    providerRequestId: e.provider_request_id,
-    workerId: e.worker_id,
-    createdAt: e.created_at.toISOString(),
-  };
 }

@@ -1,0 +1,93 @@
+/**
+ * Cost-per-run anomalies: a user or task whose cost per run on a day is above the median of its trailing 7 days by
+ * more than a factor. Everything is exact: cost in 10^-18 USD as BigInt, ratios compared by cross-multiplying, the
+ * factor parsed from its decimal text. Cost per run often rises days before anything fails (a longer prompt, a
+ * ballooning tool reply), so the day a streak of flagged days started is what the page shows.
+ */
+
+export interface DailyPoint {
+  day: string;
+  costAtto: bigint;
+  runs: bigint;
+}
+
+export interface Anomaly {
+  kind: 'user' | 'task';
+  id: string;
+  /** The first day of the flagged streak. */
+  startedOn: string;
+  /** The last flagged day of the streak. */
+  lastOn: string;
+  days: number;
+  /** On the first day: its cost per run and the trailing median it exceeded, exact decimal strings (USD). */
+  costPerRunUsd: string;
+  trailingMedianUsd: string;
+}
+
+/** Days of history (with runs) a median needs before anything is flagged: one odd day is no baseline. */
+const MIN_HISTORY_DAYS = 3;
+
+/** A rational number num/den with den > 0. */
+interface Ratio {
+  num: bigint;
+  den: bigint;
+}
+
+const less = (a: Ratio, b: Ratio) => a.num * b.den < b.num * a.den;
+
+export function parseFactor(text: string): Ratio {
+  const m = /^(\d+)(?:\.(\d{1,18}))?$/.exec(text.trim());
+  if (!m) throw new Error(`anomaly factor ${JSON.stringify(text)} is not a positive decimal such as 1.5`);
+  const frac = m[2] ?? '';
+  return { num: BigInt(m[1] + frac), den: 10n ** BigInt(frac.length) };
+}
+
+function median(values: Ratio[]): Ratio {
+  const sorted = [...values].sort((a, b) => (less(a, b) ? -1 : less(b, a) ? 1 : 0));
+  const mid = Math.floor(sorted.length / 2);
+  if (sorted.length % 2 === 1) return sorted[mid];
+  const [a, b] = [sorted[mid - 1], sorted[mid]];
+  return { num: a.num * b.den + b.num * a.den, den: 2n * a.den * b.den };
+}
+
+/** atto-USD ratio as a decimal string at 18 places, truncated toward zero (display only; comparisons are exact). */
+function usd(r: Ratio): string {
+  const atto = r.num / r.den;
+  const digits = atto.toString().padStart(19, '0');
+  return `${digits.slice(0, -18)}.${digits.slice(-18)}`;
+}
+
+/**
+ * Flags days on or after `firstDay` (the series may start earlier, to give the first days a history). A day with no
+ * run has no cost per run and neither flags nor breaks a streak.
+ */
+export function findAnomalies(kind: Anomaly['kind'], id: string, series: DailyPoint[], factorText: string, firstDay: string): Anomaly[] {
+  const factor = parseFactor(factorText);
+  const found: Anomaly[] = [];
+  let open: Anomaly | undefined;
+  for (const [i, point] of series.entries()) {
+    if (point.runs === 0n) continue;
+    const today: Ratio = { num: point.costAtto, den: point.runs };
+    const history = series
+      .slice(Math.max(0, i - 7), i)
+      .filter((p) => p.runs > 0n)
+      .map((p): Ratio => ({ num: p.costAtto, den: p.runs }));
+    let flagged = false;
+    let baseline: Ratio | undefined;
+    if (point.day >= firstDay && history.length >= MIN_HISTORY_DAYS) {
+      baseline = median(history);
+      // today > factor × baseline, cross-multiplied: no division, no rounding
+      flagged = today.num * factor.den * baseline.den > factor.num * baseline.num * today.den;
+    }
+    if (flagged && baseline) {
+      if (open) {
+        open.lastOn = point.day;
+        open.days++;
+      } else {
+        open = { kind, id, startedOn: point.day, lastOn: point.day, days: 1, costPerRunUsd: usd(today), trailingMedianUsd: usd(baseline) };
+        found.push(open);
+      }
+    } else open = undefined;
+  }
+  return found;
+}

@@ -1,0 +1,366 @@
+import { displayUsd, parseUsd, toAttoUsd } from '../money';
+import { microUsd } from '../reports/render-html';
+import type { TaskListing } from '../schedules/manage-task';
+import type { DayFigures, entryView, Overview, runView, UserFigures, UserPage } from './admin-data';
+import { html, jsonForScript, type Raw } from './html';
+
+/**
+ * The admin pages as HTML. Every value goes through html`` (escaped); figures are formatted by cronledger
+ * (displayUsd: half-even at 6 decimals, the exact amount in the cell's title), and sortable cells carry their exact
+ * value (money as an integer of 10^-18 USD) for the page script to sort by.
+ */
+
+export interface PageContext {
+  month?: string;
+  zone?: string;
+  zones?: string[];
+  /** Link to a workflow in the Temporal Web UI, or undefined when the UI is unknown. */
+  workflowUrl: (workflowId: string, runId: string) => string | undefined;
+}
+
+type RunView = ReturnType<typeof runView>;
+type EntryView = ReturnType<typeof entryView>;
+
+const NAV: [string, string][] = [
+  ['/', 'Overview'],
+  ['/users', 'Users'],
+  ['/models', 'Models'],
+  ['/runs', 'Runs'],
+  ['/tasks', 'Tasks'],
+];
+
+function layout(title: string, ctx: PageContext, body: Raw, data?: unknown): string {
+  const query = ctx.month ? `?month=${encodeURIComponent(ctx.month)}&tz=${encodeURIComponent(ctx.zone ?? 'UTC')}` : '';
+  return html`<!doctype html>
+    <html lang="en">
+      <head>
+        <meta charset="utf-8" />
+        <meta name="viewport" content="width=device-width, initial-scale=1" />
+        <title>${title} · cronledger admin</title>
+        <link rel="stylesheet" href="/assets/admin.css" />
+      </head>
+      <body>
+        <header>
+          <strong>cronledger</strong>
+          <nav>${NAV.map(([href, name]) => html`<a href="${href}${query}">${name}</a>`)}</nav>
+          ${
+            ctx.month
+              ? html`<form method="get" class="period">
+                  <label>month <input name="month" value="${ctx.month}" pattern="\\d{4}-\\d{2}" size="7" /></label>
+                  <label
+                    >zone
+                    <select name="tz">
+                      ${(ctx.zones ?? [ctx.zone ?? 'UTC']).map(
+                        (z) => html`<option value="${z}" ${z === ctx.zone ? html` selected` : ''}>${z}</option>`,
+                      )}
+                    </select></label
+                  >
+                  <button>show</button>
+                </form>`
+              : ''
+          }
+        </header>
+        <main>
+          <h1>${title}</h1>
+          ${body}
+        </main>
+        ${
+          data === undefined
+            ? ''
+            : html`<script type="application/json" id="page-data">
+                ${jsonForScript(data)}
+              </script>`
+        }
+        <script src="/assets/chart.umd.min.js"></script>
+        <script src="/assets/admin.js"></script>
+      </body>
+    </html> `.html;
+}
+
+const atto = (exact: string): string => toAttoUsd(parseUsd(exact)).toString();
+const usd = (exact: string): Raw => html`<span title="${exact} USD">${displayUsd(exact)}</span>`;
+const usdCell = (exact: string): Raw => html`<td class="num" data-sort="${atto(exact)}">${usd(exact)}</td>`;
+const numCell = (n: number | string | null): Raw =>
+  n === null ? html`<td class="num" data-sort="-1">-</td>` : html`<td class="num" data-sort="${String(n)}">${String(n)}</td>`;
+const th = (label: string, type: 'int' | 'text' = 'text') => html`<th data-type="${type}" tabindex="0">${label}</th>`;
+const userHref = (userId: string, ctx: PageContext) =>
+  `/users/${encodeURIComponent(userId)}?month=${encodeURIComponent(ctx.month ?? '')}&tz=${encodeURIComponent(ctx.zone ?? 'UTC')}`;
+
+/** Chart series: micro-dollars as integer strings (exact, half-even) to draw, and the same amounts formatted for tooltips. */
+function dailySeries(daily: DayFigures[]) {
+  const cost = daily.map((d) => microUsd(d.costUsd));
+  const perRun = daily.map((d) => microUsd(d.costPerCompletedRunUsd));
+  return {
+    days: daily.map((d) => d.day),
+    costMicro: cost,
+    costShown: daily.map((d) => displayUsd(d.costUsd)),
+    runs: daily.map((d) => d.runs),
+    perRunMicro: perRun,
+    perRunShown: daily.map((d) => displayUsd(d.costPerCompletedRunUsd)),
+  };
+}
+
+export function overviewPage(o: Overview, ctx: PageContext): string {
+  const figures: [string, Raw | string][] = [
+    ['Spend, month to date', usd(o.spendUsd)],
+    ['Credits', usd(o.creditsUsd)],
+    ['Total (spend + credits)', usd(o.totalUsd)],
+    ['Completed runs', String(o.runs.completed)],
+    ['Failed runs', String(o.runs.failed)],
+    ['Duplicate runs (stopped)', String(o.runs.duplicate)],
+    ['Blocked runs', o.budgets === null ? 'no budget' : String(o.runs.blocked)],
+    ['Cost per completed run', usd(o.costPerCompletedRunUsd)],
+    ['Cost per active user', usd(o.costPerActiveUserUsd)],
+    ['Active users', String(o.activeUsers)],
+    ['Completed runs per dollar', o.completedRunsPerDollar],
+  ];
+  const body = html` <p class="muted">
+      ${o.month} in ${o.zone}, ${o.period.from} to ${o.period.to}${o.period.complete ? '' : ' (month under way)'}; read from the
+      ${o.source === 'rollups' ? 'daily rollups' : 'ledger (no rollups built for this month yet)'}.
+    </p>
+    <dl class="figures" id="figures">
+      ${figures.map(
+        ([k, v]) =>
+          html`<div>
+            <dt>${k}</dt>
+            <dd>${v}</dd>
+          </div>`,
+      )}
+    </dl>
+    <section>
+      <h2>Capacity: daily cost, daily runs and cost per completed run</h2>
+      <div class="chart"><canvas id="chart-capacity" data-chart="capacity"></canvas></div>
+    </section>
+    <section id="anomalies">
+      <h2>Anomalies: cost per run above ${o.anomalyFactor}× its trailing 7-day median</h2>
+      ${
+        o.anomalies.length === 0
+          ? html`<p>None this month.</p>`
+          : html`<table class="sortable">
+              <thead>
+                <tr>
+                  ${th('Kind')}${th('ID')}${th('Started on')}${th('Last day')}${th('Days', 'int')}${th('Cost per run that day', 'int')}${th('Trailing median', 'int')}
+                </tr>
+              </thead>
+              <tbody>
+                ${o.anomalies.map(
+                  (a) =>
+                    html`<tr class="anomaly">
+                      <td>${a.kind}</td>
+                      <td>${a.kind === 'user' ? html`<a href="${userHref(a.id, ctx)}">${a.id}</a>` : a.id}</td>
+                      <td>${a.startedOn}</td>
+                      <td>${a.lastOn}</td>
+                      ${numCell(a.days)}${usdCell(a.costPerRunUsd)}${usdCell(a.trailingMedianUsd)}
+                    </tr>`,
+                )}
+              </tbody>
+            </table>`
+      }
+    </section>`;
+  return layout('Overview', ctx, body, { charts: { capacity: dailySeries(o.daily) } });
+}
+
+export function usersPage(list: UserFigures[], ctx: PageContext): string {
+  const body = html`<table class="sortable" id="users">
+    <thead>
+      <tr>
+        ${th('User')}${th('Spend', 'int')}${th('Budget used')}${th('Tier')}${th('Completed runs', 'int')}${th('Failed runs', 'int')}${th('Cost per completed run', 'int')}${th('Credits', 'int')}
+      </tr>
+    </thead>
+    <tbody>
+      ${list.map(
+        (u) =>
+          html`<tr>
+            <td><a href="${userHref(u.userId, ctx)}">${u.userId}</a></td>
+            ${usdCell(u.spendUsd)}
+            <td>${u.budgetUsedPercent ?? 'no budget'}</td>
+            <td>${u.tier ?? 'no budget'}</td>
+            ${numCell(u.completedRuns)}${numCell(u.failedRuns)}${usdCell(u.costPerCompletedRunUsd)}${usdCell(u.creditsUsd)}
+          </tr>`,
+      )}
+    </tbody>
+  </table>`;
+  return layout('Users', ctx, body);
+}
+
+export function userPageHtml(p: UserPage, userId: string, ctx: PageContext): string {
+  const u = p.user;
+  const body = html` <p class="user-id">User <code>${userId}</code></p>
+    ${
+      u
+        ? html`<dl class="figures">
+            <div>
+              <dt>Spend</dt>
+              <dd>${usd(u.spendUsd)}</dd>
+            </div>
+            <div>
+              <dt>Credits</dt>
+              <dd>${usd(u.creditsUsd)}</dd>
+            </div>
+            <div>
+              <dt>Completed runs</dt>
+              <dd>${u.completedRuns}</dd>
+            </div>
+            <div>
+              <dt>Cost per completed run</dt>
+              <dd>${usd(u.costPerCompletedRunUsd)}</dd>
+            </div>
+            <div>
+              <dt>Budget used</dt>
+              <dd>${u.budgetUsedPercent ?? 'no budget'}</dd>
+            </div>
+            <div>
+              <dt>Tier</dt>
+              <dd>${u.tier ?? 'no budget'}</dd>
+            </div>
+          </dl>`
+        : html`<p>No ledger entries for this user in ${p.month}.</p>`
+    }
+    <section>
+      <h2>Daily</h2>
+      <div class="chart"><canvas id="chart-user-daily" data-chart="capacity"></canvas></div>
+    </section>
+    <section>
+      <h2>Runs</h2>
+      ${runsTable(p.runs, ctx)}
+    </section>
+    <section>
+      <h2>Ledger entries</h2>
+      ${entriesTable(p.entries)}
+    </section>`;
+  return layout(`User ${userId}`, ctx, body, { charts: { capacity: dailySeries(p.daily) } });
+}
+
+export function modelsPage(
+  m: {
+    models: { model: string | null; kind: string | null; line: string; calls: number; costUsd: string }[];
+    downgradeSavingsUsd: string | null;
+  },
+  ctx: PageContext,
+): string {
+  const body = html`<p>
+      What downgrades saved: ${m.downgradeSavingsUsd === null ? 'no budget (downgrades need budgets)' : usd(m.downgradeSavingsUsd)}
+    </p>
+    <table class="sortable" id="models">
+      <thead>
+        <tr>
+          ${th('Model')}${th('Kind')}${th('Line')}${th('Calls', 'int')}${th('Cost', 'int')}
+        </tr>
+      </thead>
+      <tbody>
+        ${m.models.map(
+          (l) =>
+            html`<tr>
+              <td>${l.model ?? '-'}</td>
+              <td>${l.kind ?? '-'}</td>
+              <td>${l.line}</td>
+              ${numCell(l.calls)}${usdCell(l.costUsd)}
+            </tr>`,
+        )}
+      </tbody>
+    </table>`;
+  return layout('Models', ctx, body);
+}
+
+function runsTable(runs: RunView[], ctx: PageContext): Raw {
+  return html`<table class="sortable runs">
+    <thead>
+      <tr>
+        ${th('Scheduled minute')}${th('Workflow ID')}${th('Task')}${th('User')}${th('Status')}${th('Tier')}${th('Cost', 'int')}${th('Duration ms', 'int')}${th('Ledger')}${th('Temporal')}
+      </tr>
+    </thead>
+    <tbody>
+      ${runs.map((r) => {
+        const ui = ctx.workflowUrl(r.workflowId, r.runId);
+        return html`<tr>
+          <td>${r.scheduledMinute}</td>
+          <td><code>${r.workflowId}</code></td>
+          <td>${r.taskId}</td>
+          <td>${r.userId}</td>
+          <td>${r.status}</td>
+          <td>${r.tier ?? 'no budget'}</td>
+          ${usdCell(r.costUsd)}${numCell(r.durationMs)}
+          <td><a class="ledger-link" href="/runs/${encodeURIComponent(r.workflowId)}">${r.entries} rows</a></td>
+          <td>${ui ? html`<a class="temporal-link" href="${ui}">workflow</a>` : '-'}</td>
+        </tr>`;
+      })}
+    </tbody>
+  </table>`;
+}
+
+export const runsPage = (runs: RunView[], ctx: PageContext): string => layout('Runs', ctx, runsTable(runs, ctx));
+
+function entriesTable(entries: EntryView[]): Raw {
+  return html`<table class="sortable entries">
+    <thead>
+      <tr>
+        ${th('ID', 'int')}${th('Type')}${th('Model')}${th('Kind')}${th('Status')}${th('Prompt', 'int')}${th('Cached', 'int')}${th('Completion', 'int')}${th('Reasoning', 'int')}${th('Cost', 'int')}${th('Price version')}${th('Provider request ID')}${th('Reason')}${th('At')}
+      </tr>
+    </thead>
+    <tbody>
+      ${entries.map(
+        (e) =>
+          html`<tr>
+            ${numCell(e.id)}
+            <td>${e.entryType}</td>
+            <td>${e.model ?? '-'}</td>
+            <td>${e.kind ?? '-'}</td>
+            <td>${e.status}</td>
+            ${numCell(e.promptTokens)}${numCell(e.cachedPromptTokens)}${numCell(e.completionTokens)}${numCell(e.reasoningTokens)}${usdCell(e.costUsd)}
+            <td>${e.priceVersion ?? '-'}</td>
+            <td>${e.providerRequestId ?? '-'}</td>
+            <td>${e.reason ?? ''}</td>
+            <td>${e.createdAt}</td>
+          </tr>`,
+      )}
+    </tbody>
+  </table>`;
+}
+
+export function runPageHtml(p: { run: RunView | null; entries: EntryView[] }, workflowId: string, ctx: PageContext): string {
+  const body = html`<p>Workflow <code>${workflowId}</code></p>
+    ${p.run ? runsTable([p.run], ctx) : html`<p>No claimed run has this workflow ID.</p>`}
+    <h2>Ledger rows</h2>
+    ${entriesTable(p.entries)}`;
+  return layout('Run', ctx, body);
+}
+
+export function tasksPage(tasks: (TaskListing & { recentRuns: RunView[] })[] | { error: string }, ctx: PageContext): string {
+  if (!Array.isArray(tasks)) return layout('Tasks', ctx, html`<p class="error">Schedules unavailable: ${tasks.error}</p>`);
+  const body = html`<table class="sortable" id="tasks">
+    <thead>
+      <tr>
+        ${th('Task')}${th('Cron')}${th('Zone')}${th('User')}${th('State')}${th('Next fire times')}${th('Recent runs')}
+      </tr>
+    </thead>
+    <tbody>
+      ${tasks.map(
+        (t) =>
+          html`<tr>
+            <td>${t.id}</td>
+            <td><code>${t.cron}</code></td>
+            <td>${t.timezone}</td>
+            <td>${t.userId}</td>
+            <td>${t.paused ? 'paused' : 'active'}</td>
+            <td>${t.nextFireTimes.join(', ') || '-'}</td>
+            <td>${t.recentRuns.map((r) => html`<div>${r.scheduledMinute} ${r.status} ${usd(r.costUsd)}</div>`)}</td>
+          </tr>`,
+      )}
+    </tbody>
+  </table>`;
+  return layout('Tasks', ctx, body);
+}
+
+export function loginPage(message?: string): string {
+  return layout(
+    'Sign in',
+    { workflowUrl: () => undefined },
+    html`${message ? html`<p class="error">${message}</p>` : ''}
+      <form method="post" action="/login">
+        <label>Admin token <input type="password" name="token" autocomplete="current-password" /></label> <button>sign in</button>
+      </form>`,
+  );
+}
+
+export const errorPage = (status: number, message: string): string =>
+  layout(status === 404 ? 'Not found' : 'Cannot show this', { workflowUrl: () => undefined }, html`<p class="error">${message}</p>`);

@@ -1,0 +1,232 @@
+import { serve } from '@hono/node-server';
+import type { Client } from '@temporalio/client';
+import { Hono, type Context } from 'hono';
+import { getCookie } from 'hono/cookie';
+import { readFileSync } from 'node:fs';
+import { timingSafeEqual } from 'node:crypto';
+import type { AddressInfo } from 'node:net';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type pg from 'pg';
+import { UserError } from '../errors';
+import { sha256 } from '../hash';
+import { latestRunsWithCost } from '../db/runs';
+import { trackedZones } from '../reports/rollups-read';
+import { chartJs } from '../reports/render-html';
+import { listTasks } from '../schedules/manage-task';
+import { latestRuns, models, overview, parseMonthQuery, runPage, runView, userPage, users } from './admin-data';
+import { parseFactor } from './anomalies';
+import { adminMetrics } from './metrics';
+import {
+  errorPage,
+  loginPage,
+  modelsPage,
+  overviewPage,
+  runPageHtml,
+  runsPage,
+  tasksPage,
+  userPageHtml,
+  usersPage,
+  type PageContext,
+} from './pages';
+
+/**
+ * `cronledger admin`: a read-only web app over the ledger. Every page has a JSON twin under /api (money as decimal
+ * strings). It binds to loopback unless given a token; with a token every request but the login form and the static
+ * assets needs it (Authorization: Bearer, or the cookie the login form sets). No route writes: the database role is
+ * SELECT-only and the one POST is the login form, which only sets a cookie.
+ */
+
+export interface AdminOptions {
+  pool: pg.Pool;
+  /** For the Tasks page; without it the page says schedules are unavailable. */
+  client?: Client;
+  namespace: string;
+  uiUrl?: string;
+  token?: string;
+  anomalyFactor?: string;
+  /** Label charge and credit counters by user too (cardinality: one series per user). */
+  metricsPerUser?: boolean;
+}
+
+export const ADMIN_COOKIE = 'cronledger_admin';
+
+export const CONTENT_SECURITY_POLICY = [
+  "default-src 'none'",
+  "script-src 'self'",
+  "style-src 'self'",
+  "img-src 'self' data:",
+  "connect-src 'self'",
+  "form-action 'self'",
+  "base-uri 'none'",
+  "frame-ancestors 'none'",
+].join('; ');
+
+const LOOPBACK = new Set(['127.0.0.1', '::1', 'localhost', '[::1]']);
+export const isLoopback = (host: string): boolean => LOOPBACK.has(host) || /^127\.\d+\.\d+\.\d+$/.test(host);
+
+/** Refuses a bind beyond loopback without a token, before anything listens. */
+export function checkBind(host: string, token: string | undefined): void {
+  if (!isLoopback(host) && !token) {
+    throw new UserError(
+      `refusing to serve the admin page on ${host} without a token: anyone who reaches that address could read the ledger.\n` +
+        'Set CRONLEDGER_ADMIN_TOKEN to a long random secret (e.g. `openssl rand -base64 32`), or bind to 127.0.0.1 (the default).',
+    );
+  }
+  if (token !== undefined && token.length < 16) {
+    throw new UserError('CRONLEDGER_ADMIN_TOKEN is shorter than 16 characters; use a long random secret (e.g. `openssl rand -base64 32`)');
+  }
+}
+
+const assetsDir = join(dirname(fileURLToPath(import.meta.url)), 'assets');
+const ASSETS: Record<string, { type: string; body: () => string }> = {
+  'admin.js': { type: 'text/javascript; charset=utf-8', body: () => readFileSync(join(assetsDir, 'admin.js'), 'utf8') },
+  'admin.css': { type: 'text/css; charset=utf-8', body: () => readFileSync(join(assetsDir, 'admin.css'), 'utf8') },
+  'chart.umd.min.js': { type: 'text/javascript; charset=utf-8', body: chartJs },
+};
+
+const sameSecret = (a: string, b: string): boolean => timingSafeEqual(Buffer.from(sha256(a), 'hex'), Buffer.from(sha256(b), 'hex'));
+
+export function createAdminApp(opts: AdminOptions): Hono {
+  const app = new Hono();
+  const factor = opts.anomalyFactor ?? '1.5';
+  parseFactor(factor);
+  const cookieValue = opts.token ? sha256(`cronledger-admin-cookie:${opts.token}`) : undefined;
+  const metrics = adminMetrics(opts.pool, { perUser: opts.metricsPerUser ?? false });
+
+  app.use('*', async (c, next) => {
+    await next();
+    c.header('Content-Security-Policy', CONTENT_SECURITY_POLICY);
+    c.header('X-Content-Type-Options', 'nosniff');
+    c.header('Referrer-Policy', 'no-referrer');
+    c.header('X-Frame-Options', 'DENY');
+    c.header('Cache-Control', 'no-store');
+  });
+
+  // Read-only: GET (and HEAD) everywhere, POST only to sign in.
+  app.use('*', async (c, next) => {
+    const ok = c.req.method === 'GET' || c.req.method === 'HEAD' || (c.req.method === 'POST' && c.req.path === '/login');
+    if (!ok) return c.text('the admin page is read-only', 405, { Allow: 'GET, HEAD' });
+    await next();
+  });
+
+  app.use('*', async (c, next) => {
+    if (!opts.token || c.req.path === '/login' || c.req.path.startsWith('/assets/')) return next();
+    const bearer = /^Bearer (.+)$/.exec(c.req.header('Authorization') ?? '')?.[1];
+    const cookie = getCookie(c, ADMIN_COOKIE);
+    if ((bearer && sameSecret(bearer, opts.token)) || (cookie && cookieValue && sameSecret(cookie, cookieValue))) return next();
+    if (c.req.path.startsWith('/api/') || c.req.path === '/metrics') {
+      return c.json({ error: 'a bearer token is required (CRONLEDGER_ADMIN_TOKEN)' }, 401, { 'WWW-Authenticate': 'Bearer' });
+    }
+    return c.html(loginPage(), 401, { 'WWW-Authenticate': 'Bearer' });
+  });
+
+  app.get('/login', (c) => c.html(loginPage()));
+  app.post('/login', async (c) => {
+    if (!opts.token || !cookieValue) return c.redirect('/', 303);
+    const form = await c.req.parseBody();
+    const token = typeof form.token === 'string' ? form.token : '';
+    if (!token || !sameSecret(token, opts.token)) return c.html(loginPage('That token is not right.'), 401);
+    c.header('Set-Cookie', `${ADMIN_COOKIE}=${cookieValue}; Path=/; HttpOnly; SameSite=Strict`);
+    return c.redirect('/', 303);
+  });
+
+  app.get('/assets/:name', (c) => {
+    const asset = ASSETS[c.req.param('name')];
+    if (!asset) return c.text('not found', 404);
+    return c.body(asset.body(), 200, { 'Content-Type': asset.type });
+  });
+
+  const workflowUrl = (workflowId: string, runId: string): string | undefined =>
+    opts.uiUrl
+      ? `${opts.uiUrl}/namespaces/${encodeURIComponent(opts.namespace)}/workflows/${encodeURIComponent(workflowId)}/${encodeURIComponent(runId)}/history`
+      : undefined;
+  const monthQuery = (c: Context) => parseMonthQuery(opts.pool, { month: c.req.query('month'), tz: c.req.query('tz') });
+  const pageContext = async (c: Context): Promise<PageContext> => {
+    const q = await monthQuery(c);
+    return { month: q.month, zone: q.zone, zones: await trackedZones(opts.pool), workflowUrl };
+  };
+  const withUiUrl = <T extends { workflowId: string; runId: string }>(r: T) => ({
+    ...r,
+    temporalUrl: workflowUrl(r.workflowId, r.runId) ?? null,
+  });
+
+  app.get('/', async (c) => c.html(overviewPage(await overview(opts.pool, await monthQuery(c), factor), await pageContext(c))));
+  app.get('/api/overview', async (c) => c.json(await overview(opts.pool, await monthQuery(c), factor)));
+
+  app.get('/users', async (c) => c.html(usersPage((await users(opts.pool, await monthQuery(c))).users, await pageContext(c))));
+  app.get('/api/users', async (c) => c.json(await users(opts.pool, await monthQuery(c))));
+  app.get('/users/:id', async (c) => {
+    const id = c.req.param('id');
+    return c.html(userPageHtml(await userPage(opts.pool, await monthQuery(c), id), id, await pageContext(c)));
+  });
+  app.get('/api/users/:id', async (c) => {
+    const p = await userPage(opts.pool, await monthQuery(c), c.req.param('id'));
+    return c.json({ ...p, runs: p.runs.map(withUiUrl) });
+  });
+
+  app.get('/models', async (c) => c.html(modelsPage(await models(opts.pool, await monthQuery(c)), await pageContext(c))));
+  app.get('/api/models', async (c) => c.json(await models(opts.pool, await monthQuery(c))));
+
+  app.get('/runs', async (c) => c.html(runsPage((await latestRuns(opts.pool)).runs, await pageContext(c))));
+  app.get('/api/runs', async (c) => c.json({ runs: (await latestRuns(opts.pool)).runs.map(withUiUrl) }));
+  app.get('/runs/:workflowId', async (c) => {
+    const id = c.req.param('workflowId');
+    return c.html(runPageHtml(await runPage(opts.pool, id), id, await pageContext(c)));
+  });
+  app.get('/api/runs/:workflowId', async (c) => {
+    const p = await runPage(opts.pool, c.req.param('workflowId'));
+    return c.json({ ...p, run: p.run ? withUiUrl(p.run) : null });
+  });
+
+  const tasks = async () => {
+    if (!opts.client) return { error: 'no Temporal connection' };
+    const listing = await listTasks(opts.client, opts.pool);
+    return Promise.all(
+      listing.map(async (t) => ({ ...t, recentRuns: (await latestRunsWithCost(opts.pool, { taskId: t.id, limit: 5 })).map(runView) })),
+    );
+  };
+  app.get('/tasks', async (c) => c.html(tasksPage(await tasks(), await pageContext(c))));
+  app.get('/api/tasks', async (c) => {
+    const t = await tasks();
+    return Array.isArray(t) ? c.json({ tasks: t }) : c.json(t, 503);
+  });
+
+  app.get('/metrics', async (c) => c.body(await metrics.render(), 200, { 'Content-Type': metrics.contentType }));
+
+  app.notFound((c) =>
+    c.req.path.startsWith('/api/') ? c.json({ error: 'not found' }, 404) : c.html(errorPage(404, 'No such page.'), 404),
+  );
+  app.onError((err, c) => {
+    const user = err instanceof UserError;
+    if (!user) process.stderr.write(`cronledger admin: ${c.req.method} ${c.req.path}: ${err.stack ?? err.message}\n`);
+    const message = user ? err.message : 'internal error (see the server log)';
+    const status = user ? 400 : 500;
+    return c.req.path.startsWith('/api/') ? c.json({ error: message }, status) : c.html(errorPage(status, message), status);
+  });
+  return app;
+}
+
+export interface RunningAdmin {
+  url: string;
+  port: number;
+  close(): Promise<void>;
+}
+
+export async function startAdminServer(opts: AdminOptions & { host: string; port: number }): Promise<RunningAdmin> {
+  checkBind(opts.host, opts.token);
+  const app = createAdminApp(opts);
+  return new Promise((resolve, reject) => {
+    const server = serve({ fetch: app.fetch, hostname: opts.host, port: opts.port }, (info: AddressInfo) => {
+      const host = info.family === 'IPv6' ? `[${info.address}]` : info.address;
+      resolve({
+        url: `http://${host}:${info.port}`,
+        port: info.port,
+        close: () => new Promise<void>((done) => server.close(() => done())),
+      });
+    });
+    server.once('error', (err: NodeJS.ErrnoException) =>
+      reject(err.code === 'EADDRINUSE' ? new UserError(`port ${opts.port} on ${opts.host} is taken; pass another with --port`) : err),
+    );
+  });
+}

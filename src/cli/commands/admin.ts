@@ -1,0 +1,85 @@
+import type { Client } from '@temporalio/client';
+import { Option, type Command } from 'commander';
+import { connectClient } from '../../client';
+import { readStackFile, resolveConnections } from '../../config';
+import { startAdminServer } from '../../admin/server';
+import { parseFactor } from '../../admin/anomalies';
+import { connectPool, readOnlySessionUrl } from '../../db/pool';
+import { databaseUrlFor } from '../../dev/postgres';
+import { UserError } from '../../errors';
+import { parseCount } from '../options';
+
+/**
+ * `cronledger admin`: serves the read-only admin page until stopped. The database role is the SELECT-only
+ * cronledger_readonly (CRONLEDGER_ADMIN_DATABASE_URL, else the local stack's), and every session is read-only
+ * besides, so even a role with more rights writes nothing through it.
+ */
+export function registerAdminCommand(program: Command): void {
+  program
+    .command('admin')
+    .description('serve the read-only admin page (spend, runs, users, models, tasks, anomalies) and /metrics')
+    .option('--port <n>', 'port to listen on (0: any free port)', '8234')
+    .option('--host <address>', 'address to bind; anything but loopback requires CRONLEDGER_ADMIN_TOKEN', '127.0.0.1')
+    .option('--anomaly-factor <x>', 'flag cost per run above this many times its trailing 7-day median', '1.5')
+    .option('--metrics-per-user', 'label the /metrics cost counters by user too (one series per user)')
+    // `dev up` ties the process it starts to its data dir with this marker, as it does its workers.
+    .addOption(new Option('--stack-marker <dir>').hideHelp())
+    .action(async (opts: { port: string; host: string; anomalyFactor: string; metricsPerUser?: boolean }) => {
+      const port = opts.port === '0' ? 0 : parseCount('--port', opts.port, 65_535);
+      try {
+        parseFactor(opts.anomalyFactor);
+      } catch {
+        throw new UserError(`--anomaly-factor ${JSON.stringify(opts.anomalyFactor)} is not a decimal such as 1.5`);
+      }
+      const token = process.env.CRONLEDGER_ADMIN_TOKEN || undefined;
+      const { url: databaseUrl, variable } = adminDatabaseUrl();
+      const pool = await connectPool(readOnlySessionUrl(databaseUrl), variable, 4);
+      const conn = resolveConnections(process.env, { db: false });
+      let client: Client | undefined;
+      if (conn.temporalAddress) {
+        client = await connectClient(conn).catch((err: Error) => {
+          process.stderr.write(
+            `cronledger admin: Temporal at ${conn.temporalAddress} not reachable (${err.message}); the Tasks page stays empty\n`,
+          );
+          return undefined;
+        });
+      }
+      try {
+        const server = await startAdminServer({
+          pool,
+          client,
+          namespace: conn.namespace,
+          uiUrl: conn.uiUrl,
+          token,
+          host: opts.host,
+          port,
+          anomalyFactor: opts.anomalyFactor,
+          metricsPerUser: opts.metricsPerUser ?? process.env.CRONLEDGER_METRICS_PER_USER === '1',
+        });
+        process.stdout.write(`cronledger admin on ${server.url}${token ? ' (token required)' : ''}\n`);
+        await new Promise<void>((resolve) => {
+          process.once('SIGINT', resolve);
+          process.once('SIGTERM', resolve);
+        });
+        await server.close();
+      } finally {
+        await client?.connection.close();
+        await pool.end();
+      }
+    });
+}
+
+/** CRONLEDGER_ADMIN_DATABASE_URL, else the local stack's read-only role; never the application role silently. */
+function adminDatabaseUrl(): { url: string; variable: string } {
+  if (process.env.CRONLEDGER_ADMIN_DATABASE_URL)
+    return { url: process.env.CRONLEDGER_ADMIN_DATABASE_URL, variable: 'CRONLEDGER_ADMIN_DATABASE_URL' };
+  const stack = readStackFile();
+  const pgStack = stack?.postgres;
+  if (!process.env.DATABASE_URL && pgStack && !pgStack.external && pgStack.passwords?.readonly) {
+    return { url: databaseUrlFor(pgStack.port, 'readonly', pgStack.passwords), variable: 'the stack file' };
+  }
+  throw new UserError(
+    'CRONLEDGER_ADMIN_DATABASE_URL is not set: the admin page connects as the SELECT-only role cronledger_readonly.\n' +
+      'Set CRONLEDGER_ADMIN_DATABASE_URL=postgres://cronledger_readonly:<password>@host:5432/<database> (README, "Database roles"), or run `npx cronledger dev up`.',
+  );
+}

@@ -1,0 +1,445 @@
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import parsePrometheus from 'parse-prometheus-text-format';
+import pg from 'pg';
+import type { BrowserContext, Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import type { Overview } from '../src/admin/admin-data';
+import { startAdminServer, type RunningAdmin } from '../src/admin/server';
+import { createPool, readOnlySessionUrl } from '../src/db/pool';
+import { applyPrices, loadPricesFile } from '../src/ledger/prices';
+import { recordUsage } from '../src/ledger/record-usage';
+import type { UsageReport } from '../src/reports/types';
+import { scheduledRun, type ScheduledRunInput } from '../src/workflows/scheduled-run';
+import { runCli } from './support/cli';
+import { launchChromium } from './support/chromium';
+import { createTestContext, type TestContext } from './support/context';
+import { atto, seedMonth } from './support/report-fixtures';
+import { startWorkers } from './support/workers';
+
+/**
+ * The admin page over a seeded ledger, served as in production (SELECT-only role, read-only sessions) and driven by
+ * Debian's Chromium through playwright-core. Screenshots land in $CRONLEDGER_TEST_ARTIFACTS (default: a temp dir).
+ */
+
+const MONTH = '2026-06';
+const ANOMALY_MONTH = '2026-07';
+const HOSTILE = `<script>window.__pwned = 1</script>"'><img src=x onerror="window.__pwned=2">${'long-'.repeat(400)}`;
+const artifacts = process.env.CRONLEDGER_TEST_ARTIFACTS ?? mkdtempSync(join(tmpdir(), 'cronledger-admin-artifacts-'));
+
+let ctx: TestContext;
+let readonly: pg.Pool;
+let admin: RunningAdmin;
+let browser: BrowserContext;
+let profile: string;
+let realRun: { workflowId: string; runId: string };
+
+beforeAll(async () => {
+  ctx = await createTestContext(import.meta.url);
+  await applyPrices(ctx.pool, loadPricesFile('prices/standard.json'), 'test');
+  await seedMonth(ctx.pool, { month: MONTH, users: 6, callsPerUser: 8 });
+  await seedHostileUser();
+  await seedAnomaly();
+
+  // One real run through a worker: its ledger rows carry the workflow ID, and the Web UI knows the workflow.
+  const fleet = await startWorkers(ctx, 1);
+  realRun = await fleet.runWhile(async () => {
+    const input: ScheduledRunInput = {
+      taskId: 'admin-real',
+      userId: 'user-real',
+      input: 'Summarise the overnight alerts.',
+      model: 'openai/gpt-4o-mini',
+      embeddingModel: 'openai/text-embedding-3-small',
+    };
+    const handle = await ctx.client.workflow.start(scheduledRun, {
+      args: [input],
+      workflowId: 'cron-admin-real-2026-06-20T09:00:00Z',
+      taskQueue: ctx.taskQueue,
+    });
+    await handle.result();
+    return { workflowId: handle.workflowId, runId: handle.firstExecutionRunId };
+  });
+
+  readonly = createPool(readOnlySessionUrl(ctx.readonlyDatabaseUrl), 4);
+  admin = await startAdminServer({
+    pool: readonly,
+    client: ctx.client,
+    namespace: ctx.namespace,
+    uiUrl: inject('stack').uiUrl,
+    host: '127.0.0.1',
+    port: 0,
+  });
+  profile = mkdtempSync(join(tmpdir(), 'cronledger-admin-chromium-'));
+  browser = await launchChromium(profile, { width: 1280, height: 900 });
+});
+
+afterAll(async () => {
+  await browser?.close();
+  if (profile) rmSync(profile, { recursive: true, force: true });
+  await admin?.close();
+  await readonly?.end();
+  await ctx?.close();
+});
+
+/** A user whose ID and ledger text are hostile: markup, quotes and a 2,000-character tail. */
+async function seedHostileUser(): Promise<void> {
+  const at = new Date(`${MONTH}-10T12:00:00Z`);
+  await recordUsage(ctx.pool, {
+    runId: 'hostile-run',
+    workflowId: `cron-hostile-${MONTH}-10T12:00:00Z`,
+    step: 'chat',
+    attempt: 1,
+    userId: HOSTILE,
+    taskId: 'hostile-task',
+    model: 'openai/gpt-4o-mini',
+    kind: 'chat',
+    status: 'ok',
+    usage: { promptTokens: 1234, cachedPromptTokens: 0, completionTokens: 321, reasoningTokens: 0 },
+    providerModel: 'gpt-4o-mini',
+    providerRequestId: `req-"<b>bold</b>`,
+    workerId: 'seed',
+    occurredAt: at,
+  });
+  await ctx.pool.query(
+    `insert into runs (idempotency_key, task_id, user_id, workflow_id, temporal_run_id, scheduled_minute, status, claimed_by, claimed_at, finished_at)
+     values ('cron:hostile', 'hostile-task', $1, $2, 'hostile-run', $3, 'completed', 'seed', $3, $3)`,
+    [HOSTILE, `cron-hostile-${MONTH}-10T12:00:00Z`, at],
+  );
+}
+
+/**
+ * One task, one run a day through July, 1,000 prompt tokens each, except on the 15th, when its prompt grew to
+ * 3,000 tokens: cost per run 2.43x its trailing median. Only that day may be flagged.
+ */
+async function seedAnomaly(): Promise<void> {
+  for (let day = 1; day <= 25; day++) {
+    const at = new Date(`${ANOMALY_MONTH}-${String(day).padStart(2, '0')}T10:00:00Z`);
+    const workflowId = `cron-steady-${at.toISOString().replace('.000Z', 'Z')}`;
+    await recordUsage(ctx.pool, {
+      runId: `${workflowId}-run`,
+      workflowId,
+      step: 'chat',
+      attempt: 1,
+      userId: 'steady-user',
+      taskId: 'steady',
+      model: 'openai/gpt-4o-mini',
+      kind: 'chat',
+      status: 'ok',
+      usage: { promptTokens: day === 15 ? 3000 : 1000, cachedPromptTokens: 0, completionTokens: 100, reasoningTokens: 0 },
+      providerModel: 'gpt-4o-mini',
+      providerRequestId: null,
+      workerId: 'seed',
+      occurredAt: at,
+    });
+    await ctx.pool.query(
+      `insert into runs (idempotency_key, task_id, user_id, workflow_id, temporal_run_id, scheduled_minute, status, claimed_by, claimed_at, finished_at, duration_ms)
+       values ($1, 'steady', 'steady-user', $2, $3, $4, 'completed', 'seed', $4, $4, 1500)`,
+      [`cron:steady:${at.toISOString()}`, workflowId, `${workflowId}-run`, at],
+    );
+  }
+}
+
+const api = async <T>(path: string, headers: Record<string, string> = {}): Promise<T> => {
+  const res = await fetch(`${admin.url}${path}`, { headers });
+  expect(res.status, `${path}: ${await res.clone().text()}`).toBe(200);
+  return (await res.json()) as T;
+};
+
+/** `report --format json --by user`: the report with the chosen cut's lines. */
+type CliReport = Omit<UsageReport, 'byUser' | 'byDay' | 'byModel'> & { lines: UsageReport['byUser'] };
+
+const cliReport = async (month: string, tz: string): Promise<CliReport> => {
+  const r = await runCli(['report', '--month', month, '--tz', tz, '--format', 'json', '--by', 'user'], ctx.env);
+  expect(r.code, r.stderr).toBe(0);
+  return JSON.parse(r.stdout) as CliReport;
+};
+
+describe('figures', () => {
+  it.each(['UTC', 'Europe/Berlin'])(
+    'equal the CLI report for the same month in %s, with adjustments and credits, entries queued after the build included',
+    async (tz) => {
+      await cliReport(MONTH, tz); // builds the month's rollups for the zone (the admin role may not)
+      // A late correction after the build: queued, not yet folded; the read-only page must count it all the same.
+      await ctx.pool.query(
+        `insert into usage_ledger (idempotency_key, entry_type, reason, user_id, cost_usd, created_at)
+       values ($1, 'credit', 'late goodwill', 'user-03', '-0.000000000000000123', $2)`,
+        [`late-credit-${tz}`, `${MONTH}-20T12:00:00Z`],
+      );
+      const overview = await api<Overview>(`/api/overview?month=${MONTH}&tz=${encodeURIComponent(tz)}`);
+      const users = await api<{ users: { userId: string; spendUsd: string; creditsUsd: string }[] }>(
+        `/api/users?month=${MONTH}&tz=${encodeURIComponent(tz)}`,
+      );
+      const cli = await cliReport(MONTH, tz); // refreshes, then reports
+      expect(overview.source).toBe('rollups');
+      expect(overview.spendUsd).toBe(cli.unitEconomics.spendUsd);
+      expect(overview.totalUsd).toBe(cli.totals.costUsd);
+      expect(overview.creditsUsd).toBe(cli.totals.creditsUsd);
+      expect(overview.creditsUsd).toMatch(/^-0\.001000000000000/);
+      expect(overview.costPerCompletedRunUsd).toBe(cli.unitEconomics.costPerCompletedRunUsd);
+      expect(overview.costPerActiveUserUsd).toBe(cli.unitEconomics.costPerActiveUserUsd);
+      expect(overview.completedRunsPerDollar).toBe(cli.unitEconomics.completedRunsPerDollar);
+      expect(overview.runs.completed).toBe(cli.unitEconomics.completedRuns);
+      expect(overview.runs.failed).toBe(cli.unitEconomics.failedRuns);
+      expect(overview.runs.duplicate).toBe(cli.duplicateSkippedRuns.runs);
+      expect(overview.activeUsers).toBe(cli.unitEconomics.activeUsers);
+      // The daily series adds up to the spend exactly.
+      expect(overview.daily.reduce((s, d) => s + atto(d.costUsd), 0n)).toBe(atto(overview.spendUsd));
+      // Per user: the page's spend plus credits is the CLI's per-user total.
+      for (const u of users.users) {
+        const cliTotal = cli.lines.filter((l) => l.userId === u.userId).reduce((s, l) => s + atto(l.costUsd), 0n);
+        expect(atto(u.spendUsd) + atto(u.creditsUsd), u.userId.slice(0, 20)).toBe(cliTotal);
+      }
+      expect(users.users.map((u) => u.userId).sort()).toEqual([...new Set(cli.lines.map((l) => l.userId))].sort());
+      expect(JSON.stringify(overview)).not.toMatch(/\d\.\d+e[+-]?\d/i); // no float notation anywhere
+    },
+  );
+
+  it('refuses a zone the rollups do not track and a malformed month, naming the value', async () => {
+    const res = await fetch(`${admin.url}/api/overview?month=${MONTH}&tz=Asia/Tokyo`);
+    expect(res.status).toBe(400);
+    expect(((await res.json()) as { error: string }).error).toContain('"Asia/Tokyo" is not a zone the rollups track');
+    const bad = await fetch(`${admin.url}/api/overview?month=2026-13`);
+    expect(bad.status).toBe(400);
+  });
+
+  it('flags the seeded anomaly on the day the prompt grew, and not before', async () => {
+    const overview = await api<Overview>(`/api/overview?month=${ANOMALY_MONTH}&tz=UTC`);
+    const steady = overview.anomalies.filter((a) => a.id === 'steady' || a.id === 'steady-user');
+    expect(steady.map((a) => [a.kind, a.id, a.startedOn, a.lastOn])).toEqual([
+      ['user', 'steady-user', '2026-07-15', '2026-07-15'],
+      ['task', 'steady', '2026-07-15', '2026-07-15'],
+    ]);
+    // 3,000 prompt + 100 completion tokens against 1,000 + 100, exactly
+    expect(steady[1].costPerRunUsd).toBe('0.000510000000000000');
+    expect(steady[1].trailingMedianUsd).toBe('0.000210000000000000');
+  });
+});
+
+describe('safety', () => {
+  it('refuses to bind beyond loopback without a token, with the fix, and no stack trace', async () => {
+    const { CRONLEDGER_ADMIN_TOKEN: _t, ...env } = ctx.env;
+    const r = await runCli(['admin', '--host', '0.0.0.0', '--port', '0'], {
+      ...env,
+      CRONLEDGER_ADMIN_DATABASE_URL: ctx.readonlyDatabaseUrl,
+    });
+    expect(r.code).not.toBe(0);
+    expect(r.stderr).toContain('refusing to serve the admin page on 0.0.0.0 without a token');
+    expect(r.stderr).toContain('CRONLEDGER_ADMIN_TOKEN');
+    expect(r.stderr).not.toMatch(/\n\s+at /);
+  });
+
+  it('with a token: 401 without it, 200 with the bearer token or the login cookie', async () => {
+    const token = 'a-long-test-token-0123456789';
+    const guarded = await startAdminServer({ pool: readonly, namespace: ctx.namespace, host: '127.0.0.1', port: 0, token });
+    try {
+      expect((await fetch(`${guarded.url}/api/overview?month=${MONTH}`)).status).toBe(401);
+      expect((await fetch(`${guarded.url}/`)).status).toBe(401);
+      expect((await fetch(`${guarded.url}/metrics`)).status).toBe(401);
+      expect(
+        (await fetch(`${guarded.url}/api/overview?month=${MONTH}`, { headers: { Authorization: 'Bearer wrong-token-wrong-token' } }))
+          .status,
+      ).toBe(401);
+      expect((await fetch(`${guarded.url}/api/overview?month=${MONTH}`, { headers: { Authorization: `Bearer ${token}` } })).status).toBe(
+        200,
+      );
+      const login = await fetch(`${guarded.url}/login`, {
+        method: 'POST',
+        body: new URLSearchParams({ token }),
+        redirect: 'manual',
+      });
+      expect(login.status).toBe(303);
+      const cookie = login.headers.get('set-cookie')!.split(';')[0];
+      expect(cookie).not.toContain(token);
+      expect((await fetch(`${guarded.url}/`, { headers: { Cookie: cookie } })).status).toBe(200);
+    } finally {
+      await guarded.close();
+    }
+  });
+
+  it('writes nothing: other methods are refused, and its database role may not write', async () => {
+    for (const method of ['PUT', 'DELETE', 'PATCH']) expect((await fetch(`${admin.url}/api/overview`, { method })).status).toBe(405);
+    expect((await fetch(`${admin.url}/api/overview`, { method: 'POST' })).status).toBe(405);
+    const ro = new pg.Client({ connectionString: ctx.readonlyDatabaseUrl });
+    await ro.connect();
+    try {
+      await expect(ro.query(`insert into rollup_zones (zone) values ('Asia/Tokyo')`)).rejects.toMatchObject({ code: '42501' });
+      await expect(ro.query(`delete from rollup_pending`)).rejects.toMatchObject({ code: '42501' });
+      await expect(ro.query(`select * from memories`)).rejects.toMatchObject({ code: '42501' });
+    } finally {
+      await ro.end();
+    }
+  });
+
+  it('sends a Content-Security-Policy that allows only its own origin', async () => {
+    const res = await fetch(`${admin.url}/?month=${MONTH}`);
+    const csp = res.headers.get('content-security-policy')!;
+    expect(csp).toContain("default-src 'none'");
+    expect(csp).toContain("script-src 'self'");
+    expect(csp).not.toMatch(/unsafe-inline|unsafe-eval|https?:/);
+  });
+});
+
+describe('metrics', () => {
+  it('parse as Prometheus text, and the cost counters match the ledger in micro-dollars', async () => {
+    const res = await fetch(`${admin.url}/metrics`);
+    expect(res.status).toBe(200);
+    const families = parsePrometheus(await res.text());
+    const family = (name: string) => families.find((f) => f.name === name);
+    const charges = family('cronledger_charges_micro_usd_total')!;
+    const credits = family('cronledger_credits_micro_usd_total')!;
+    expect(charges.type).toBe('COUNTER');
+    expect(credits.type).toBe('COUNTER');
+    const { rows } = await ctx.pool.query<{ model: string; kind: string; charges: string; credits: string }>(
+      `select coalesce(model, 'none') as model, coalesce(kind, 'none') as kind,
+              round(coalesce(sum(cost_usd) filter (where cost_usd > 0), 0) * 1000000)::text as charges,
+              round(coalesce(-sum(cost_usd) filter (where cost_usd < 0), 0) * 1000000)::text as credits
+         from usage_ledger group by 1, 2`,
+    );
+    // (SQL rounds half away from zero, the counters half-even: no seeded sum sits exactly on a half micro-dollar)
+    const byLabels = (f: typeof charges) => new Map(f.metrics.map((m) => [`${m.labels!.model}|${m.labels!.kind}`, m.value!]));
+    expect(byLabels(charges)).toEqual(new Map(rows.map((r) => [`${r.model}|${r.kind}`, r.charges])));
+    expect(byLabels(credits)).toEqual(new Map(rows.map((r) => [`${r.model}|${r.kind}`, r.credits])));
+    expect(charges.metrics.every((m) => !('user' in (m.labels ?? {})))).toBe(true);
+    const runs = family('cronledger_runs_total')!;
+    const completed = runs.metrics.find((m) => m.labels!.status === 'completed')!;
+    const { rows: c } = await ctx.pool.query<{ n: string }>(`select count(*)::text as n from runs where status = 'completed'`);
+    expect(completed.value).toBe(c[0].n);
+    expect(family('cronledger_run_duration_seconds')!.type).toBe('HISTOGRAM');
+    expect(family('cronledger_ledger_booking_lag_seconds')!.type).toBe('HISTOGRAM');
+  });
+});
+
+// ---------------------------------------------------------------------------------------------------------------
+// In the browser
+// ---------------------------------------------------------------------------------------------------------------
+
+interface Opened {
+  page: Page;
+  foreign: string[];
+  problems: string[];
+}
+
+async function open(path: string, screenshot?: string): Promise<Opened> {
+  const page = await browser.newPage();
+  const foreign: string[] = [];
+  const problems: string[] = [];
+  const origin = new URL(admin.url).origin;
+  page.on('console', (m) => m.type() === 'error' && problems.push(m.text()));
+  page.on('pageerror', (e) => problems.push(e.message));
+  await page.route('**/*', (route) => {
+    const url = route.request().url();
+    if (new URL(url).origin === origin) return route.continue();
+    foreign.push(url);
+    return route.abort();
+  });
+  const res = await page.goto(`${admin.url}${path}`);
+  expect(res?.status(), path).toBe(200);
+  await page.waitForFunction(() => document.body.dataset.ready === 'yes');
+  if (screenshot) {
+    mkdirSync(artifacts, { recursive: true });
+    await page.screenshot({ path: join(artifacts, screenshot), fullPage: true });
+  }
+  return { page, foreign, problems };
+}
+
+/** Pixels that are not background (transparent or white) on each canvas. */
+const inkedPixels = (page: Page) =>
+  page.evaluate(() =>
+    Array.from(document.querySelectorAll('canvas')).map((c) => {
+      const { data } = c.getContext('2d')!.getImageData(0, 0, c.width, c.height);
+      let inked = 0;
+      for (let i = 0; i < data.length; i += 4) {
+        const white = data[i] > 250 && data[i + 1] > 250 && data[i + 2] > 250;
+        if (data[i + 3] > 0 && !white) inked++;
+      }
+      return { id: c.id, inked, width: c.width };
+    }),
+  );
+
+describe('pages in headless Chromium', () => {
+  const hostileHref = `/users/${encodeURIComponent(HOSTILE)}?month=${MONTH}&tz=UTC`;
+  const pages = [
+    [`/?month=${MONTH}`, 'overview.png', 1],
+    [`/?month=${ANOMALY_MONTH}`, 'overview-anomaly.png', 1],
+    [`/users?month=${MONTH}`, 'users.png', 0],
+    [`/users/user-02?month=${MONTH}`, 'user.png', 1],
+    [hostileHref, 'user-hostile.png', 1],
+    [`/models?month=${MONTH}`, 'models.png', 0],
+    ['/runs', 'runs.png', 0],
+    [`/runs/${encodeURIComponent('cron-admin-real-2026-06-20T09:00:00Z')}`, 'run.png', 0],
+    ['/tasks', 'tasks.png', 0],
+  ] as const;
+
+  it.each(pages)('%s opens, draws its charts, and requests nothing from another origin', async (path, shot, charts) => {
+    const { page, foreign, problems } = await open(path, shot);
+    try {
+      expect(problems).toEqual([]);
+      expect(foreign).toEqual([]);
+      const canvases = await inkedPixels(page);
+      expect(canvases).toHaveLength(charts);
+      for (const c of canvases) expect(c.inked, c.id).toBeGreaterThan(500);
+      expect(await page.evaluate(() => (window as unknown as { __pwned?: number }).__pwned)).toBeUndefined();
+    } finally {
+      await page.close();
+    }
+  });
+
+  it('sorts the users table by spend, both ways, by the exact amounts', async () => {
+    const { page } = await open(`/users?month=${MONTH}`);
+    try {
+      const spendColumn = () => page.$$eval('#users tbody tr', (rows) => rows.map((r) => r.children[1].getAttribute('data-sort')!));
+      await page.click('#users th:nth-child(2)');
+      const descending = (await spendColumn()).map(BigInt);
+      expect(descending.length).toBeGreaterThan(3);
+      expect([...descending].sort((a, b) => (a < b ? 1 : a > b ? -1 : 0))).toEqual(descending);
+      await page.click('#users th:nth-child(2)');
+      const ascending = (await spendColumn()).map(BigInt);
+      expect(ascending).toEqual([...descending].reverse());
+      await page.click('#users th:nth-child(1)');
+      const ids = await page.$$eval('#users tbody tr', (rows) => rows.map((r) => r.children[0].textContent!));
+      expect(ids).toEqual([...ids].sort().reverse());
+    } finally {
+      await page.close();
+    }
+  });
+
+  it('renders hostile values as text', async () => {
+    const { page } = await open(hostileHref);
+    try {
+      expect(await page.locator('.user-id code').textContent()).toBe(HOSTILE);
+      expect(await page.locator('img').count()).toBe(0);
+      expect(await page.locator('b').count()).toBe(0);
+      expect(await page.locator('text=req-"<b>bold</b>').count()).toBe(1);
+      expect(await page.evaluate(() => (window as unknown as { __pwned?: number }).__pwned)).toBeUndefined();
+    } finally {
+      await page.close();
+    }
+  });
+
+  it('shows a run with its ledger rows, and its link opens that workflow in the Temporal Web UI', async () => {
+    const { page } = await open('/runs');
+    try {
+      const row = page.locator('tr', { hasText: realRun.workflowId });
+      await row.locator('a.ledger-link').click();
+      await page.waitForURL(/\/runs\/cron-admin-real/);
+      const entries = await page.$$eval('table.entries tbody tr', (rows) =>
+        rows.map((r) => Array.from(r.children).map((c) => c.textContent)),
+      );
+      expect(entries.length).toBe(2); // chat and embedding
+      expect(entries.map((e) => e[10])).toEqual(['v1', 'v1']); // price version
+      await page.goBack();
+      const href = await page.locator('tr', { hasText: realRun.workflowId }).locator('a.temporal-link').getAttribute('href');
+      expect(href).toBe(
+        `${inject('stack').uiUrl}/namespaces/${ctx.namespace}/workflows/${encodeURIComponent(realRun.workflowId)}/${realRun.runId}/history`,
+      );
+      await page.unroute('**/*');
+      await page.locator('tr', { hasText: realRun.workflowId }).locator('a.temporal-link').click();
+      await page.waitForURL(/\/history/);
+      await page.getByText(realRun.workflowId).first().waitFor({ timeout: 30_000 });
+      await page.screenshot({ path: join(artifacts, 'temporal-ui.png') });
+    } finally {
+      await page.close();
+    }
+  });
+});
