@@ -8,8 +8,9 @@ begin
     revoke all on all tables in schema public from cronledger_readonly;
     grant usage on schema public to cronledger_readonly;
     grant select on usage_ledger, model_prices, runs, run_attempts, run_duplicates, usage_exceptions, rollup_zones,
-      rollup_months, rollup_pending, usage_rollups, applied_tasks, report_deliveries, schema_migrations to cronledger_readonly;
-    -- Tables added later (budgets) are readable by it, never writable; test/grants.test.ts keeps its allow-list.
+      rollup_months, rollup_pending, usage_rollups, applied_tasks, report_deliveries, schema_migrations, budgets,
+      model_downgrades, budget_zones, budget_months, budget_reservations, budget_events to cronledger_readonly;
+    -- Tables added later are readable by it, never writable; test/grants.test.ts keeps its allow-list.
     alter default privileges in schema public grant select on tables to cronledger_readonly;
   end if;
 end

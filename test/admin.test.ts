@@ -1,4 +1,4 @@
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import parsePrometheus from 'parse-prometheus-text-format';
@@ -27,6 +27,7 @@ const MONTH = '2026-06';
 const ANOMALY_MONTH = '2026-07';
 const HOSTILE = `<script>window.__pwned = 1</script>"'><img src=x onerror="window.__pwned=2">${'long-'.repeat(400)}`;
 const artifacts = process.env.CRONLEDGER_TEST_ARTIFACTS ?? mkdtempSync(join(tmpdir(), 'cronledger-admin-artifacts-'));
+mkdirSync(artifacts, { recursive: true });
 
 let ctx: TestContext;
 let readonly: pg.Pool;
@@ -216,6 +217,55 @@ describe('figures', () => {
   });
 });
 
+describe('budgets', () => {
+  it('show "no budget" until one exists, then budget used %, tier, downgraded runs and what downgrades saved, exactly', async () => {
+    const before = await api<Overview>('/api/overview');
+    expect(before.budgets).toBeNull();
+    const file = join(artifacts, 'budgets.json');
+    writeFileSync(
+      file,
+      JSON.stringify({
+        budgets: { users: { 'budget-user': { monthly: '0.50' } } },
+        downgrade: { 'openai/gpt-4o-mini': 'openai/gpt-4.1-nano' },
+      }),
+    );
+    const applied = await runCli(['budgets', 'apply', file], ctx.env);
+    expect(applied.code, applied.stderr).toBe(0);
+    // A run downgraded to the cheap model just now: 1,000,000 prompt and 100,000 completion tokens.
+    const workflowId = 'cron-budget-user-now';
+    await recordUsage(ctx.pool, {
+      runId: `${workflowId}-run`,
+      workflowId,
+      step: 'chat',
+      attempt: 1,
+      userId: 'budget-user',
+      taskId: 'budget-task',
+      model: 'openai/gpt-4.1-nano',
+      kind: 'chat',
+      status: 'ok',
+      usage: { promptTokens: 1_000_000, cachedPromptTokens: 0, completionTokens: 100_000, reasoningTokens: 0 },
+      providerModel: 'gpt-4.1-nano',
+      providerRequestId: null,
+      workerId: 'seed',
+    });
+    await ctx.pool.query(
+      `insert into runs (idempotency_key, task_id, user_id, workflow_id, temporal_run_id, scheduled_minute, status, claimed_by, tier)
+       values ('cron:budget-now', 'budget-task', 'budget-user', $1, $2, date_trunc('minute', now()), 'completed', 'seed', 'cheap')`,
+      [workflowId, `${workflowId}-run`],
+    );
+    const overview = await api<Overview>('/api/overview');
+    // gpt-4o-mini: 0.15 + 0.06 = 0.21 USD; gpt-4.1-nano paid: 0.10 + 0.04 = 0.14 USD
+    expect(overview.budgets).toMatchObject({
+      downgradedRuns: 1,
+      downgradeSavings: { savedUsd: '0.070000000000000000', paidUsd: '0.140000000000000000', entries: 1, unpriced: 0 },
+    });
+    const users = await api<{ users: { userId: string; budgetUsedPercent: string | null; tier: string | null }[] }>('/api/users');
+    expect(users.users.find((u) => u.userId === 'budget-user')).toMatchObject({ budgetUsedPercent: '28.00', tier: 'default' });
+    const models = await api<{ downgradeSavings: { savedUsd: string } }>('/api/models');
+    expect(models.downgradeSavings.savedUsd).toBe('0.070000000000000000');
+  });
+});
+
 describe('safety', () => {
   it('refuses to bind beyond loopback without a token, with the fix, and no stack trace', async () => {
     const { CRONLEDGER_ADMIN_TOKEN: _t, ...env } = ctx.env;
@@ -302,11 +352,22 @@ describe('metrics', () => {
     expect(byLabels(credits)).toEqual(new Map(rows.map((r) => [`${r.model}|${r.kind}`, r.credits])));
     expect(charges.metrics.every((m) => !('user' in (m.labels ?? {})))).toBe(true);
     const runs = family('cronledger_runs_total')!;
-    const completed = runs.metrics.find((m) => m.labels!.status === 'completed')!;
+    const completed = runs.metrics.filter((m) => m.labels!.status === 'completed').reduce((n, m) => n + BigInt(m.value!), 0n);
     const { rows: c } = await ctx.pool.query<{ n: string }>(`select count(*)::text as n from runs where status = 'completed'`);
-    expect(completed.value).toBe(c[0].n);
+    expect(completed).toBe(BigInt(c[0].n));
+    expect(runs.metrics.find((m) => m.labels!.status === 'completed' && m.labels!.tier === 'cheap')?.value).toBe('1');
+    const utilisation = family('cronledger_budget_utilisation_ratio')!;
+    expect(utilisation.metrics).toEqual([{ labels: { user: 'budget-user', tier: 'default' }, value: '0.28' }]);
     expect(family('cronledger_run_duration_seconds')!.type).toBe('HISTOGRAM');
-    expect(family('cronledger_ledger_booking_lag_seconds')!.type).toBe('HISTOGRAM');
+    // The real run's two calls carried the moment their usage came back: each row has it, before its commit.
+    const lag = family('cronledger_ledger_booking_lag_seconds')!;
+    expect(lag.type).toBe('HISTOGRAM');
+    const { rows: received } = await ctx.pool.query<{ ok: boolean }>(
+      `select usage_received_at is not null and usage_received_at <= created_at + interval '1 second' as ok from usage_ledger where workflow_id = $1`,
+      [realRun.workflowId],
+    );
+    expect(received.map((r) => r.ok)).toEqual([true, true]);
+    expect(lag.metrics[0].count).toBe('2');
   });
 });
 

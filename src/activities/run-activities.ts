@@ -75,6 +75,8 @@ export interface ModelCallOutcome {
   error?: string;
   /** The embedding input's token count before it was cut to the model's limit, when it was. */
   inputTruncatedFrom?: number;
+  /** When the provider's answer (with its usage) came back to the worker, ISO 8601: the start of the booking lag. */
+  receivedAt?: string;
 }
 
 export interface BookUsageInput extends Pick<ModelCallInput, 'workflowId' | 'runId' | 'step' | 'attempt' | 'taskId' | 'userId' | 'model'> {
@@ -84,6 +86,8 @@ export interface BookUsageInput extends Pick<ModelCallInput, 'workflowId' | 'run
   providerModel: string;
   requestId: string | null;
   inputTruncatedFrom?: number;
+  /** From the call's outcome: kept on the ledger row (usage_received_at) to measure the booking lag. */
+  receivedAt?: string;
 }
 
 export type BookUsageResult =
@@ -221,7 +225,8 @@ async function callProvider(
     await nonRetryableWhenFinal(() => refuseUnpricedCall(pool, model, kind));
     // The server gave up on this attempt (timed out, or the run was cancelled): spend nothing.
     if (ctx.cancellationSignal.aborted) throw new CancelledFailure('model call cancelled before the request was sent');
-    return await request(ctx.cancellationSignal);
+    const outcome = await request(ctx.cancellationSignal);
+    return { ...outcome, receivedAt: new Date().toISOString() };
   } catch (err) {
     if (ctx.cancellationSignal.aborted)
       throw new CancelledFailure('model call cancelled', undefined, err instanceof Error ? err : undefined);
@@ -233,6 +238,7 @@ async function callProvider(
         providerModel: err.providerModel,
         requestId: err.requestId,
         error: err.message,
+        receivedAt: new Date().toISOString(),
       };
     }
     if (err instanceof ProviderUnavailableError) {
@@ -292,6 +298,7 @@ const bookingOf = (input: BookUsageInput, workerId: string): UsageBooking => ({
   providerRequestId: input.requestId,
   workerId,
   inputTruncatedFrom: input.inputTruncatedFrom ?? null,
+  usageReceivedAt: input.receivedAt === undefined ? null : new Date(input.receivedAt),
 });
 
 const context = (input: Pick<ModelCallInput, 'taskId' | 'userId' | 'attempt' | 'simulate'>) => ({

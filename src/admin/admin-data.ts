@@ -2,10 +2,13 @@ import type pg from 'pg';
 import { latestRunsWithCost, runsPerDay, type RunWithCost } from '../db/runs';
 import { UserError } from '../errors';
 import { costPerDayByTask, entryJson, listEntries } from '../ledger/entries';
-import { parseUsd, toAttoUsd, toExactString, zero, type Money } from '../money';
+import { formatScaled, parseUsd, toAttoUsd, toExactString, zero, type Money } from '../money';
 import { add } from 'dinero.js/bigint';
 import { reportFromRows } from '../reports/build-report';
-import { moneyPer } from '../reports/economics';
+import { divideHalfEven, moneyPer } from '../reports/economics';
+import { anyBudget } from '../budgets/budgets-store';
+import { budgetStatus, type BudgetStatus } from '../budgets/budget-status';
+import { downgradeSavings } from '../budgets/downgrade-savings';
 import { daysOf, parseMonth, shiftMonth, type Month } from '../reports/month';
 import { monthBounds, readMonthRollupsCurrent, trackedZones, type RollupRow } from '../reports/rollups-read';
 import type { UsageReport } from '../reports/types';
@@ -63,7 +66,7 @@ export interface Overview {
   spendUsd: string;
   totalUsd: string;
   creditsUsd: string;
-  runs: { completed: number; failed: number; duplicate: number; blocked: number; running: number; cancelled: number };
+  runs: { completed: number; failed: number; duplicate: number; blocked: number; downgraded: number; running: number; cancelled: number };
   activeUsers: number;
   costPerCompletedRunUsd: string;
   costPerActiveUserUsd: string;
@@ -71,7 +74,8 @@ export interface Overview {
   daily: DayFigures[];
   anomalyFactor: string;
   anomalies: Anomaly[];
-  budgets: null;
+  /** null while no budget is configured: the page says "no budget" rather than show zeros that mean nothing. */
+  budgets: { downgradedRuns: number; blockedRuns: number; downgradeSavings: Awaited<ReturnType<typeof downgradeSavings>> } | null;
 }
 
 /** Runs per day and status, for [from, to) in the zone, as a map day -> status -> count. */
@@ -93,7 +97,7 @@ export async function overview(db: pg.Pool, q: MonthQuery, factor = '1.5'): Prom
   const { report, rows, source } = await monthReport(db, q);
   const p = report.period;
   const perDay = (await runsByDay(db, q.zone, p.from, p.to, 'all')).get('') ?? new Map<string, Record<string, number>>();
-  const runs = { completed: 0, failed: 0, duplicate: 0, blocked: 0, running: 0, cancelled: 0 };
+  const runs = { completed: 0, failed: 0, duplicate: 0, blocked: 0, downgraded: 0, running: 0, cancelled: 0 };
   for (const statuses of perDay.values()) {
     for (const [status, n] of Object.entries(statuses)) if (status in runs) runs[status as keyof typeof runs] += n;
   }
@@ -125,7 +129,9 @@ export async function overview(db: pg.Pool, q: MonthQuery, factor = '1.5'): Prom
     daily,
     anomalyFactor: factor,
     anomalies: await anomalies(db, q, rows, factor),
-    budgets: null,
+    budgets: (await anyBudget(db))
+      ? { downgradedRuns: runs.downgraded, blockedRuns: runs.blocked, downgradeSavings: await downgradeSavings(db, p.from, p.to) }
+      : null,
   };
 }
 
@@ -175,7 +181,9 @@ export interface UserFigures {
   completedRuns: number;
   failedRuns: number;
   costPerCompletedRunUsd: string;
-  /** null until budgets exist: the page says "no budget", never a made-up figure. */
+  /** null without a budget: the page says "no budget", never a made-up figure. */
+  budgetLimitUsd: string | null;
+  /** (spent + reserved) / limit in percent, half-even at 2 decimals, at the end of the month (or now, while it runs). */
   budgetUsedPercent: string | null;
   tier: string | null;
 }
@@ -184,6 +192,8 @@ export async function users(db: pg.Pool, q: MonthQuery): Promise<{ month: Month;
   const { report } = await monthReport(db, q);
   const perUser = await runsByDay(db, q.zone, report.period.from, report.period.to, 'user');
   const ids = [...new Set(report.byUser.map((l) => l.userId))].sort();
+  const budgetAt = new Date(Math.min(Date.now(), new Date(report.period.to).getTime() - 1));
+  const budgets = new Map((await budgetStatus(db, { at: budgetAt })).map((b) => [b.userId, b]));
   return {
     month: q.month,
     zone: q.zone,
@@ -199,14 +209,20 @@ export async function users(db: pg.Pool, q: MonthQuery): Promise<{ month: Month;
         completedRuns: completed,
         failedRuns: statuses.reduce((n, s) => n + (s.failed ?? 0), 0),
         costPerCompletedRunUsd: moneyPer(spend, BigInt(completed)),
-        budgetUsedPercent: null,
-        tier: null,
+        ...budgetFigures(budgets.get(userId)),
       };
     }),
   };
 }
 
 const isSpendLine = (l: { line: string }) => l.line !== 'credit';
+
+function budgetFigures(b: BudgetStatus | undefined): Pick<UserFigures, 'budgetLimitUsd' | 'budgetUsedPercent' | 'tier'> {
+  if (!b || b.limitUsd === null) return { budgetLimitUsd: null, budgetUsedPercent: null, tier: null };
+  const used = toAttoUsd(parseUsd(b.spentUsd)) + toAttoUsd(parseUsd(b.reservedUsd));
+  const limit = toAttoUsd(parseUsd(b.limitUsd));
+  return { budgetLimitUsd: b.limitUsd, budgetUsedPercent: formatScaled(divideHalfEven(used * 10_000n, limit), 2n), tier: b.tier };
+}
 
 export interface UserPage {
   month: Month;
@@ -248,8 +264,8 @@ export async function models(db: pg.Pool, q: MonthQuery) {
     month: q.month,
     zone: q.zone,
     models: report.byModel.map((l) => ({ model: l.model, kind: l.kind, line: l.line, calls: l.calls, costUsd: l.costUsd })),
-    /** What downgrades saved: null until budgets (issue 10) record downgraded runs. */
-    downgradeSavingsUsd: null,
+    /** What downgrades saved this month; null while no budget is configured. */
+    downgradeSavings: (await anyBudget(db)) ? await downgradeSavings(db, report.period.from, report.period.to) : null,
   };
 }
 
@@ -260,8 +276,7 @@ export function runView(r: RunWithCost) {
     taskId: r.task_id,
     userId: r.user_id,
     status: r.status,
-    /** null until budgets (issue 10) record each run's tier. */
-    tier: null as string | null,
+    tier: r.tier ?? null,
     scheduledMinute: `${r.scheduled_minute.toISOString().slice(0, 16)}Z`,
     durationMs: r.duration_ms,
     costUsd: r.cost_usd,

@@ -1,5 +1,6 @@
-import { Counter, Histogram, Registry } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type pg from 'pg';
+import { budgetStatus } from '../budgets/budget-status';
 import { runCountsByStatus, runDurations } from '../db/runs';
 import { bookingLags, chargesAndCredits } from '../ledger/entries';
 import { parseUsd, toAttoUsd } from '../money';
@@ -34,8 +35,14 @@ export function adminMetrics(db: pg.Pool, opts: { perUser: boolean }) {
   });
   const runs = new Counter({
     name: 'cronledger_runs_total',
-    help: 'Claimed runs by status (duplicate: executions that found their slot taken); tier "none" until budgets record tiers',
+    help: 'Claimed runs by status and budget tier (duplicate: executions that found their slot taken; tier "none": no budget decision recorded)',
     labelNames: ['status', 'tier'],
+    registers: [registry],
+  });
+  const utilisation = new Gauge({
+    name: 'cronledger_budget_utilisation_ratio',
+    help: "Each user's (spent + reserved) / monthly limit in the budget's current month (1 = the limit); users with a budget only",
+    labelNames: ['user', 'tier'],
     registers: [registry],
   });
   const durations = new Histogram({
@@ -61,7 +68,15 @@ export function adminMetrics(db: pg.Pool, opts: { perUser: boolean }) {
       credits.inc(labels, micro(r.credits_usd));
     }
     runs.reset();
-    for (const r of await runCountsByStatus(db)) runs.inc({ status: r.status, tier: 'none' }, Number(r.runs));
+    for (const r of await runCountsByStatus(db)) runs.inc({ status: r.status, tier: r.tier ?? 'none' }, Number(r.runs));
+    utilisation.reset();
+    for (const b of await budgetStatus(db)) {
+      if (b.limitUsd === null) continue;
+      // (spent + reserved) / limit in millionths, half-even: a ratio, not money, exported as a gauge
+      const used = toAttoUsd(parseUsd(b.spentUsd)) + toAttoUsd(parseUsd(b.reservedUsd));
+      const ppm = divideHalfEven(used * 1_000_000n, toAttoUsd(parseUsd(b.limitUsd)));
+      utilisation.set({ user: b.userId, tier: b.tier }, Number(ppm) / 1_000_000);
+    }
     durations.reset();
     for (const r of await runDurations(db)) for (let i = 0; i < Number(r.runs); i++) durations.observe(Number(r.duration_ms) / 1000);
     lag.reset();

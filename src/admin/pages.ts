@@ -82,7 +82,12 @@ const usd = (exact: string): Raw => html`<span title="${exact} USD">${displayUsd
 const usdCell = (exact: string): Raw => html`<td class="num" data-sort="${atto(exact)}">${usd(exact)}</td>`;
 const numCell = (n: number | string | null): Raw =>
   n === null ? html`<td class="num" data-sort="-1">-</td>` : html`<td class="num" data-sort="${String(n)}">${String(n)}</td>`;
-const th = (label: string, type: 'int' | 'text' = 'text') => html`<th data-type="${type}" tabindex="0">${label}</th>`;
+/** Percent with 2 decimals, sorted as an integer of hundredths; no budget sorts below 0. */
+const pctCell = (pct: string | null): Raw =>
+  pct === null
+    ? html`<td class="num" data-sort="-1">no budget</td>`
+    : html`<td class="num" data-sort="${pct.replace('.', '')}">${pct}%</td>`;
+const th = (label: string, type: 'int' | 'pct' | 'text' = 'text') => html`<th data-type="${type}" tabindex="0">${label}</th>`;
 const userHref = (userId: string, ctx: PageContext) =>
   `/users/${encodeURIComponent(userId)}?month=${encodeURIComponent(ctx.month ?? '')}&tz=${encodeURIComponent(ctx.zone ?? 'UTC')}`;
 
@@ -108,7 +113,9 @@ export function overviewPage(o: Overview, ctx: PageContext): string {
     ['Completed runs', String(o.runs.completed)],
     ['Failed runs', String(o.runs.failed)],
     ['Duplicate runs (stopped)', String(o.runs.duplicate)],
-    ['Blocked runs', o.budgets === null ? 'no budget' : String(o.runs.blocked)],
+    ['Blocked runs', o.budgets === null ? 'no budget' : String(o.budgets.blockedRuns)],
+    ['Downgraded runs', o.budgets === null ? 'no budget' : String(o.budgets.downgradedRuns)],
+    ['What downgrades saved', o.budgets === null ? 'no budget' : usd(o.budgets.downgradeSavings.savedUsd)],
     ['Cost per completed run', usd(o.costPerCompletedRunUsd)],
     ['Cost per active user', usd(o.costPerActiveUserUsd)],
     ['Active users', String(o.activeUsers)],
@@ -164,7 +171,7 @@ export function usersPage(list: UserFigures[], ctx: PageContext): string {
   const body = html`<table class="sortable" id="users">
     <thead>
       <tr>
-        ${th('User')}${th('Spend', 'int')}${th('Budget used')}${th('Tier')}${th('Completed runs', 'int')}${th('Failed runs', 'int')}${th('Cost per completed run', 'int')}${th('Credits', 'int')}
+        ${th('User')}${th('Spend', 'int')}${th('Budget used %', 'pct')}${th('Tier')}${th('Completed runs', 'int')}${th('Failed runs', 'int')}${th('Cost per completed run', 'int')}${th('Credits', 'int')}
       </tr>
     </thead>
     <tbody>
@@ -172,8 +179,7 @@ export function usersPage(list: UserFigures[], ctx: PageContext): string {
         (u) =>
           html`<tr>
             <td><a href="${userHref(u.userId, ctx)}">${u.userId}</a></td>
-            ${usdCell(u.spendUsd)}
-            <td>${u.budgetUsedPercent ?? 'no budget'}</td>
+            ${usdCell(u.spendUsd)} ${pctCell(u.budgetUsedPercent)}
             <td>${u.tier ?? 'no budget'}</td>
             ${numCell(u.completedRuns)}${numCell(u.failedRuns)}${usdCell(u.costPerCompletedRunUsd)}${usdCell(u.creditsUsd)}
           </tr>`,
@@ -207,7 +213,7 @@ export function userPageHtml(p: UserPage, userId: string, ctx: PageContext): str
             </div>
             <div>
               <dt>Budget used</dt>
-              <dd>${u.budgetUsedPercent ?? 'no budget'}</dd>
+              <dd>${u.budgetUsedPercent === null ? 'no budget' : `${u.budgetUsedPercent}% of ${displayUsd(u.budgetLimitUsd!)}`}</dd>
             </div>
             <div>
               <dt>Tier</dt>
@@ -234,12 +240,19 @@ export function userPageHtml(p: UserPage, userId: string, ctx: PageContext): str
 export function modelsPage(
   m: {
     models: { model: string | null; kind: string | null; line: string; calls: number; costUsd: string }[];
-    downgradeSavingsUsd: string | null;
+    downgradeSavings: { savedUsd: string; paidUsd: string; atDefaultPriceUsd: string; entries: number; unpriced: number } | null;
   },
   ctx: PageContext,
 ): string {
-  const body = html`<p>
-      What downgrades saved: ${m.downgradeSavingsUsd === null ? 'no budget (downgrades need budgets)' : usd(m.downgradeSavingsUsd)}
+  const d = m.downgradeSavings;
+  const body = html`<p id="downgrade-savings">
+      What downgrades saved:
+      ${
+        d === null
+          ? 'no budget (downgrades need budgets)'
+          : html`${usd(d.savedUsd)} (${d.entries} calls at the cheap model: paid ${usd(d.paidUsd)}, ${usd(d.atDefaultPriceUsd)} at the
+            default model's price${d.unpriced ? html`; ${d.unpriced} calls whose default model has no price are left out` : ''})`
+      }
     </p>
     <table class="sortable" id="models">
       <thead>

@@ -116,3 +116,8 @@ export async function applyBudgets(
 export async function listBudgets(db: pg.Pool): Promise<BudgetRow[]> {
   return (await db.query<BudgetRow>('select * from budgets order by user_id nulls first, effective_from')).rows;
 }
+
+/** Whether any budget was ever configured (the admin page shows "no budget" until one is). */
+export async function anyBudget(db: pg.Pool | pg.PoolClient): Promise<boolean> {
+  return (await db.query('select 1 from budgets limit 1')).rowCount === 1;
+}

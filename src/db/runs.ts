@@ -222,10 +222,14 @@ export async function runsPerDay(
   to: string,
   by: 'all' | 'user' | 'task' = 'all',
 ): Promise<{ day: string; key: string; status: string; runs: string }[]> {
+  // a run downgraded to the cheap tier also counts under 'downgraded', beside its status
   const key = by === 'user' ? 'user_id' : by === 'task' ? 'task_id' : `''`;
   const { rows } = await db.query<{ day: string; key: string; status: string; runs: string }>(
     `select to_char(claimed_at at time zone $1, 'YYYY-MM-DD') as day, ${key} as key, status, count(*)::text as runs
        from runs where claimed_at >= $2 and claimed_at < $3 group by 1, 2, 3
+     union all
+     select to_char(claimed_at at time zone $1, 'YYYY-MM-DD'), ${key}, 'downgraded', count(*)::text
+       from runs where claimed_at >= $2 and claimed_at < $3 and tier = 'cheap' group by 1, 2
      union all
      select to_char(detected_at at time zone $1, 'YYYY-MM-DD'), ${key}, 'duplicate', count(*)::text
        from run_duplicates where detected_at >= $2 and detected_at < $3 group by 1, 2
@@ -236,10 +240,10 @@ export async function runsPerDay(
 }
 
 /** Every claimed run by status, plus the executions that stopped as duplicates: the runs counter of /metrics. */
-export async function runCountsByStatus(db: pg.Pool): Promise<{ status: string; runs: string }[]> {
-  const { rows } = await db.query<{ status: string; runs: string }>(
-    `select status, count(*)::text as runs from runs group by 1
-     union all select 'duplicate', count(*)::text from run_duplicates order by 1`,
+export async function runCountsByStatus(db: pg.Pool): Promise<{ status: string; tier: string | null; runs: string }[]> {
+  const { rows } = await db.query<{ status: string; tier: string | null; runs: string }>(
+    `select status, tier, count(*)::text as runs from runs group by 1, 2
+     union all select 'duplicate', null, count(*)::text from run_duplicates order by 1, 2`,
   );
   return rows;
 }

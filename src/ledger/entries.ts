@@ -31,6 +31,8 @@ export interface LedgerEntry {
   worker_id: string | null;
   /** An embedding whose input was cut to the model's limit: the input's token count before. */
   input_truncated_from: string | null;
+  /** When the provider's usage came back to the worker (migration 009); null for corrections and older rows. */
+  usage_received_at: Date | null;
   created_at: Date;
 }
 

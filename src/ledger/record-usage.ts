@@ -33,6 +33,8 @@ export interface UsageBooking {
   inputTruncatedFrom?: number | null;
   /** When the usage happened; defaults to the database's now(). Only imports and late entries set it. */
   occurredAt?: Date;
+  /** When the provider's usage came back to the worker (the booking lag runs from here to the commit). */
+  usageReceivedAt?: Date | null;
 }
 
 export const usageKey = (b: Pick<UsageBooking, 'runId' | 'step' | 'attempt' | 'idempotencyKey'>): string => {
@@ -69,8 +71,9 @@ export async function recordUsage(pool: pg.Pool, booking: UsageBooking): Promise
     const inserted = await db.query<LedgerEntry>(
       `insert into usage_ledger (idempotency_key, entry_type, user_id, run_id, workflow_id, task_id, model, provider_model, kind,
                                  status, attempt, prompt_tokens, cached_prompt_tokens, completion_tokens, reasoning_tokens,
-                                 cost_usd, price_version, provider_request_id, worker_id, input_truncated_from, created_at)
-       values ($1, 'usage', $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)
+                                 cost_usd, price_version, provider_request_id, worker_id, input_truncated_from, created_at,
+                                 usage_received_at)
+       values ($1, 'usage', $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)
        on conflict (idempotency_key) do nothing
        returning *`,
       [
@@ -94,6 +97,7 @@ export async function recordUsage(pool: pg.Pool, booking: UsageBooking): Promise
         booking.workerId,
         booking.inputTruncatedFrom ?? null,
         at,
+        booking.usageReceivedAt ?? null,
       ],
     );
     if (inserted.rows.length === 1) return inserted.rows[0];

@@ -276,6 +276,8 @@ async function callAndBook(
         providerModel: outcome.providerModel,
         requestId: outcome.requestId,
         ...(outcome.inputTruncatedFrom === undefined ? {} : { inputTruncatedFrom: outcome.inputTruncatedFrom }),
+        // activity input only (no new command): executions recorded before it replay unchanged
+        ...(outcome.receivedAt === undefined ? {} : { receivedAt: outcome.receivedAt }),
       }),
     );
     if (outcome.outcome === 'answered') {

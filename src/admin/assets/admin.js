@@ -77,7 +77,7 @@
           var x = cellValue(a, index);
           var y = cellValue(b, index);
           var c;
-          if (type === 'int') {
+          if (type === 'int' || type === 'pct') {
             var bx = BigInt(x);
             var by = BigInt(y);
             c = bx < by ? -1 : bx > by ? 1 : 0;
