@@ -28,7 +28,8 @@ export interface StackFile {
     passwords?: { superuser: string; owner: string; app: string; readonly?: string };
   };
   namespace: string;
-  workers: { pid: number; startTime?: string; log: string }[];
+  /** metricsPort: where the worker's Temporal SDK runtime metrics are served (http://127.0.0.1:<port>/metrics). */
+  workers: { pid: number; startTime?: string; log: string; metricsPort?: number }[];
   /** The admin page (`cronledger admin`) that `dev up` started, on loopback. */
   admin?: { pid: number; startTime?: string; port: number; url: string; log: string };
 }

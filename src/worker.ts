@@ -1,4 +1,4 @@
-import { NativeConnection } from '@temporalio/worker';
+import { NativeConnection, Runtime } from '@temporalio/worker';
 import { loadClientConnectConfig } from '@temporalio/envconfig';
 import { existsSync } from 'node:fs';
 import { hostname } from 'node:os';
@@ -11,6 +11,10 @@ import { createCronledgerWorker } from './worker-setup';
 /** The long-running worker process. Run as many replicas as you like: the task queue gives each task to exactly one. */
 async function main(): Promise<void> {
   const conn = resolveConnections();
+  // The SDK's own runtime metrics (task slots, poll latency, schedule-to-start, ...) on a Prometheus endpoint of this
+  // replica: CRONLEDGER_WORKER_METRICS_ADDRESS=host:port, scraped at http://host:port/metrics. `dev up` gives each its port.
+  const metricsAddress = process.env.CRONLEDGER_WORKER_METRICS_ADDRESS;
+  if (metricsAddress) Runtime.install({ telemetryOptions: { metrics: { prometheus: { bindAddress: metricsAddress } } } });
   const workerId = process.env.CRONLEDGER_WORKER_ID ?? `${hostname()}-${process.pid}`;
   const pool = createPool(conn.databaseUrl);
   const config = loadClientConnectConfig({ overrideEnvVars: { ...definedEnv(), TEMPORAL_ADDRESS: conn.temporalAddress } });

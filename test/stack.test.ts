@@ -114,6 +114,10 @@ describe('dev up, status and down', () => {
       ),
     );
     expect(pollers).toContain('worker-1');
+    // Each worker serves the Temporal SDK's runtime metrics on its own port.
+    const metrics = await fetch(first.workers[0].metricsUrl!);
+    expect(metrics.status).toBe(200);
+    expect(await metrics.text()).toMatch(/^temporal_\w+/m);
   });
 
   it('leaves a running stack alone when asked to start it again', async () => {

@@ -157,7 +157,8 @@ export interface StackStatus {
   namespace: string | null;
   temporal: { running: boolean; pid: number | null; port: number | null; uiPort: number | null; dbFile: string | null; log: string };
   postgres: { running: boolean; external: boolean; pid: number | null; port: number | null; clusterDir: string | null; log: string | null };
-  workers: { id: string; running: boolean; pid: number; log: string }[];
+  /** metricsUrl: the worker's Temporal SDK runtime metrics (Prometheus text). */
+  workers: { id: string; running: boolean; pid: number; log: string; metricsUrl: string | null }[];
   admin: { running: boolean; pid: number | null; log: string | null };
 }
 
@@ -208,7 +209,13 @@ export async function stackStatus(dataDir: string): Promise<StackStatus> {
       clusterDir: p.external ? null : p.clusterDir,
       log: p.external ? null : postgresLogOf(dataDir),
     },
-    workers: stack.workers.map((w) => ({ id: workerId(w), running: workerRunning(w, dataDir), pid: w.pid, log: w.log })),
+    workers: stack.workers.map((w) => ({
+      id: workerId(w),
+      running: workerRunning(w, dataDir),
+      pid: w.pid,
+      log: w.log,
+      metricsUrl: w.metricsPort ? `http://${LOCALHOST}:${w.metricsPort}/metrics` : null,
+    })),
     admin: {
       running: adminRunning(stack.admin, dataDir),
       pid: adminRunning(stack.admin, dataDir) ? stack.admin!.pid : null,

@@ -2,6 +2,7 @@ import { Connection } from '@temporalio/client';
 import { basename, join } from 'node:path';
 import { repoRoot, type StackFile } from '../config';
 import { UserError } from '../errors';
+import { freePorts, LOCALHOST } from './ports';
 import { isOurProcess, logTail, processStartTime, sleep, spawnDetached, stopProcess } from './processes';
 import { requireStackFile, updateStackFile } from './stack-file';
 import { withoutClientSettings } from './temporal-server';
@@ -44,6 +45,7 @@ export async function startWorkers(dataDir: string, count: number, taskQueue: st
     const id = `worker-${i}`;
     if (running.has(id)) continue;
     const log = workerLogOf(dataDir, id);
+    const [metricsPort] = await freePorts(1);
     const pid = await spawnDetached(process.execPath, ['--import', 'tsx', WORKER_SCRIPT, stackMarker(dataDir)], {
       cwd: repoRoot(),
       env: {
@@ -53,11 +55,12 @@ export async function startWorkers(dataDir: string, count: number, taskQueue: st
         DATABASE_URL: stack.postgres.databaseUrl,
         CRONLEDGER_TASK_QUEUE: taskQueue,
         CRONLEDGER_WORKER_ID: id,
+        CRONLEDGER_WORKER_METRICS_ADDRESS: `${LOCALHOST}:${metricsPort}`,
       },
       logFile: log,
       banner: `${id} on task queue ${taskQueue}`,
     });
-    running.set(id, { pid, startTime: processStartTime(pid), log });
+    running.set(id, { pid, startTime: processStartTime(pid), log, metricsPort });
     started.push({ id, pid, log, alreadyRunning: false });
     updateStackFile(dataDir, (s) => {
       s.workers = sortById([...running.values()]);

@@ -141,7 +141,7 @@ function printStatus(s: StackStatus): void {
       String(s.postgres.pid ?? '-'),
       s.databaseUrl ?? '-',
     ],
-    ...s.workers.map((w) => [w.id, state(w.running), String(w.pid), w.log]),
+    ...s.workers.map((w) => [w.id, state(w.running), String(w.pid), `${w.log}${w.metricsUrl ? `, metrics ${w.metricsUrl}` : ''}`]),
   ];
   printTable(['part', 'state', 'pid', 'where'], rows);
   process.stdout.write(`\ndata dir ${s.dataDir}, temporal CLI ${s.temporalCli ?? 'not installed'}\n`);
