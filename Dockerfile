@@ -1,4 +1,5 @@
-# The cronledger worker, as docker-compose.yml runs it (3 replicas). TypeScript runs through tsx: no build step.
+# The cronledger worker, as docker-compose.yml runs it (3 replicas), and the CLI (its `migrate` and `cli` services).
+# TypeScript runs through tsx: no build step.
 FROM node:20-bookworm-slim
 
 WORKDIR /app
@@ -11,9 +12,11 @@ COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --ignore-scripts && npm cache clean --force
 
 COPY tsconfig.json ./
+COPY bin ./bin
 COPY src ./src
 COPY migrations ./migrations
 COPY prices ./prices
+COPY examples ./examples
 
 # Report artifacts go to a volume shared by the replicas; a new named volume takes this directory's owner.
 RUN mkdir -p /reports && chown node:node /reports

@@ -9,6 +9,8 @@ export type Money = Dinero<bigint>;
 
 /** Fractional digits of usage_ledger.cost_usd (numeric(38,18)); every per-token price in the table is exact at this scale. */
 export const LEDGER_SCALE = 18n;
+/** Total digits of usage_ledger.cost_usd: what is not fraction is at most 20 digits of whole dollars. */
+export const LEDGER_PRECISION = 38n;
 /** Fractional digits people see. Rounding happens only here, half-even. */
 export const DISPLAY_SCALE = 6n;
 
@@ -21,11 +23,26 @@ export function parseUsd(text: string, what = 'amount'): Money {
   const m = DECIMAL.exec(text.trim());
   if (!m) throw new UserError(`${what} ${JSON.stringify(text)} is not a decimal number; write it like 0.15 or -2.50`);
   const [, sign, whole, frac = ''] = m;
+  const wholeDigits = whole.replace(/^0+(?=\d)/, '').length;
+  if (BigInt(wholeDigits) > LEDGER_PRECISION - LEDGER_SCALE) {
+    throw new UserError(
+      `${what} ${text} has ${wholeDigits} digits before the decimal point; at most ${LEDGER_PRECISION - LEDGER_SCALE} digits fit an exact ledger amount (numeric(38,18))`,
+    );
+  }
   if (BigInt(frac.length) > LEDGER_SCALE) {
     throw new UserError(`${what} ${text} has ${frac.length} fractional digits; at most ${LEDGER_SCALE} are kept exactly`);
   }
   const amount = BigInt(`${sign ?? ''}${whole}${frac}`);
   return dinero({ amount, currency: USD, scale: BigInt(frac.length) });
+}
+
+/** An amount that corrects something (an adjustment, a credit): exact like parseUsd, and never zero. */
+export function parseCorrectionUsd(text: string, what = '--amount'): Money {
+  const amount = parseUsd(text, what);
+  if (toSnapshot(amount).amount === 0n) {
+    throw new UserError(`${what} ${text} is zero, which corrects nothing; give the amount to add or take off, e.g. 0.25 or -0.0004`);
+  }
+  return amount;
 }
 
 /** Cost of `tokens` at a per-million price: price × tokens / 10^6, exact (the division only raises the scale). */

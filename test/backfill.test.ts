@@ -230,6 +230,19 @@ describe('a failed slot', () => {
         ['failed', 1],
       ]);
 
+      // A native backfill (the Web UI's, or the SDK's) may not re-claim it: its execution carries no retry, so it stops
+      // at the claim as a duplicate, and the slot stays failed. It also leaves a *completed* execution as the last one
+      // under the slot's ID, which ALLOW_DUPLICATE_FAILED_ONLY alone would take for a done slot: the claim decides.
+      await ctx.client.schedule.getHandle('cron-needs-price').backfill({ start: new Date(FROM), end: new Date(TO), overlap: 'ALLOW_ALL' });
+      await waitFor(
+        async () => (await ctx.pool.query(`select 1 from run_duplicates where task_id = 'needs-price'`)).rowCount === 1,
+        60_000,
+        'the native backfill stopped at the claim',
+      );
+      expect((await ctx.pool.query('select status, generation from runs where idempotency_key = $1', [key])).rows).toEqual([
+        { status: 'failed', generation: 1 },
+      ]);
+
       // Fix the cause (price the model), then retry.
       await applyPrices(
         ctx.pool,
@@ -272,12 +285,28 @@ describe('a failed slot', () => {
       [1, 'failed'],
       [2, 'completed'],
     ]);
-    // Temporal shows the two executions side by side under the slot's own workflow ID.
-    const executions: string[] = [];
-    for await (const w of ctx.client.workflow.list({ query: `WorkflowId = '${slotId}'` })) executions.push(`${w.runId}:${w.status.name}`);
-    expect(executions.sort()).toEqual(
-      [`${attempts.rows[0].temporal_run_id}:FAILED`, `${attempts.rows[1].temporal_run_id}:COMPLETED`].sort(),
+    // Temporal shows the executions side by side under the slot's own workflow ID: the failed one, the native
+    // backfill's duplicate, and the retry. (The execution list is eventually consistent: wait for all three.)
+    const duplicate = await ctx.pool.query<{ temporal_run_id: string }>(
+      `select temporal_run_id from run_duplicates where task_id = 'needs-price'`,
     );
+    const expected = [
+      `${attempts.rows[0].temporal_run_id}:FAILED`,
+      `${duplicate.rows[0].temporal_run_id}:COMPLETED`,
+      `${attempts.rows[1].temporal_run_id}:COMPLETED`,
+    ].sort();
+    let executions: string[] = [];
+    await waitFor(
+      async () => {
+        executions = [];
+        for await (const w of ctx.client.workflow.list({ query: `WorkflowId = '${slotId}'` }))
+          executions.push(`${w.runId}:${w.status.name}`);
+        return executions.length === expected.length;
+      },
+      30_000,
+      'three executions listed',
+    );
+    expect(executions.sort()).toEqual(expected);
     // Every billed call of both executions is in the ledger: the first one's chat, the second one's chat and embedding.
     const booked = await ctx.pool.query<{ run_id: string; kind: string; model: string }>(
       `select run_id, kind, model from usage_ledger where workflow_id = $1 and entry_type = 'usage' order by created_at, kind`,

@@ -1,9 +1,9 @@
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import { createServer, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { redactDatabaseUrl } from '../src/config';
+import { redactDatabaseUrl, type StackFile } from '../src/config';
 import { runCli } from './support/cli';
 
 /** Commands pointed at services that are not there say which one and how to fix it, without a stack trace. */
@@ -42,6 +42,40 @@ describe('the URL redactor', () => {
     ['postgres://app:pw@[not a url', '(unparseable URL, not shown: it may hold a password)'],
   ])('hides the secret in %s', (url, shown) => {
     expect(redactDatabaseUrl(url)).toBe(shown);
+  });
+
+  it('is used by `dev status --json` on an external DATABASE_URL, in the user part and as ?password=', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'cronledger-external-'));
+    const stack: StackFile = {
+      temporal: {
+        address: '127.0.0.1:1',
+        uiUrl: 'http://127.0.0.1:1',
+        port: 1,
+        uiPort: 1,
+        pid: 0,
+        cli: '/nonexistent',
+        dbFile: join(dir, 'temporal.db'),
+      },
+      postgres: {
+        databaseUrl: 'postgres://app:planted-user-pw@127.0.0.1:1/x?password=planted-query-pw',
+        ownerDatabaseUrl: null,
+        port: 1,
+        clusterDir: '',
+        external: true,
+      },
+      namespace: 'default',
+      workers: [],
+    };
+    writeFileSync(join(dir, 'stack.json'), JSON.stringify(stack), { mode: 0o600 });
+    for (const args of [
+      ['dev', 'status', '--json'],
+      ['dev', 'status'],
+    ]) {
+      const r = await runCli(args, { ...env, CRONLEDGER_DATA_DIR: dir });
+      expect(r.code, r.stderr).toBe(0);
+      expect(r.stdout).toContain('postgres://app:***@127.0.0.1:1/x?password=***');
+      expect(r.stdout).not.toMatch(/planted-(user|query)-pw/);
+    }
   });
 
   it('is used on ?password= in error messages too', async () => {

@@ -12,6 +12,7 @@ import { SEARCH_ATTRIBUTES } from '../src/constants';
 
 interface Service {
   image?: string;
+  profiles?: string[];
   build?: string;
   command?: string | string[];
   entrypoint?: string | string[];
@@ -23,7 +24,10 @@ interface Service {
 }
 
 const root = repoRoot();
-const compose = parse(readFileSync(join(root, 'docker-compose.yml'), 'utf8')) as { services: Record<string, Service>; volumes: Record<string, unknown> };
+const compose = parse(readFileSync(join(root, 'docker-compose.yml'), 'utf8')) as {
+  services: Record<string, Service>;
+  volumes: Record<string, unknown>;
+};
 const { services } = compose;
 const worker = services.worker;
 const script = (s: Service) => [s.entrypoint, s.command].flat().join('\n');
@@ -42,7 +46,17 @@ function envVarsReadBySource(): Set<string> {
 describe('docker-compose.yml', () => {
   it('has Temporal on PostgreSQL, its schema and setup jobs, the Web UI, a separate ledger PostgreSQL and the workers', () => {
     expect(Object.keys(services).sort()).toEqual(
-      ['ledger-postgres', 'temporal', 'temporal-postgresql', 'temporal-schema', 'temporal-setup', 'temporal-ui', 'worker'].sort(),
+      [
+        'cli',
+        'ledger-postgres',
+        'migrate',
+        'temporal',
+        'temporal-postgresql',
+        'temporal-schema',
+        'temporal-setup',
+        'temporal-ui',
+        'worker',
+      ].sort(),
     );
     expect(services.temporal.environment).toMatchObject({ DB: 'postgres12', POSTGRES_SEEDS: 'temporal-postgresql' });
     expect(services.temporal.depends_on).toEqual({ 'temporal-schema': { condition: 'service_completed_successfully' } });
@@ -58,16 +72,54 @@ describe('docker-compose.yml', () => {
       'temporal-setup': 'temporalio/admin-tools:1.29.1-tctl-1.18.4-cli-1.5.0',
       'temporal-ui': 'temporalio/ui:2.42.1',
       'ledger-postgres': 'postgres:16',
+      migrate: 'cronledger-worker',
       worker: 'cronledger-worker',
+      cli: 'cronledger-worker',
     });
   });
 
-  it('publishes Temporal on 7233, the Web UI on 8233 (the dev server ports) and the ledger on 5433', () => {
-    expect(services.temporal.ports).toEqual(['7233:7233']);
-    expect(services['temporal-ui'].ports).toEqual(['8233:8080']);
+  it('publishes only the Web UI and Temporal gRPC, on 127.0.0.1; both databases stay off the host network', () => {
+    const published = Object.fromEntries(Object.entries(services).flatMap(([name, s]) => (s.ports ? [[name, s.ports]] : [])));
+    expect(published).toEqual({ temporal: ['127.0.0.1:7233:7233'], 'temporal-ui': ['127.0.0.1:8233:8080'] });
     expect(services['temporal-ui'].environment).toEqual({ TEMPORAL_ADDRESS: 'temporal:7233' });
-    expect(services['ledger-postgres'].ports).toEqual(['5433:5432']);
-    expect(services['temporal-postgresql'].ports).toBeUndefined(); // Temporal's database stays private
+  });
+
+  it('has no password in the file: each comes from the environment (.env, ignored by git and docker), required, without default', () => {
+    const secrets = Object.entries(services).flatMap(([name, s]) =>
+      Object.entries(s.environment ?? {})
+        .filter(([k]) => /PASSWORD|PWD|_URL$/.test(k) && k !== 'REPORT_WEBHOOK_URL' && k !== 'OPENAI_BASE_URL')
+        .map(([k, v]) => [`${name}.${k}`, v] as const),
+    );
+    expect(secrets.length).toBeGreaterThanOrEqual(8);
+    for (const [where, value] of secrets) {
+      const refs = [...value.matchAll(/\$\{([A-Z_]+)(:?[?-])?[^}]*\}/g)];
+      expect(refs.length, `${where} takes its password from the environment`).toBeGreaterThan(0);
+      for (const ref of refs) expect(ref[2], `${where}: \${${ref[1]}} is required, with no default`).toBe(':?');
+      const literal = value.replace(/\$\{[^}]*\}/g, '').match(/:\/\/[^:@/]+:([^@]+)@/)?.[1];
+      expect(literal, `${where} has no literal password`).toBeUndefined();
+    }
+    for (const ignore of ['.gitignore', '.dockerignore']) expect(readFileSync(join(root, ignore), 'utf8').split('\n')).toContain('.env');
+  });
+
+  it('creates the ledger roles and migrates as the owner in a one-shot; workers and the CLI connect as the application role', () => {
+    const migrate = services.migrate;
+    expect(script(migrate)).toContain('node bin/cronledger.js db roles && node bin/cronledger.js db migrate');
+    expect(new URL(migrate.environment!.DATABASE_OWNER_URL.replace(/\$\{[^}]*\}/, 'x')).username).toBe('cronledger_owner');
+    expect(migrate.depends_on).toEqual({ 'ledger-postgres': { condition: 'service_healthy' } });
+    for (const name of ['worker', 'cli']) {
+      const url = new URL(services[name].environment!.DATABASE_URL.replace(/\$\{[^}]*\}/, 'x'));
+      expect([name, url.username, url.hostname, url.pathname]).toEqual([name, 'cronledger_app', 'ledger-postgres', '/cronledger']);
+      expect(services[name].environment).not.toHaveProperty('DATABASE_OWNER_URL');
+      expect(services[name].depends_on?.migrate).toEqual({ condition: 'service_completed_successfully' });
+    }
+  });
+
+  it('runs the CLI inside the network on demand (`docker compose run --rm cli ...`), never on `up`', () => {
+    expect(services.cli.profiles).toEqual(['cli']);
+    expect(services.cli.entrypoint).toEqual(['node', 'bin/cronledger.js']);
+    expect(services.cli.environment?.TEMPORAL_ADDRESS).toBe('temporal:7233');
+    const dockerfile = readFileSync(join(root, 'Dockerfile'), 'utf8');
+    for (const dir of ['bin', 'src', 'migrations', 'prices', 'examples']) expect(dockerfile).toContain(`COPY ${dir} ./${dir}`);
   });
 
   it('registers the search attributes the code sets, as Keyword, in the default namespace', () => {
@@ -80,17 +132,16 @@ describe('docker-compose.yml', () => {
     expect(setup).toMatch(/namespace create -n default/);
   });
 
-  it('runs three worker replicas of this repo, started only once Temporal is set up and the ledger is healthy', () => {
+  it('runs three worker replicas of this repo, started only once Temporal is set up and the ledger migrated', () => {
     expect(worker.build).toBe('.');
     expect(worker.deploy?.replicas).toBe(3);
     expect(worker.command).toEqual(['node', '--import', 'tsx', 'src/worker.ts']);
     expect(worker.depends_on).toEqual({
       'temporal-setup': { condition: 'service_completed_successfully' },
-      'ledger-postgres': { condition: 'service_healthy' },
+      migrate: { condition: 'service_completed_successfully' },
     });
     const dockerfile = readFileSync(join(root, 'Dockerfile'), 'utf8');
     expect(dockerfile).toContain('CMD ["node", "--import", "tsx", "src/worker.ts"]');
-    for (const dir of ['src', 'migrations']) expect(dockerfile).toContain(`COPY ${dir} ./${dir}`); // the worker migrates on start
   });
 
   it('gives the workers only settings the code reads, including the required ones', () => {
@@ -103,18 +154,10 @@ describe('docker-compose.yml', () => {
     }
   });
 
-  it('points the workers at the Temporal service and at the ledger database with its own credentials', () => {
+  it('points the workers at the Temporal service and at the ledger database', () => {
     const env = worker.environment ?? {};
     expect(env.TEMPORAL_ADDRESS).toBe('temporal:7233');
-    const url = new URL(env.DATABASE_URL);
-    const ledger = services['ledger-postgres'].environment ?? {};
-    expect([url.hostname, url.port, url.username, url.password, url.pathname]).toEqual([
-      'ledger-postgres',
-      '5432',
-      ledger.POSTGRES_USER,
-      ledger.POSTGRES_PASSWORD,
-      `/${ledger.POSTGRES_DB}`,
-    ]);
+    expect(new URL(env.DATABASE_URL.replace(/\$\{[^}]*\}/, 'x')).port).toBe('5432');
     expect(env.MODEL_PROVIDER).toBe('${MODEL_PROVIDER:-mock}'); // offline mock unless the user opts into a real provider
   });
 

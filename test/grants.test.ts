@@ -1,5 +1,5 @@
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { APP_ROLE, READONLY_ROLE } from '../src/db/roles';
 import { applyPrices, loadPricesFile } from '../src/ledger/prices';
 import { recordUsage } from '../src/ledger/record-usage';
@@ -247,6 +247,30 @@ describe('cronledger db migrate', () => {
     } finally {
       await owner.query(`drop schema ${fresh} cascade`);
     }
+  });
+
+  it('`db roles` (docker compose runs it before migrating) re-applies both roles idempotently, as ordinary login roles', async () => {
+    const env = {
+      ...ctx.env,
+      DATABASE_SUPERUSER_URL: inject('stack').adminDatabaseUrl,
+      CRONLEDGER_OWNER_PASSWORD: new URL(ctx.ownerDatabaseUrl).password,
+      CRONLEDGER_APP_PASSWORD: new URL(ctx.databaseUrl).password,
+    };
+    const r = await runCli(['db', 'roles'], env);
+    expect(r.code, r.stderr).toBe(0);
+    for (const pw of [env.CRONLEDGER_OWNER_PASSWORD, env.CRONLEDGER_APP_PASSWORD]) expect(r.stdout + r.stderr).not.toContain(pw);
+    const { rows } = await owner.query(
+      `select rolname, rolsuper or rolcreaterole or rolcreatedb or rolbypassrls or rolreplication as special, rolcanlogin
+         from pg_roles where rolname in ('cronledger_owner', 'cronledger_app') order by 1`,
+    );
+    expect(rows).toEqual([
+      { rolname: 'cronledger_app', special: false, rolcanlogin: true },
+      { rolname: 'cronledger_owner', special: false, rolcanlogin: true },
+    ]);
+    expect((await ctx.pool.query('select 1 as ok')).rows).toEqual([{ ok: 1 }]); // the password still opens the door
+    const missing = await runCli(['db', 'roles'], { ...env, CRONLEDGER_APP_PASSWORD: '' });
+    expect(missing.code).not.toBe(0);
+    expect(missing.stderr).toContain('CRONLEDGER_APP_PASSWORD is not set');
   });
 
   it('without DATABASE_OWNER_URL, says which variable to set', async () => {

@@ -90,6 +90,7 @@ describe('booking model calls of a scheduled run', () => {
       [workflowId],
     );
     expect(memory.rows[0].input_truncated_from).toBe(embed.input_truncated_from);
+    expect(result?.embeddingInputTruncatedFrom).toBe(Number(embed.input_truncated_from));
     expect(memory.rows[0].content).toBe(longReply); // the memory keeps the whole reply
   }, 60_000);
 });

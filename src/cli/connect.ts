@@ -22,7 +22,8 @@ export async function withConnections<T>(
         client = await connectClient(conn);
       } catch (err) {
         throw new UserError(
-          `cannot reach Temporal at ${conn.temporalAddress} (${(err as Error).message}); start it with \`npx cronledger dev up\` or fix TEMPORAL_ADDRESS`,
+          `cannot reach Temporal at ${conn.temporalAddress} (${(err as Error).message}); start it with \`npx cronledger dev up\` ` +
+            'or fix TEMPORAL_ADDRESS (host:port, e.g. 127.0.0.1:7233)',
         );
       }
     }

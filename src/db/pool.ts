@@ -36,19 +36,30 @@ export function readOnlySessionUrl(databaseUrl: string): string {
   return url.toString();
 }
 
+/** A postgres:// URL, or a UserError that names the variable without echoing its value (it may hold a password). */
+export function parseDatabaseUrl(variable: string, value: string): URL {
+  let url: URL | undefined;
+  try {
+    url = new URL(value);
+  } catch {
+    url = undefined;
+  }
+  // A Unix socket URL (postgres:///db?host=/run/postgresql) has no host part but a host parameter.
+  if (!url || !/^postgres(ql)?:$/.test(url.protocol) || !(url.hostname || url.searchParams.get('host'))) {
+    throw new UserError(
+      `${variable} is not a PostgreSQL URL (its value is not shown: it may hold a password); use postgres://user:password@host:5432/database`,
+    );
+  }
+  return url;
+}
+
 /**
  * A pool whose first connection has succeeded; otherwise a UserError naming the variable the URL came from, with
  * the password hidden, and the fix.
  */
 export async function connectPool(databaseUrl: string, variable = 'DATABASE_URL', max = 4): Promise<pg.Pool> {
-  let pool: pg.Pool;
-  try {
-    pool = createPool(databaseUrl, max);
-  } catch {
-    throw new UserError(
-      `${variable} is not a PostgreSQL URL (its value is not shown: it may hold a password); use postgres://user:password@host:5432/database`,
-    );
-  }
+  parseDatabaseUrl(variable, databaseUrl);
+  const pool = createPool(databaseUrl, max);
   try {
     await pool.query('select 1');
     return pool;

@@ -32,7 +32,7 @@ export const generatePasswords = (): RolePasswords => ({
  * As a superuser: the three roles exist, log in with these passwords (stored as SCRAM verifiers), and hold nothing
  * special: no superuser, no CREATEROLE, no CREATEDB, no BYPASSRLS, no replication.
  */
-export async function ensureRoles(superuser: pg.Client, passwords: Pick<RolePasswords, 'owner' | 'app' | 'readonly'>): Promise<void> {
+export async function ensureRoles(superuser: pg.ClientBase, passwords: Pick<RolePasswords, 'owner' | 'app' | 'readonly'>): Promise<void> {
   await superuser.query(`set password_encryption = 'scram-sha-256'`);
   for (const [role, password] of [
     [OWNER_ROLE, passwords.owner],

@@ -4,6 +4,7 @@ import pg from 'pg';
 import { defaultDataDir, readStackFile, redactDatabaseUrl, stackFilePath, type StackFile } from '../config';
 import { DEFAULT_TASK_QUEUE } from '../constants';
 import { migrateDatabase } from '../db/migrate';
+import { parseDatabaseUrl } from '../db/pool';
 import { generatePassword, generatePasswords, type RolePasswords } from '../db/roles';
 import { UserError } from '../errors';
 import { freePorts, isPortFree, LOCALHOST } from './ports';
@@ -282,22 +283,6 @@ function externalPostgres(databaseUrl: string, ownerDatabaseUrl: string | undefi
   const url = parseDatabaseUrl('DATABASE_URL', databaseUrl);
   if (ownerDatabaseUrl) parseDatabaseUrl('DATABASE_OWNER_URL', ownerDatabaseUrl);
   return { databaseUrl, ownerDatabaseUrl: ownerDatabaseUrl ?? null, port: Number(url.port || 5432), clusterDir: '', external: true };
-}
-
-/** A postgres:// URL, or a UserError that names the variable without echoing it (it may hold a password). */
-export function parseDatabaseUrl(variable: string, value: string): URL {
-  let url: URL | undefined;
-  try {
-    url = new URL(value);
-  } catch {
-    url = undefined;
-  }
-  if (!url || !/^postgres(ql)?:$/.test(url.protocol) || !url.hostname) {
-    throw new UserError(
-      `${variable} is not a PostgreSQL URL (its value is not shown: it may hold a password); use postgres://user:password@host:5432/database`,
-    );
-  }
-  return url;
 }
 
 async function startLedgerDatabase(dataDir: string, log: (line: string) => void): Promise<StackUp['postgres']> {

@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { DEFAULT_CHAT_MODEL, DEFAULT_EMBEDDING_MODEL, DEFAULT_MAX_OUTPUT_TOKENS } from '../constants';
 import { UserError } from '../errors';
+import { USER_ID_RULE, userIdProblem } from '../ledger/user-id';
 import { validateTimeZone } from '../time-zone';
 import { validateCron } from './cron';
 import { parseDuration } from './duration';
@@ -17,8 +18,8 @@ export const taskSchema = z
     id: z.string().regex(/^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?$/, 'must be lowercase letters, digits and "-", 1-64 characters'),
     cron: z.string(),
     timezone: z.string().default('UTC'),
-    userId: z.string().min(1).max(200),
-    input: z.string().min(1).max(100_000),
+    userId: z.string().refine((id) => userIdProblem(id) === undefined, { message: `must be a user ID: ${USER_ID_RULE}` }),
+    input: z.string().min(1, 'must not be empty: say what the run should do').max(100_000),
     model: z.string().min(1).default(DEFAULT_CHAT_MODEL),
     embeddingModel: z.string().min(1).default(DEFAULT_EMBEDDING_MODEL),
     catchupWindow: duration.default('10m'),

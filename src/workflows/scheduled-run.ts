@@ -56,6 +56,8 @@ export interface ScheduledRunResult {
   ownerRunId?: string;
   chatCostUsd?: string;
   embeddingCostUsd?: string;
+  /** The reply was longer than the embedding model accepts: its token count; the embedding covers the first tokens only. */
+  embeddingInputTruncatedFrom?: number;
 }
 
 /**
@@ -223,6 +225,7 @@ export async function scheduledRun(task: ScheduledRunInput): Promise<ScheduledRu
       ...(budget ? { tier: budget.tier } : {}),
       chatCostUsd: costOf(chat.booked),
       embeddingCostUsd: costOf(embed.booked),
+      ...(embed.outcome.inputTruncatedFrom === undefined ? {} : { embeddingInputTruncatedFrom: embed.outcome.inputTruncatedFrom }),
     };
   } catch (err) {
     // Cancelled or failed, the claim is closed as such, even while the workflow is being cancelled. (A terminate or

@@ -1,7 +1,9 @@
 import type { Command } from 'commander';
 import { UserError } from '../../errors';
 import { adjustEntry, creditUser, entryJson, listEntries, type LedgerEntry } from '../../ledger/entries';
-import { displayUsd, parseUsd } from '../../money';
+import { parseUserId } from '../../ledger/user-id';
+import { displayUsd, parseCorrectionUsd } from '../../money';
+import { printable } from '../../text-table';
 import { withConnections } from '../connect';
 import { parseCount } from '../options';
 import { printJson, printTable } from '../output';
@@ -62,7 +64,7 @@ export function registerLedgerCommands(program: Command): void {
     .requiredOption('--reason <text>', 'why')
     .option('--json', 'print JSON')
     .action(async (opts: { entry: string; amount: string; reason: string; json?: boolean }) => {
-      parseUsd(opts.amount, '--amount'); // a bad amount fails before connecting
+      parseCorrectionUsd(opts.amount, '--amount'); // a bad amount fails before connecting
       await withConnections({ db: true }, async ({ pool }) => {
         const entry = await adjustEntry(pool, { entryId: opts.entry, amount: opts.amount, reason: opts.reason });
         printAppended(entry, opts.json);
@@ -78,7 +80,8 @@ export function registerLedgerCommands(program: Command): void {
     .option('--entry <id>', 'the ledger entry this credit makes good')
     .option('--json', 'print JSON')
     .action(async (opts: { user: string; amount: string; reason: string; entry?: string; json?: boolean }) => {
-      parseUsd(opts.amount, '--amount');
+      parseCorrectionUsd(opts.amount, '--amount');
+      parseUserId(opts.user, '--user');
       if (opts.entry !== undefined && !/^\d+$/.test(opts.entry)) {
         throw new UserError(`--entry ${JSON.stringify(opts.entry)} is not a ledger entry id (a whole number)`);
       }
@@ -93,8 +96,8 @@ function printAppended(entry: LedgerEntry, json: boolean | undefined): void {
   if (json) return printJson({ entry: entryJson(entry) });
   const target = entry.original_entry_id ? ` correcting entry ${entry.original_entry_id}` : '';
   process.stdout.write(
-    `appended ${entry.entry_type} entry ${entry.id} for user ${entry.user_id}${target}: ${displayUsd(entry.cost_usd)} ` +
-      `(exact ${entry.cost_usd} USD), reason: ${entry.reason}\n`,
+    `appended ${entry.entry_type} entry ${entry.id} for user ${printable(entry.user_id)}${target}: ${displayUsd(entry.cost_usd)} ` +
+      `(exact ${entry.cost_usd} USD), reason: ${printable(entry.reason ?? '')}\n`,
   );
 }
 

@@ -1,0 +1,423 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { applyPrices, loadPricesFile } from '../src/ledger/prices';
+import { recordUsage } from '../src/ledger/record-usage';
+import { chatBooking } from './support/bookings';
+import { runCli } from './support/cli';
+import { createTestContext, type TestContext } from './support/context';
+
+/**
+ * Bad input, as a catalogue: every command, every kind of value a user gets wrong. Each must exit non-zero with one
+ * message that names the value and says what to do instead, print no stack trace, and change nothing: schedules (as
+ * described by Temporal), ledger, runs and prices are compared before and after.
+ */
+
+let ctx: TestContext;
+const dir = mkdtempSync(join(tmpdir(), 'cronledger-bad-input-'));
+let entryId: string;
+
+const LONG_USER = 'u'.repeat(10_000);
+const CONTROL_USER = 'user\u001b[2J\u0007';
+const AMOUNT_21_DIGITS = '123456789012345678901';
+
+/** A file in the scratch dir with this content; returns its path. */
+function file(name: string, content: unknown): string {
+  const path = join(dir, name);
+  writeFileSync(path, typeof content === 'string' ? content : JSON.stringify(content));
+  return path;
+}
+
+const task = (overrides: Record<string, unknown>) => ({
+  tasks: [{ id: 'good-task', cron: '0 9 * * *', userId: 'u1', input: 'Plan my day.', ...overrides }],
+});
+const prices = (models: Record<string, unknown>, version = 'v9') => ({
+  currency: 'USD',
+  unit: 'per_million_tokens',
+  versions: [{ version, effectiveFrom: '2030-01-01T00:00:00Z', models }],
+});
+
+beforeAll(async () => {
+  ctx = await createTestContext(import.meta.url);
+  await applyPrices(ctx.pool, loadPricesFile('prices/standard.json'), 'test');
+  entryId = (await recordUsage(ctx.pool, chatBooking('bad-input-1', 'u1', new Date('2026-06-01T00:00:00Z')))).id;
+  const applied = await runCli(['tasks', 'apply', 'test/fixtures/two-tasks.json'], ctx.env);
+  expect(applied.code, applied.stderr).toBe(0);
+});
+
+afterAll(async () => {
+  await ctx?.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+/** Everything a bad command must leave alone. Schedules by describe (not the eventually consistent list). */
+async function state(): Promise<unknown> {
+  const schedules: unknown[] = [];
+  for (const id of ['cron-every-five', 'cron-nine-daily', 'cron-good-task']) {
+    const d = await ctx.client.schedule
+      .getHandle(id)
+      .describe()
+      .catch(() => null);
+    schedules.push(d && { id, spec: d.spec, action: d.action, policies: d.policies, state: d.state, memo: d.memo });
+  }
+  const table = async (sql: string) => (await ctx.pool.query(sql)).rows;
+  // Compared with toEqual, which ignores key order (memos come back in any order).
+  return {
+    schedules,
+    ledger: await table('select * from usage_ledger order by id'),
+    runs: await table('select * from runs order by id'),
+    prices: await table('select * from model_prices order by id'),
+  };
+}
+
+interface BadInput {
+  what: string;
+  args: () => string[];
+  env?: NodeJS.ProcessEnv;
+  /** Text the message must contain: the bad value (or, for a huge one, how it is named). */
+  names: string | RegExp;
+  /** The fix the message must give. */
+  fix: RegExp;
+}
+
+const cases: BadInput[] = [
+  // tasks files
+  {
+    what: 'cron with a minute of 61',
+    args: () => ['tasks', 'apply', file('c1.json', task({ cron: '61 * * * *' }))],
+    names: '61 * * * *',
+    fix: /0-59|minute/,
+  },
+  {
+    what: 'cron with four fields',
+    args: () => ['tasks', 'apply', file('c2.json', task({ cron: '* * * *' }))],
+    names: '* * * *',
+    fix: /Use 5 fields/,
+  },
+  {
+    what: 'cron that is a word',
+    args: () => ['tasks', 'apply', file('c3.json', task({ cron: 'daily' }))],
+    names: 'daily',
+    fix: /Use 5 fields/,
+  },
+  {
+    what: 'unknown time zone',
+    args: () => ['tasks', 'apply', file('z1.json', task({ timezone: 'Mars/Olympus' }))],
+    names: 'Mars/Olympus',
+    fix: /Europe\/Berlin|IANA/,
+  },
+  {
+    what: 'catchupWindow in words',
+    args: () => ['tasks', 'apply', file('d1.json', task({ catchupWindow: '10 minutes' }))],
+    names: 'catchupWindow',
+    fix: /"30s", "10m" or "1h"/,
+  },
+  {
+    what: 'negative jitter',
+    args: () => ['tasks', 'apply', file('d2.json', task({ jitter: '-5m' }))],
+    names: 'jitter',
+    fix: /"30s", "10m" or "1h"/,
+  },
+  {
+    what: 'duplicate task ids',
+    args: () => ['tasks', 'apply', file('t1.json', { tasks: [task({}).tasks[0], task({}).tasks[0]] })],
+    names: 'good-task',
+    fix: /unique|once|duplicate/i,
+  },
+  {
+    what: 'task id with capitals',
+    args: () => ['tasks', 'apply', file('t2.json', task({ id: 'Bad_ID' }))],
+    names: 'id',
+    fix: /lowercase letters, digits and "-"/,
+  },
+  {
+    what: 'unknown field',
+    args: () => ['tasks', 'apply', file('t3.json', task({ cronn: '* * * * *' }))],
+    names: 'cronn',
+    fix: /examples\/tasks\.json/,
+  },
+  { what: 'malformed JSON', args: () => ['tasks', 'apply', file('t4.json', '{"tasks": [')], names: 't4.json', fix: /JSON/ },
+  { what: 'a list, not an object', args: () => ['tasks', 'apply', file('t5.json', [])], names: 't5.json', fix: /examples\/tasks\.json/ },
+  { what: 'a missing tasks file', args: () => ['tasks', 'apply', join(dir, 'nope.json')], names: 'nope.json', fix: /path|exist|file/i },
+  {
+    what: 'empty user ID',
+    args: () => ['tasks', 'apply', file('u1.json', task({ userId: '' }))],
+    names: 'userId',
+    fix: /1 to 200 characters/,
+  },
+  {
+    what: '10,000-character user ID',
+    args: () => ['tasks', 'apply', file('u2.json', task({ userId: LONG_USER }))],
+    names: 'userId',
+    fix: /1 to 200 characters/,
+  },
+  {
+    what: 'user ID with control characters',
+    args: () => ['tasks', 'apply', file('u3.json', task({ userId: CONTROL_USER }))],
+    names: 'userId',
+    fix: /control characters/,
+  },
+  {
+    what: 'empty input',
+    args: () => ['tasks', 'apply', file('i1.json', task({ input: '' }))],
+    names: 'input',
+    fix: /say what the run should do/,
+  },
+  // tasks commands and backfill
+  { what: 'pausing an unknown task', args: () => ['tasks', 'pause', 'no-such-task'], names: 'no-such-task', fix: /tasks apply|tasks list/ },
+  {
+    what: 'triggering an unknown task',
+    args: () => ['tasks', 'trigger', 'no-such-task'],
+    names: 'no-such-task',
+    fix: /tasks apply|tasks list/,
+  },
+  {
+    what: 'backfill range backwards',
+    args: () => ['backfill', '--task', 'nine-daily', '--from', '2026-11-02T10:00:00Z', '--to', '2026-11-02T09:00:00Z'],
+    names: '2026-11-02T10:00:00Z',
+    fix: /before|after/,
+  },
+  {
+    what: 'backfill range too long',
+    args: () => ['backfill', '--task', 'nine-daily', '--from', '2026-01-01T00:00:00Z', '--to', '2026-03-01T00:00:00Z'],
+    names: /2026-01-01|range|days/,
+    fix: /smaller windows/,
+  },
+  {
+    what: 'backfill from a word',
+    args: () => ['backfill', '--task', 'nine-daily', '--from', 'yesterday', '--to', '2026-11-02T09:00:00Z'],
+    names: 'yesterday',
+    fix: /ISO|2026-/,
+  },
+  {
+    what: 'backfill of an unknown task',
+    args: () => ['backfill', '--task', 'no-such-task', '--from', '2026-11-02T09:00:00Z', '--to', '2026-11-02T10:00:00Z'],
+    names: 'no-such-task',
+    fix: /tasks apply|tasks list/,
+  },
+  {
+    what: 'backfill of neither --task nor --all',
+    args: () => ['backfill', '--from', '2026-11-02T09:00:00Z', '--to', '2026-11-02T10:00:00Z'],
+    names: '--task',
+    fix: /--all/,
+  },
+  // prices files
+  {
+    what: 'a missing prices file',
+    args: () => ['prices', 'apply', join(dir, 'no-prices.json')],
+    names: 'no-prices.json',
+    fix: /path|exist|file/i,
+  },
+  {
+    what: 'a price as a JSON number',
+    args: () => ['prices', 'apply', file('p1.json', prices({ 'm/x': { input: 0.15, output: '1' } }))],
+    names: 'models.m/x.input',
+    fix: /expected string[^]*prices\/standard\.json/,
+  },
+  {
+    what: 'a price with 13 decimals',
+    args: () => ['prices', 'apply', file('p2.json', prices({ 'm/x': { input: '0.0000000000001', output: '1' } }))],
+    names: 'input',
+    fix: /at most 12 decimals/,
+  },
+  {
+    what: 'a prices file that is not JSON',
+    args: () => ['prices', 'apply', file('p3.json', 'input: 0.15')],
+    names: 'p3.json',
+    fix: /JSON/,
+  },
+  {
+    what: 'a published version with other prices',
+    args: () => [
+      'prices',
+      'apply',
+      file('p4.json', {
+        ...prices({ 'openai/gpt-4o-mini': { input: '9.99', cachedInput: '0.075', output: '0.60' } }, 'v1'),
+        versions: [
+          {
+            version: 'v1',
+            effectiveFrom: '2024-07-18T00:00:00Z',
+            models: { 'openai/gpt-4o-mini': { input: '9.99', cachedInput: '0.075', output: '0.60' } },
+          },
+        ],
+      }),
+    ],
+    names: 'v1',
+    fix: /new version|published/,
+  },
+  // ledger adjust and credit
+  {
+    what: 'adjust by a word',
+    args: () => ['ledger', 'adjust', '--entry', entryId, '--amount', 'ten', '--reason', 'r'],
+    names: '"ten"',
+    fix: /like 0\.15 or -2\.50/,
+  },
+  {
+    what: 'adjust by zero',
+    args: () => ['ledger', 'adjust', '--entry', entryId, '--amount', '0', '--reason', 'r'],
+    names: '--amount 0',
+    fix: /e\.g\. 0\.25/,
+  },
+  {
+    what: 'adjust by a 21-digit amount',
+    args: () => ['ledger', 'adjust', '--entry', entryId, '--amount', AMOUNT_21_DIGITS, '--reason', 'r'],
+    names: AMOUNT_21_DIGITS,
+    fix: /at most 20 digits fit/,
+  },
+  {
+    what: 'adjust by 19 decimals',
+    args: () => ['ledger', 'adjust', '--entry', entryId, '--amount', '0.0000000000000000001', '--reason', 'r'],
+    names: '0.0000000000000000001',
+    fix: /at most 18/,
+  },
+  {
+    what: 'adjust by an empty amount',
+    args: () => ['ledger', 'adjust', '--entry', entryId, '--amount=', '--reason', 'r'],
+    names: '--amount ""',
+    fix: /like 0\.15 or -2\.50/,
+  },
+  {
+    what: 'adjust an entry id that is a word',
+    args: () => ['ledger', 'adjust', '--entry', 'first', '--amount', '1', '--reason', 'r'],
+    names: 'first',
+    fix: /whole number|ledger entry id/,
+  },
+  {
+    what: 'adjust an entry that does not exist',
+    args: () => ['ledger', 'adjust', '--entry', '999999', '--amount', '1', '--reason', 'r'],
+    names: '999999',
+    fix: /cronledger ledger|list/,
+  },
+  {
+    what: 'adjust without a reason',
+    args: () => ['ledger', 'adjust', '--entry', entryId, '--amount', '1', '--reason', ' '],
+    names: '--reason',
+    fix: /why|say/,
+  },
+  {
+    what: 'a negative credit',
+    args: () => ['ledger', 'credit', '--user', 'u1', '--amount=-5', '--reason', 'r'],
+    names: '-5',
+    fix: /must be positive/,
+  },
+  {
+    what: 'a zero credit',
+    args: () => ['ledger', 'credit', '--user', 'u1', '--amount', '0.00', '--reason', 'r'],
+    names: '--amount 0.00',
+    fix: /e\.g\. 0\.25/,
+  },
+  {
+    what: 'a 21-digit credit',
+    args: () => ['ledger', 'credit', '--user', 'u1', '--amount', AMOUNT_21_DIGITS, '--reason', 'r'],
+    names: AMOUNT_21_DIGITS,
+    fix: /at most 20 digits fit/,
+  },
+  {
+    what: 'a credit of a number with a comma',
+    args: () => ['ledger', 'credit', '--user', 'u1', '--amount', '1,50', '--reason', 'r'],
+    names: '"1,50"',
+    fix: /like 0\.15/,
+  },
+  {
+    what: 'a credit to an empty user ID',
+    args: () => ['ledger', 'credit', '--user', '', '--amount', '1', '--reason', 'r'],
+    names: '--user ""',
+    fix: /1 to 200 characters/,
+  },
+  {
+    what: 'a credit to a 10,000-character user ID',
+    args: () => ['ledger', 'credit', '--user', LONG_USER, '--amount', '1', '--reason', 'r'],
+    names: /--user "u{40}"\.\.\. has 10000 characters/,
+    fix: /1 to 200 characters/,
+  },
+  {
+    what: 'a credit to a user ID with control characters',
+    args: () => ['ledger', 'credit', '--user', CONTROL_USER, '--amount', '1', '--reason', 'r'],
+    names: '--user "user\\u001b[2J\\u0007"',
+    fix: /control characters/,
+  },
+  {
+    what: 'a credit for an entry id that is a word',
+    args: () => ['ledger', 'credit', '--user', 'u1', '--amount', '1', '--reason', 'r', '--entry', 'abc'],
+    names: '"abc"',
+    fix: /whole number/,
+  },
+  { what: 'ledger listing with a bad limit', args: () => ['ledger', '--limit', 'lots'], names: '"lots"', fix: /whole number from 1/ },
+  { what: 'runs with a zero limit', args: () => ['runs', '--limit', '0'], names: '"0"', fix: /whole number from 1/ },
+  // reports
+  { what: 'report month 13', args: () => ['report', '--month', '2026-13'], names: '2026-13', fix: /YYYY-MM/ },
+  { what: 'report month without its zero', args: () => ['report', '--month', '2026-6'], names: '2026-6', fix: /YYYY-MM/ },
+  {
+    what: 'report in an unknown zone',
+    args: () => ['report', '--month', '2026-06', '--tz', 'Mars/Olympus'],
+    names: 'Mars/Olympus',
+    fix: /Europe\/Berlin|IANA/,
+  },
+  {
+    what: 'report by an unknown cut',
+    args: () => ['report', '--month', '2026-06', '--by', 'team'],
+    names: 'team',
+    fix: /user, day or model|user\|day\|model|user, day, model/,
+  },
+  {
+    what: 'report in an unknown format',
+    args: () => ['report', '--month', '2026-06', '--format', 'pdf'],
+    names: 'pdf',
+    fix: /table|json|csv/,
+  },
+  { what: 'report deliver of month 13', args: () => ['report', 'deliver', '--month', '2026-13'], names: '2026-13', fix: /YYYY-MM/ },
+  {
+    what: 'rollups rebuild in an unknown zone',
+    args: () => ['rollups', 'rebuild', '--month', '2026-06', '--tz', 'Nowhere/Land'],
+    names: 'Nowhere/Land',
+    fix: /Europe\/Berlin|IANA/,
+  },
+  // environment
+  {
+    what: 'DATABASE_URL that is not a URL',
+    args: () => ['runs'],
+    env: { DATABASE_URL: 'not a url, password hunter2' },
+    names: 'DATABASE_URL',
+    fix: /postgres:\/\/user:password@host/,
+  },
+  {
+    what: 'DATABASE_URL of another scheme',
+    args: () => ['ledger'],
+    env: { DATABASE_URL: 'mysql://u:hunter2@127.0.0.1/x' },
+    names: 'DATABASE_URL',
+    fix: /postgres:\/\/user:password@host/,
+  },
+  {
+    what: 'DATABASE_OWNER_URL that is not a URL',
+    args: () => ['db', 'migrate'],
+    env: { DATABASE_OWNER_URL: '::hunter2::' },
+    names: 'DATABASE_OWNER_URL',
+    fix: /postgres:\/\/user:password@host/,
+  },
+  {
+    what: 'TEMPORAL_ADDRESS that is not host:port',
+    args: () => ['tasks', 'list'],
+    env: { TEMPORAL_ADDRESS: 'http://[nope' },
+    names: 'TEMPORAL_ADDRESS',
+    fix: /host:port|127\.0\.0\.1:7233/,
+  },
+];
+
+describe('bad input, as a catalogue', () => {
+  it('has at least 40 cases', () => expect(cases.length).toBeGreaterThanOrEqual(40));
+
+  it.each(cases.map((c) => [c.what, c] as const))('%s', async (_what, c) => {
+    const before = await state();
+    const r = await runCli(c.args(), { ...ctx.env, ...c.env });
+    expect(r.code, `exit code; stdout:\n${r.stdout}`).not.toBe(0);
+    const message = r.stderr.slice(0, 600);
+    expect(message).not.toMatch(/\n\s+at |unexpected error/);
+    if (typeof c.names === 'string') expect(r.stderr.includes(c.names), `names ${c.names}: ${message}`).toBe(true);
+    else expect(c.names.test(r.stderr), `names ${c.names}: ${message}`).toBe(true);
+    expect(c.fix.test(r.stderr), `gives the fix ${c.fix}: ${message}`).toBe(true);
+    expect(r.stderr).not.toContain('hunter2'); // a URL that might hold a password is never echoed
+    expect(r.stderr.length).toBeLessThan(2_000); // a 10,000-character value is not echoed whole
+    expect(await state()).toEqual(before);
+  });
+});
