@@ -76,6 +76,15 @@ describe.each(['UTC', 'Europe/Berlin'])('rollups in %s', (zone) => {
         order by id limit 1`,
     );
     const bucket = rows[0];
+    // The slow writer books for another user: two open inserts of one user's month wait on each other's row in
+    // budget_months (the budget guard's month-to-date summary, kept by the ledger's insert trigger).
+    const other = await ctx.pool.query<{ user_id: string; created_at: Date }>(
+      `select user_id, created_at from usage_ledger
+        where entry_type = 'usage' and kind = 'chat' and status = 'ok' and created_at between '2026-06-05' and '2026-06-25'
+          and user_id not in ($1, 'user-03') order by id limit 1`,
+      [bucket.user_id],
+    );
+    const slowBucket = other.rows[0];
 
     // A transaction takes its ledger id now but commits only after later entries were folded in.
     const slow = await ctx.pool.connect();
@@ -85,7 +94,7 @@ describe.each(['UTC', 'Europe/Berlin'])('rollups in %s', (zone) => {
         `insert into usage_ledger (idempotency_key, entry_type, user_id, model, kind, status, attempt, prompt_tokens, completion_tokens,
                                    cost_usd, price_version, created_at)
          values ($1, 'usage', $2, 'openai/gpt-4o-mini', 'chat', 'ok', 1, 1000, 10, '0.000156000000000000', 'v1', $3)`,
-        [`slow-${zone}`, bucket.user_id, bucket.created_at],
+        [`slow-${zone}`, slowBucket.user_id, slowBucket.created_at],
       );
 
       // Entries that commit meanwhile: one now-ish, two back-dated into buckets rolled up already (one failed).
