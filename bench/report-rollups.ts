@@ -45,7 +45,9 @@ async function timed<T>(fn: () => Promise<T>): Promise<number> {
 async function main(): Promise<void> {
   const stack = readStackFile()?.postgres;
   const passwords = stack?.passwords;
-  const adminUrl = process.env.BENCH_ADMIN_DATABASE_URL ?? (stack && passwords ? databaseUrlFor(stack.port, 'superuser', passwords, 'postgres') : undefined);
+  const adminUrl =
+    process.env.BENCH_ADMIN_DATABASE_URL ??
+    (stack && passwords ? databaseUrlFor(stack.port, 'superuser', passwords, 'postgres') : undefined);
   if (!adminUrl || !stack || !passwords) throw new Error('no local stack: run `npx cronledger dev up --workers 0` first');
   const name = `cronledger_bench_${process.pid}`;
   const admin = new pg.Client({ connectionString: adminUrl });

@@ -35,13 +35,26 @@ async function main(): Promise<void> {
       const taskId = `bench-scaling-${suffix}`;
       const taskQueue = `bench-${suffix}`;
       // A paused every-minute task in its own task queue; the bench backfills it, so no real slot interferes.
-      await applyTasks(client, parseTasksFile({ tasks: [{ id: taskId, cron: '* * * * *', userId: 'bench', input: 'tick', paused: true }], monthlyReport: false }), taskQueue);
+      await applyTasks(
+        client,
+        parseTasksFile({ tasks: [{ id: taskId, cron: '* * * * *', userId: 'bench', input: 'tick', paused: true }], monthlyReport: false }),
+        taskQueue,
+      );
       const from = new Date(Date.UTC(2026, 0, 1 + round, 0, 0));
       const to = new Date(from.getTime() + (slots - 1) * 60_000);
       const fleet: Worker[] = [];
-      const connections = await Promise.all(Array.from({ length: workers }, () => NativeConnection.connect({ address: conn.temporalAddress })));
+      const connections = await Promise.all(
+        Array.from({ length: workers }, () => NativeConnection.connect({ address: conn.temporalAddress })),
+      );
       for (const [i, connection] of connections.entries()) {
-        fleet.push(await createCronledgerWorker({ connection, namespace: conn.namespace, taskQueue, deps: { pool, provider: new MockProvider(), workerId: `bench-${i + 1}` } }));
+        fleet.push(
+          await createCronledgerWorker({
+            connection,
+            namespace: conn.namespace,
+            taskQueue,
+            deps: { pool, provider: new MockProvider(), workerId: `bench-${i + 1}` },
+          }),
+        );
       }
       const running = fleet.map((w) => w.run());
       const start = performance.now();
@@ -62,7 +75,9 @@ async function main(): Promise<void> {
   const base = results[0];
   for (const r of results) {
     const perSecond = (slots / r.ms) * 1000;
-    process.stdout.write(`${String(r.workers).padStart(2)} worker(s)  ${r.ms.toFixed(0).padStart(7)} ms  ${perSecond.toFixed(2).padStart(6)} runs/s  ${(base.ms / r.ms).toFixed(2)}x the 1-worker throughput\n`);
+    process.stdout.write(
+      `${String(r.workers).padStart(2)} worker(s)  ${r.ms.toFixed(0).padStart(7)} ms  ${perSecond.toFixed(2).padStart(6)} runs/s  ${(base.ms / r.ms).toFixed(2)}x the 1-worker throughput\n`,
+    );
   }
 }
 

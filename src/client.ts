@@ -13,4 +13,3 @@ export async function connectClient(conn: Pick<Connections, 'temporalAddress' | 
   const connection = await Connection.connect(config.connectionOptions);
   return new Client({ connection, namespace: conn.namespace });
 }
-

@@ -34,7 +34,9 @@ async function userErrorsFinal<T>(fn: () => Promise<T>): Promise<T> {
 export const createReportActivities = (deps: ReportActivityDeps) => ({
   /** The month a scheduled report covers: the one before the nominal time's month, in the schedule's zone. */
   async resolveReportMonth(input: { scheduledAt: string; timezone: string }): Promise<{ month: string }> {
-    return userErrorsFinal(async () => ({ month: previousMonthOf(new Date(input.scheduledAt), parseTimeZone(input.timezone, 'timezone')) }));
+    return userErrorsFinal(async () => ({
+      month: previousMonthOf(new Date(input.scheduledAt), parseTimeZone(input.timezone, 'timezone')),
+    }));
   },
 
   /** Refreshes the rollups, aggregates the month with Dinero and writes usage.{json,csv,md,html}. */

@@ -229,15 +229,15 @@ export async function rebuildMonth(db: pg.Pool, zone: string, month: Month, onPr
       }
       onProgress?.({ phase, done: i + 1, total: days.length });
     }
-    await c.query(
-      `insert into rollup_months (zone, month) values ($1, $2) on conflict (zone, month) do update set built_at = now()`,
-      [zone, month],
-    );
+    await c.query(`insert into rollup_months (zone, month) values ($1, $2) on conflict (zone, month) do update set built_at = now()`, [
+      zone,
+      month,
+    ]);
     // The watermark moves forward only: rows rebuilt from the raw ledger are as current as a refresh would make them.
-    await c.query(
-      'update rollup_zones set refreshed_at = now(), last_entry_id = greatest(last_entry_id, $2) where zone = $1',
-      [zone, lastEntryId.toString()],
-    );
+    await c.query('update rollup_zones set refreshed_at = now(), last_entry_id = greatest(last_entry_id, $2) where zone = $1', [
+      zone,
+      lastEntryId.toString(),
+    ]);
     return { zone, month, buckets, entries: entries.toString() };
   });
 }

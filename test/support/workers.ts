@@ -7,7 +7,8 @@ import { createCronledgerWorker, workflowsPath } from '../../src/worker-setup';
 let bundle: Promise<WorkflowBundleWithSourceMap> | undefined;
 
 /** The workflow bundle, built once per test file (webpack is the slow part of starting a worker). */
-export const workflowBundle = (): Promise<WorkflowBundleWithSourceMap> => (bundle ??= bundleWorkflowCode({ workflowsPath, logger: quietLogger }));
+export const workflowBundle = (): Promise<WorkflowBundleWithSourceMap> =>
+  (bundle ??= bundleWorkflowCode({ workflowsPath, logger: quietLogger }));
 
 const quietLogger = { trace() {}, debug() {}, info() {}, warn() {}, error: (m: string) => process.stderr.write(`${m}\n`) } as never;
 
