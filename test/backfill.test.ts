@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { freePort } from '../src/dev/ports';
-import { TASK_ID_KEY, USER_ID_KEY } from '../src/schedules/task-schedule';
+import { TASK_ID_KEY, TIER_KEY, USER_ID_KEY } from '../src/schedules/task-schedule';
 import { applyPrices, loadPricesFile } from '../src/ledger/prices';
 import { applyTasks } from '../src/schedules/apply-tasks';
 import type { ModelProvider } from '../src/models/provider';
@@ -156,7 +156,7 @@ describe('backfill --all', () => {
         executable: { type: 'existing-path', path: inject('stack').temporalCli },
         port,
         ip: '127.0.0.1',
-        searchAttributes: [TASK_ID_KEY, USER_ID_KEY],
+        searchAttributes: [TASK_ID_KEY, USER_ID_KEY, TIER_KEY],
         log: { format: 'pretty', level: 'error' },
         extraArgs: ['--dynamic-config-value', 'history.visibilityProcessorSchedulerWorkerCount=0'],
       },

@@ -7,7 +7,7 @@ import type { Client } from '@temporalio/client';
 import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
 import { freePort } from '../src/dev/ports';
 import { applyTasks } from '../src/schedules/apply-tasks';
-import { TASK_ID_KEY, USER_ID_KEY } from '../src/schedules/task-schedule';
+import { TASK_ID_KEY, TIER_KEY, USER_ID_KEY } from '../src/schedules/task-schedule';
 import { parseTasksFile } from '../src/tasks/tasks-file';
 import { applyPrices, loadPricesFile } from '../src/ledger/prices';
 import { createTestContext, type TestContext } from './support/context';
@@ -67,7 +67,7 @@ it('with the Temporal server down across a slot, a restart on the same SQLite fi
     dbFilename,
     port,
     ip: '127.0.0.1',
-    searchAttributes: [TASK_ID_KEY, USER_ID_KEY],
+    searchAttributes: [TASK_ID_KEY, USER_ID_KEY, TIER_KEY],
     log: { format: 'pretty', level: 'error' },
   };
 

@@ -10,6 +10,8 @@ import { isManagedSchedule } from './reconcile-schedule';
 
 export const TASK_ID_KEY = defineSearchAttributeKey(SEARCH_ATTRIBUTES.taskId, SearchAttributeType.KEYWORD);
 export const USER_ID_KEY = defineSearchAttributeKey(SEARCH_ATTRIBUTES.userId, SearchAttributeType.KEYWORD);
+/** Set by the run itself (its budget tier); servers must register it, or the run's workflow task fails. */
+export const TIER_KEY = defineSearchAttributeKey(SEARCH_ATTRIBUTES.tier, SearchAttributeType.KEYWORD);
 
 /** What a scheduled run of this task receives as its argument. */
 export const runInputOf = (task: Task): ScheduledRunInput => ({
