@@ -45,8 +45,10 @@ export async function runTemporalRestart(
     env.log(`  Temporal server SIGKILLed; slots from ${nominalId(firstMissed)} pass while it is down`);
     // Down across downSlots minute boundaries, plus a margin so the last of them has surely passed.
     await sleep(firstMissed.getTime() + (downSlots - 1) * 60_000 + 5_000 - Date.now());
-    await server.start();
+    // Taken as the restart begins: the server was dead until now, and it starts caught-up workflows while it comes up,
+    // before start() returns, so a start time after this moment proves the slot was missed while it was down.
     const restartedAt = Date.now();
+    await server.start();
     env.log(`  Temporal server restarted on the same SQLite file after ${((restartedAt - killedAt) / 1000).toFixed(1)} s`);
 
     const missedIds = taskIds.flatMap((id) =>
