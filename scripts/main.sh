@@ -9,12 +9,16 @@ npx cronledger dev up --workers 3
 npx cronledger prices apply prices/standard.json
 npx cronledger tasks apply examples/tasks.json
 
-ui=$(npx cronledger dev status --json | node -e 'let s = ""; process.stdin.on("data", (d) => (s += d)).on("end", () => console.log(JSON.parse(s).uiUrl))')
+status=$(npx cronledger dev status --json)
+field() { node -e 'let s = ""; process.stdin.on("data", (d) => (s += d)).on("end", () => console.log(JSON.parse(s)[process.argv[1]]))' "$1" <<<"$status"; }
+ui=$(field uiUrl)
+admin=$(field adminUrl)
 cat <<MSG
 
 Open:
   ${ui}/namespaces/default/schedules   one Temporal Schedule per task (cron-<taskId>)
   ${ui}/namespaces/default/workflows   the runs, one per scheduled minute
+  ${admin}                              the admin page: spend, cost per run, budgets, runs (read-only)
 
 Then:
   npx cronledger tasks list                      next fire times and last runs
