@@ -1,3 +1,4 @@
+import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -7,6 +8,7 @@ import type { BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import type { Overview } from '../src/admin/admin-data';
 import { startAdminServer, type RunningAdmin } from '../src/admin/server';
+import { repoRoot } from '../src/config';
 import { createPool, readOnlySessionUrl } from '../src/db/pool';
 import { applyPrices, loadPricesFile } from '../src/ledger/prices';
 import { recordUsage } from '../src/ledger/record-usage';
@@ -368,6 +370,77 @@ describe('metrics', () => {
     );
     expect(received.map((r) => r.ok)).toEqual([true, true]);
     expect(lag.metrics[0].count).toBe('2');
+  });
+});
+
+/** `cronledger admin --port 0 ...` as a user starts it, over this test's read-only role; resolves once it prints its URL. */
+async function startCliAdmin(args: string[]): Promise<{ url: string; stop: () => Promise<void> }> {
+  const child = spawn(process.execPath, [join(repoRoot(), 'bin', 'cronledger.js'), 'admin', '--port', '0', ...args], {
+    cwd: repoRoot(),
+    env: { ...ctx.env, CRONLEDGER_ADMIN_DATABASE_URL: ctx.readonlyDatabaseUrl, CRONLEDGER_METRICS_PER_USER: '' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const stop = async () => {
+    child.kill('SIGTERM');
+    await exited;
+  };
+  let output = '';
+  const url = await new Promise<string>((resolve, reject) => {
+    const look = (chunk: Buffer) => {
+      output += chunk.toString('utf8');
+      const found = /cronledger admin on (http:\/\/\S+)/.exec(output)?.[1];
+      if (found) resolve(found);
+    };
+    child.stdout.on('data', look);
+    child.stderr.on('data', look);
+    void exited.then(() => reject(new Error(`cronledger admin ${args.join(' ')} exited before serving:\n${output}`)));
+  });
+  return { url, stop };
+}
+
+/** The charge and credit counters of a /metrics text, keyed by their labels joined with |, values as integer strings. */
+function costCounters(text: string) {
+  const families = parsePrometheus(text);
+  const byLabels = (name: string) => {
+    const family = families.find((f) => f.name === name)!;
+    return new Map(family.metrics.map((m) => [Object.values(m.labels ?? {}).join('|'), m.value!]));
+  };
+  const charges = families.find((f) => f.name === 'cronledger_charges_micro_usd_total')!;
+  return {
+    labelNames: [...new Set(charges.metrics.map((m) => Object.keys(m.labels ?? {}).join(',')))],
+    charges: byLabels('cronledger_charges_micro_usd_total'),
+    credits: byLabels('cronledger_credits_micro_usd_total'),
+  };
+}
+
+describe('metrics per user (`cronledger admin --metrics-per-user`)', () => {
+  it('labels the cost counters by user only when the flag is on, and per user they still match the ledger', async () => {
+    const { rows } = await ctx.pool.query<{ key: string; charges: string; credits: string }>(
+      `select concat_ws('|', coalesce(model, 'none'), coalesce(kind, 'none'), user_id) as key,
+              round(coalesce(sum(cost_usd) filter (where cost_usd > 0), 0) * 1000000)::text as charges,
+              round(coalesce(-sum(cost_usd) filter (where cost_usd < 0), 0) * 1000000)::text as credits
+         from usage_ledger group by model, kind, user_id`,
+    );
+    const on = await startCliAdmin(['--metrics-per-user']);
+    try {
+      const counters = costCounters(await (await fetch(`${on.url}/metrics`)).text());
+      expect(counters.labelNames).toEqual(['model,kind,user']);
+      // (SQL rounds half away from zero, the counters half-even: no seeded per-user sum sits exactly on a half micro-dollar)
+      expect(counters.charges).toEqual(new Map(rows.map((r) => [r.key, r.charges])));
+      expect(counters.credits).toEqual(new Map(rows.map((r) => [r.key, r.credits])));
+      expect(counters.charges.get(`openai/gpt-4o-mini|chat|${HOSTILE}`)).toBeDefined(); // a hostile ID is just a label value
+      expect([...counters.credits.values()].some((v) => v !== '0')).toBe(true); // credits are per user too
+    } finally {
+      await on.stop();
+    }
+    const off = await startCliAdmin([]);
+    try {
+      const counters = costCounters(await (await fetch(`${off.url}/metrics`)).text());
+      expect(counters.labelNames).toEqual(['model,kind']);
+    } finally {
+      await off.stop();
+    }
   });
 });
 
