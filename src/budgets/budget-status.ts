@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { monthBoundsSql } from '../db/month-bounds';
 import { budgetInForce, type BudgetInForce } from './budgets-store';
 import { atto, tierFor, usdOf, type Tier } from './tier';
 
@@ -43,10 +44,28 @@ export async function monthFigures(
 }
 
 /**
+ * The instant of `month` (`YYYY-MM`) in `timeZone` nearest to `at`: `at` itself when it falls in that month there, else
+ * the month's first or last microsecond. A report's month ends at another instant in each budget's zone.
+ */
+async function instantInMonth(db: pg.Pool | pg.PoolClient, month: string, timeZone: string, at: Date): Promise<Date> {
+  const m = monthBoundsSql('$1', '$2');
+  const { rows } = await db.query<{ at: Date }>(
+    `select least(greatest($3::timestamptz, ${m.from}), ${m.to} - interval '1 microsecond') as at`,
+    [month, timeZone, at],
+  );
+  return rows[0].at;
+}
+
+/**
  * Limit, spent, reserved, remaining and tier per user at `at` (default: the database's now), for `budgets status`,
  * the admin page and reports. Without userId: every user with a budget of their own or any spend or reservation.
+ * With `month`: the figures of that month in each user's budget zone (at `at`, moved into that month when it falls
+ * outside it there), under the budget in force at `at`: a report's budget section.
  */
-export async function budgetStatus(db: pg.Pool | pg.PoolClient, opts: { userId?: string; at?: Date } = {}): Promise<BudgetStatus[]> {
+export async function budgetStatus(
+  db: pg.Pool | pg.PoolClient,
+  opts: { userId?: string; at?: Date; month?: string } = {},
+): Promise<BudgetStatus[]> {
   const at = opts.at ?? (await db.query<{ now: Date }>('select now() as now')).rows[0].now;
   const users = opts.userId
     ? [opts.userId]
@@ -61,7 +80,8 @@ export async function budgetStatus(db: pg.Pool | pg.PoolClient, opts: { userId?:
   const out: BudgetStatus[] = [];
   for (const userId of users) {
     const budget = await budgetInForce(db, userId, at);
-    const figures = await monthFigures(db, userId, budget.timeZone, at);
+    const figuresAt = opts.month === undefined ? at : await instantInMonth(db, opts.month, budget.timeZone, at);
+    const figures = await monthFigures(db, userId, budget.timeZone, figuresAt);
     const limit = budget.limitUsd === null ? null : atto(budget.limitUsd);
     const used = atto(figures.spentUsd) + atto(figures.reservedUsd);
     out.push({

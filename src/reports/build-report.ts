@@ -2,6 +2,7 @@ import { add, equal } from 'dinero.js/bigint';
 import type pg from 'pg';
 import { runOutcomes, duplicateRuns } from '../db/run-outcomes';
 import { parseUsd, toAttoUsd, toExactString, zero, type Money } from '../money';
+import { budgetSection } from './budget-section';
 import { countPerDollar, moneyPer, RATIO_ROUNDING } from './economics';
 import type { Month } from './month';
 import type { OnProgress } from '../progress-bar';
@@ -19,7 +20,8 @@ export async function buildReport(db: pg.Pool, opts: { month: Month; timeZone: s
   const { month, timeZone: zone, onProgress } = opts;
   await ensureMonthRollups(db, zone, month, onProgress);
   const rows = await readMonthRollups(db, zone, month, onProgress);
-  return reportFromRows(db, { month, timeZone: zone, rows, span: await entryIdSpan(db, zone, month) });
+  const report = await reportFromRows(db, { month, timeZone: zone, rows, span: await entryIdSpan(db, zone, month) });
+  return { ...report, budget: await budgetSection(db, { month, period: report.period }) };
 }
 
 /**

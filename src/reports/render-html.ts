@@ -5,7 +5,7 @@ import { sha256 } from '../hash';
 import { displayUsd, formatUsd, parseUsd, toAttoUsd } from '../money';
 import { divideHalfEven } from './economics';
 import { daysOf } from './month';
-import { capitalized, cutTable, economicsRows, totalsRows } from './report-rows';
+import { budgetNote, budgetRunRows, budgetTable, capitalized, cutTable, economicsRows, totalsRows } from './report-rows';
 import type { DayLine, ReportCut, UsageReport } from './types';
 
 /**
@@ -99,6 +99,19 @@ const cutHtml = (report: UsageReport, cut: ReportCut): string => {
   return table(t.headers, t.rows, t.right, true);
 };
 
+/** The budget section: the per-user table (the `budgets status` columns), then the guard's run counts and savings. */
+function budgetHtml(report: UsageReport): string {
+  if (!report.budget) return '';
+  const t = budgetTable(report);
+  const runs = budgetRunRows(report).map(([k, v]) => [capitalized(k), v]);
+  return [
+    '<h2>Budgets</h2>',
+    `<p class="muted">${esc(budgetNote(report))}</p>`,
+    ...(t.rows.length ? [table(t.headers, t.rows, t.right)] : []),
+    table(['Metric', 'Value'], runs, [1]),
+  ].join('\n');
+}
+
 /** The page's script and stylesheet, kept as files beside this one and inlined: the page stays self-contained. */
 const asset = (name: string): string => readFileSync(new URL(`./assets/${name}`, import.meta.url), 'utf8');
 let pageAssets: { script: string; css: string } | undefined;
@@ -168,6 +181,7 @@ ${cutHtml(report, 'user')}
 ${cutHtml(report, 'day')}
 <h2>By model</h2>
 ${cutHtml(report, 'model')}
+${budgetHtml(report)}
 <script type="application/json" id="chart-data">${dataJson}</script>
 <script>${chartLib}</script>
 <script>${pageScript}</script>

@@ -1,6 +1,6 @@
 import { formatTable, printable } from '../text-table';
 import { displayUsd } from '../money';
-import { capitalized, cutTable, economicsRows, linesOf, totalsRows } from './report-rows';
+import { budgetNote, budgetRunRows, budgetTable, capitalized, cutTable, economicsRows, linesOf, totalsRows } from './report-rows';
 import type { Figures, LineType, ReportCut, UsageReport } from './types';
 
 /**
@@ -10,8 +10,8 @@ import type { Figures, LineType, ReportCut, UsageReport } from './types';
 
 /** The report with only one cut's lines, as `report --by X --format json` prints it. */
 export function reportForCut(report: UsageReport, cut: ReportCut) {
-  const { byUser: _u, byDay: _d, byModel: _m, totals, unitEconomics, failedCalls, duplicateSkippedRuns, ...header } = report;
-  return { ...header, by: cut, lines: linesOf(report, cut), totals, unitEconomics, failedCalls, duplicateSkippedRuns };
+  const { byUser: _u, byDay: _d, byModel: _m, totals, unitEconomics, failedCalls, duplicateSkippedRuns, budget, ...header } = report;
+  return { ...header, by: cut, lines: linesOf(report, cut), totals, unitEconomics, failedCalls, duplicateSkippedRuns, budget };
 }
 
 export const renderJson = (value: unknown): string => `${JSON.stringify(value, null, 2)}\n`;
@@ -27,14 +27,29 @@ const upperCaseHeaders = <T extends { headers: string[] }>(t: T): T => ({ ...t, 
 
 const plural = (n: number, word: string, many = `${word}s`) => `${n} ${n === 1 ? word : many}`;
 
+const indentedPairs = (rows: [string, string][]) =>
+  formatTable(['', ''], rows, [1])
+    .split('\n')
+    .slice(2)
+    .map((l) => `  ${l}`)
+    .join('\n');
+
+/** The budget section as text: a note, the per-user table, then the guard's run counts and savings. */
+function budgetText(report: UsageReport): string[] {
+  if (!report.budget) return [];
+  const t = upperCaseHeaders(budgetTable(report));
+  return [
+    'Budgets',
+    `  ${budgetNote(report)}`,
+    ...(t.rows.length ? [formatTable(t.headers, t.rows, t.right)] : []),
+    indentedPairs(budgetRunRows(report)),
+    '',
+  ];
+}
+
 export function renderTable(report: UsageReport, cut: ReportCut): string {
   const t = upperCaseHeaders(cutTable(report, cut));
-  const pairs = (rows: [string, string][]) =>
-    formatTable(['', ''], rows, [1])
-      .split('\n')
-      .slice(2)
-      .map((l) => `  ${l}`)
-      .join('\n');
+  const pairs = indentedPairs;
   return [
     title(report, cut),
     '',
@@ -49,6 +64,7 @@ export function renderTable(report: UsageReport, cut: ReportCut): string {
     `Failed calls: ${plural(report.failedCalls.calls, 'call')}, ${displayUsd(report.failedCalls.costUsd)}`,
     `Duplicate-skipped runs: ${plural(report.duplicateSkippedRuns.runs, 'run')}, ${displayUsd(report.duplicateSkippedRuns.costUsd)}`,
     '',
+    ...budgetText(report),
   ].join('\n');
 }
 
@@ -146,8 +162,45 @@ export function renderCsv(report: UsageReport, cuts: ReportCut[] = ['user', 'day
     value: report.duplicateSkippedRuns.runs,
     cost_usd: report.duplicateSkippedRuns.costUsd,
   });
+  rows.push(...budgetCsvRows(report));
   const lines = [CSV_COLUMNS.join(','), ...rows.map((r) => CSV_COLUMNS.map((c) => csvField(r[c])).join(','))];
   return `${lines.join('\r\n')}\r\n`;
+}
+
+/**
+ * The budget section in CSV: section `budget`, one metric per row, exact decimal strings; per-user rows name the user
+ * (an empty value where no limit applies), the guard's totals leave user_id empty.
+ */
+function budgetCsvRows(report: UsageReport): CsvRow[] {
+  const b = report.budget;
+  if (!b) return [];
+  const rows: CsvRow[] = [];
+  for (const u of b.users) {
+    const perUser: [string, string | null][] = [
+      ['month', u.month],
+      ['time_zone', u.timeZone],
+      ['limit_usd', u.limitUsd],
+      ['spent_usd', u.spentUsd],
+      ['reserved_usd', u.reservedUsd],
+      ['remaining_usd', u.remainingUsd],
+      ['tier', u.tier],
+      ['source', u.source],
+    ];
+    for (const [metric, value] of perUser) rows.push({ section: 'budget', user_id: u.userId, metric, value });
+  }
+  const s = b.downgradeSavings;
+  const totals: [string, string | number][] = [
+    ['configured', String(b.configured)],
+    ['blocked_runs', b.blockedRuns],
+    ['downgraded_runs', b.downgradedRuns],
+    ['downgrade_saved_usd', s.savedUsd],
+    ['downgrade_paid_usd', s.paidUsd],
+    ['downgrade_at_default_price_usd', s.atDefaultPriceUsd],
+    ['downgrade_entries', s.entries],
+    ['downgrade_unpriced_entries', s.unpricedEntries],
+  ];
+  for (const [metric, value] of totals) rows.push({ section: 'budget', metric, value });
+  return rows;
 }
 
 // ------------------------------------------------------------------------------------------------------------- markdown
@@ -201,5 +254,24 @@ export function renderMarkdown(report: UsageReport): string {
     `Exact: cost per completed run ${e.costPerCompletedRunUsd} USD, cost per active user ${e.costPerActiveUserUsd} USD. ` +
       `Rounding: ${e.rounding}. Money in tables is rounded half-even to 6 decimals; usage.json and usage.csv are exact.`,
     '',
+    ...budgetMarkdown(report),
   ].join('\n');
+}
+
+function budgetMarkdown(report: UsageReport): string[] {
+  if (!report.budget) return [];
+  const t = budgetTable(report);
+  return [
+    '## Budgets',
+    '',
+    mdCell(budgetNote(report)),
+    '',
+    ...(t.rows.length ? [mdTable(t.headers, t.rows, t.right), ''] : []),
+    mdTable(
+      ['Metric', 'Value'],
+      budgetRunRows(report).map(([k, v]) => [capitalized(k), v]),
+      [1],
+    ),
+    '',
+  ];
 }

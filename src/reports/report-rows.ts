@@ -1,3 +1,4 @@
+import { budgetStatusTable } from '../budgets/status-table';
 import { displayUsd } from '../money';
 import type { DayLine, Figures, ModelLine, ReportCut, UsageReport, UserLine } from './types';
 
@@ -64,3 +65,29 @@ export function totalsRows(report: UsageReport): [string, string][] {
 }
 
 export const capitalized = (s: string): string => `${s.slice(0, 1).toUpperCase()}${s.slice(1)}`;
+
+/** The budget section's per-user table (the `budgets status` columns); empty without a section. */
+export function budgetTable(report: UsageReport): { headers: string[]; rows: string[][]; right: number[] } {
+  return budgetStatusTable(report.budget?.users ?? []);
+}
+
+/** The budget section's run counts and downgrade savings as (label, value) pairs; labels are lower case. */
+export function budgetRunRows(report: UsageReport): [string, string][] {
+  const b = report.budget;
+  if (!b) return [];
+  const s = b.downgradeSavings;
+  return [
+    ['blocked runs', String(b.blockedRuns)],
+    ['downgraded runs', String(b.downgradedRuns)],
+    ['downgrades saved (default model price minus paid)', displayUsd(s.savedUsd)],
+    ['paid for downgraded calls', displayUsd(s.paidUsd)],
+    ['the same tokens at the default model price', displayUsd(s.atDefaultPriceUsd)],
+    ...(s.unpricedEntries > 0
+      ? [['downgraded calls whose default model has no price', String(s.unpricedEntries)] as [string, string]]
+      : []),
+  ];
+}
+
+/** One line that says whether any limit applied: budgets exist, or none was ever configured. */
+export const budgetNote = (report: UsageReport): string =>
+  report.budget?.configured === false ? 'No budget configured: no limit applied.' : 'Budgets for the month, per user, in each budget zone.';

@@ -1,8 +1,10 @@
 /**
  * The usage report as data. Money is always an exact decimal string at the ledger scale (18 fractional digits, as
  * PostgreSQL prints numeric(38,18)); counts are integers. Nothing here is a float.
- * This file has no imports, so workflow code may import its types.
+ * This file imports only types, so workflow code may import its types.
  */
+
+import type { BudgetStatus } from '../budgets/budget-status';
 
 export type ReportCut = 'user' | 'day' | 'model';
 export type ReportFormat = 'table' | 'json' | 'csv' | 'md' | 'html';
@@ -75,6 +77,24 @@ export interface UsageReport {
   unitEconomics: UnitEconomics;
   failedCalls: { calls: number; costUsd: string };
   duplicateSkippedRuns: { runs: number; costUsd: string };
+  /** The budget guard's month (src/reports/budget-section.ts); absent from a report built from rollups alone (the admin page). */
+  budget?: BudgetSection;
+}
+
+export interface BudgetSection {
+  /** false while no budget was ever configured: no limit applied to anyone. */
+  configured: boolean;
+  /**
+   * Users with a budget of their own, or with spend or reservations in the month: the figures `budgets status` shows,
+   * for the report's month in each budget's zone.
+   */
+  users: BudgetStatus[];
+  /** Runs claimed in the month that the guard blocked before any model call. */
+  blockedRuns: number;
+  /** Runs claimed in the month that ran on the cheap models. */
+  downgradedRuns: number;
+  /** The default model's price for the downgraded calls' tokens, minus what was paid (ledger rows of the month). */
+  downgradeSavings: { savedUsd: string; paidUsd: string; atDefaultPriceUsd: string; entries: number; unpricedEntries: number };
 }
 
 /** What the monthly report activity hands back to the workflow (and the workflow to whoever started it). */

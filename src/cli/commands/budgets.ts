@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { budgetChangesOf, loadBudgetsFile, parseBudgetUserId, parseMonthlyLimit } from '../../budgets/budget-file';
 import { budgetStatus } from '../../budgets/budget-status';
+import { budgetStatusTable } from '../../budgets/status-table';
 import { applyBudgets, budgetInForce, listBudgets, type ApplyBudgetsResult } from '../../budgets/budgets-store';
 import { UserError } from '../../errors';
 import { displayUsd } from '../../money';
@@ -92,19 +93,11 @@ export function registerBudgetsCommands(program: Command): void {
           process.stdout.write('no budgets and no spend yet\n');
           return;
         }
+        const table = budgetStatusTable(status);
         printTable(
-          ['USER', 'MONTH', 'ZONE', 'LIMIT', 'SPENT', 'RESERVED', 'REMAINING', 'TIER'],
-          status.map((s) => [
-            s.userId,
-            s.month,
-            s.timeZone,
-            s.limitUsd === null ? 'no limit' : displayUsd(s.limitUsd),
-            displayUsd(s.spentUsd),
-            displayUsd(s.reservedUsd),
-            s.remainingUsd === null ? '-' : displayUsd(s.remainingUsd),
-            s.tier,
-          ]),
-          [3, 4, 5, 6],
+          table.headers.map((h) => h.toUpperCase()),
+          table.rows,
+          table.right,
         );
       });
     });

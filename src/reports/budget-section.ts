@@ -1,0 +1,43 @@
+import type pg from 'pg';
+import { budgetStatus } from '../budgets/budget-status';
+import { anyBudget } from '../budgets/budgets-store';
+import { downgradeSavings } from '../budgets/downgrade-savings';
+import { budgetRunOutcomes } from '../db/run-outcomes';
+import { parseUsd, toAttoUsd } from '../money';
+import type { Month } from './month';
+import type { BudgetSection, UsageReport } from './types';
+
+/**
+ * A report's budget section: per user the figures `cronledger budgets status` shows, for the report's month, taken at
+ * the month's last instant (or now, while it runs); then the runs the guard blocked or downgraded in the month (by
+ * claim time, as the unit economics count runs) and what the downgrades saved. Money stays exact decimal strings.
+ */
+export async function budgetSection(db: pg.Pool, opts: { month: Month; period: UsageReport['period'] }): Promise<BudgetSection> {
+  const { from, to } = opts.period;
+  const now = (await db.query<{ now: Date }>('select now() as now')).rows[0].now;
+  const end = new Date(new Date(to).getTime() - 1);
+  const at = now < end ? now : end;
+  const status = await budgetStatus(db, { at, month: opts.month });
+  const runs = await budgetRunOutcomes(db, from, to);
+  const savings = await downgradeSavings(db, from, to);
+  return {
+    configured: await anyBudget(db),
+    users: status.filter((s) => s.source === 'user' || isNonZero(s.spentUsd) || isNonZero(s.reservedUsd)),
+    blockedRuns: countOf(runs.blocked),
+    downgradedRuns: countOf(runs.downgraded),
+    downgradeSavings: {
+      savedUsd: savings.savedUsd,
+      paidUsd: savings.paidUsd,
+      atDefaultPriceUsd: savings.atDefaultPriceUsd,
+      entries: savings.entries,
+      unpricedEntries: savings.unpriced,
+    },
+  };
+}
+
+const isNonZero = (usd: string): boolean => toAttoUsd(parseUsd(usd)) !== 0n;
+
+function countOf(n: bigint): number {
+  if (n > BigInt(Number.MAX_SAFE_INTEGER)) throw new Error(`count ${n} is too large to report exactly`);
+  return Number(n);
+}
