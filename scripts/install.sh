@@ -3,14 +3,18 @@
 #   Debian packages: postgresql (and chromium with --with-chromium, for the report tests)
 #   npm packages:    npm ci, when node_modules is missing or older than package-lock.json
 #   temporal CLI:    the same resolution `dev up` uses (CRONLEDGER_TEMPORAL_CLI, PATH, ~/.cache/cronledger, else go install)
+#   with --with-temporal-server: the Temporal server, its schema tool and the Web UI server that
+#                    `dev up --temporal server` runs (CRONLEDGER_TEMPORAL_SERVER / _SQL_TOOL / _UI_SERVER, the cache, else go install)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 with_chromium=false
+dev_install_args=()
 for arg in "$@"; do
   case "$arg" in
     --with-chromium) with_chromium=true ;;
-    *) echo "install.sh: unknown option $arg (known: --with-chromium)" >&2; exit 2 ;;
+    --with-temporal-server) dev_install_args+=(--temporal-server) ;;
+    *) echo "install.sh: unknown option $arg (known: --with-chromium, --with-temporal-server)" >&2; exit 2 ;;
   esac
 done
 
@@ -46,5 +50,6 @@ elif [ ! -d node_modules ]; then
   npm install --ignore-scripts --no-audit --no-fund
 fi
 
-# Builds the temporal CLI into ~/.cache/cronledger on first use (minutes, with progress); instant afterwards.
-node bin/cronledger.js dev install
+# Builds the temporal CLI (and with --with-temporal-server the server's binaries) into ~/.cache/cronledger on first
+# use (minutes, with progress); instant afterwards.
+node bin/cronledger.js dev install "${dev_install_args[@]}"

@@ -30,3 +30,18 @@ export async function freePorts(n: number): Promise<number[]> {
   while (ports.size < n) ports.add(await freePort());
   return [...ports];
 }
+
+/**
+ * n distinct ports free now in [low, high], tried at random. For ports the kernel would never hand out by itself
+ * (freePort gives ephemeral ones, 32768 and up on Linux), such as Temporal's membership ports, which its SQL
+ * schema keeps in a smallint.
+ */
+export async function freePortsInRange(n: number, low: number, high: number): Promise<number[]> {
+  const ports = new Set<number>();
+  for (let tries = 0; ports.size < n; tries++) {
+    if (tries > 1000) throw new Error(`no ${n} free ports between ${low} and ${high} on ${LOCALHOST}`);
+    const port = low + Math.floor(Math.random() * (high - low + 1));
+    if (!ports.has(port) && (await isPortFree(port))) ports.add(port);
+  }
+  return [...ports];
+}

@@ -241,6 +241,32 @@ async function ensureDatabase(port: number, passwords: RolePasswords, clusterDir
   await withSuperuser(port, passwords, LEDGER_DATABASE, (client) => adoptByOwner(client, LEDGER_DATABASE));
 }
 
+/** The role the Temporal server (`dev up --temporal server`) connects as: it owns Temporal's databases and nothing else. */
+export const TEMPORAL_ROLE = 'temporal';
+
+/**
+ * Temporal's role, with this password, and its databases (history and visibility), owned by it so that the schema
+ * tool may create their tables. The ledger's roles get nothing in them, nor Temporal's role anything in the ledger.
+ */
+export async function ensureTemporalDatabases(
+  port: number,
+  passwords: RolePasswords,
+  temporalPassword: string,
+  databases: string[],
+): Promise<string> {
+  await withSuperuser(port, passwords, 'postgres', async (client) => {
+    await client.query(`set password_encryption = 'scram-sha-256'`);
+    const exists = await client.query('select 1 from pg_roles where rolname = $1', [TEMPORAL_ROLE]);
+    const verb = exists.rowCount === 0 ? 'create' : 'alter';
+    await client.query(`${verb} role ${TEMPORAL_ROLE} login password ${client.escapeLiteral(temporalPassword)}`);
+    for (const database of databases) {
+      const found = await client.query('select 1 from pg_database where datname = $1', [database]);
+      if (found.rowCount === 0) await client.query(`create database ${client.escapeIdentifier(database)} owner ${TEMPORAL_ROLE}`);
+    }
+  });
+  return TEMPORAL_ROLE;
+}
+
 /** A file the server reads: 0600, and as root owned by the account the cluster runs as. */
 function writeClusterFile(path: string, content: string, owner: Account | undefined): void {
   writeFileSync(path, content, { mode: 0o600 });

@@ -1,7 +1,15 @@
 import { chmodSync, existsSync, mkdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import pg from 'pg';
-import { defaultDataDir, readStackFile, redactDatabaseUrl, stackFilePath, type StackFile } from '../config';
+import {
+  defaultDataDir,
+  readStackFile,
+  redactDatabaseUrl,
+  stackFilePath,
+  TEMPORAL_SERVICES,
+  type StackFile,
+  type TemporalMode,
+} from '../config';
 import { DEFAULT_TASK_QUEUE } from '../constants';
 import { migrateDatabase } from '../db/migrate';
 import { parseDatabaseUrl } from '../db/pool';
@@ -13,6 +21,7 @@ import {
   clusterDirOf,
   databaseUrlFor,
   ensurePostgresBinDir,
+  ensureTemporalDatabases,
   postgresLogOf,
   postgresPid,
   startPostgres,
@@ -20,13 +29,24 @@ import {
 } from './postgres';
 import { requireStackFile, updateStackFile, writeStackFile } from './stack-file';
 import { findTemporalCli, resolveTemporalCli } from './temporal-cli';
+import {
+  clusterAllRunning,
+  clusterAnyRunning,
+  clusterLogOf,
+  clusterPartRunning,
+  planCluster,
+  startTemporalCluster,
+  stopTemporalCluster,
+} from './temporal-cluster';
+import { resolveTemporalServerBinaries, type TemporalServerBinaries } from './temporal-server-binaries';
 import { startTemporal, stopTemporal, temporalLogOf, temporalRunning } from './temporal-server';
 import { startWorkers, stopWorkers, workerId, workerRunning, type WorkerState } from './workers';
 import { adminRunning, startAdmin, stopAdmin } from './admin-process';
 
 /**
- * The local stack behind `cronledger dev up|down|status` and the test suite: the Temporal dev server (with its
- * Web UI), a private PostgreSQL cluster and N worker processes, all recorded in <dataDir>/stack.json.
+ * The local stack behind `cronledger dev up|down|status` and the test suite: Temporal with its Web UI (the dev server
+ * on SQLite, or with `--temporal server` the Temporal server's four services on PostgreSQL), a private PostgreSQL
+ * cluster and N worker processes, all recorded in <dataDir>/stack.json.
  * Each data dir is its own stack on its own ports, so several live side by side.
  */
 
@@ -49,11 +69,15 @@ export interface StartStackOptions {
   log?: (line: string) => void;
   /** Start the admin page too (default); the test suite's shared stack does not need it. */
   admin?: boolean;
+  /** Which Temporal: `dev` (the dev server) or `server` (the Temporal server on PostgreSQL). Default: the mode the
+   * stack file records, else `dev`. */
+  temporal?: TemporalMode;
 }
 
 export interface StackUp {
   stack: StackFile;
-  temporal: { pid: number; alreadyRunning: boolean };
+  /** pid: the dev server, or in server mode the frontend; pids: every process of the server mode. */
+  temporal: { mode: TemporalMode; pid: number; alreadyRunning: boolean; pids?: Record<string, number> };
   postgres: { pid?: number; alreadyRunning: boolean; external: boolean };
   /** null: not migrated, because an external database came without DATABASE_OWNER_URL. */
   migrationsApplied: string[] | null;
@@ -69,22 +93,36 @@ export async function startStack(opts: StartStackOptions): Promise<StackUp> {
   const taskQueue = opts.taskQueue ?? DEFAULT_TASK_QUEUE;
   makePrivateDirs(dataDir);
 
-  // Tools and checks first, one at a time: a first run may build the temporal CLI or apt-install PostgreSQL,
-  // each printing progress, and what can be known to fail fails before anything starts.
-  const cli = await resolveTemporalCli();
+  const mode = opts.temporal ?? readStackFile(dataDir)?.temporal.mode ?? 'dev';
+  if (mode === 'server' && opts.externalDatabaseUrl) {
+    throw new UserError(
+      "`--temporal server` keeps Temporal in the stack's own PostgreSQL, and DATABASE_URL points elsewhere.\n" +
+        'Unset DATABASE_URL (and DATABASE_OWNER_URL) for `dev up --temporal server`, or use the dev server (`--temporal dev`).',
+    );
+  }
+  // Tools and checks first, one at a time: a first run may build the temporal CLI (or the server's binaries) or
+  // apt-install PostgreSQL, each printing progress, and what can be known to fail fails before anything starts.
+  const cli = mode === 'dev' ? (await resolveTemporalCli()).path : (findTemporalCliOrNull() ?? '');
+  const binaries = mode === 'server' ? await resolveTemporalServerBinaries() : undefined;
   if (!opts.externalDatabaseUrl) {
     await ensurePostgresBinDir(log);
     checkClusterReachable(dataDir);
   }
-  writeStackFile(dataDir, await planStack(dataDir, cli.path, opts.externalDatabaseUrl, opts.externalOwnerDatabaseUrl));
+  writeStackFile(dataDir, await planStack(dataDir, { mode, cli, binaries }, opts.externalDatabaseUrl, opts.externalOwnerDatabaseUrl));
 
   // Whatever the parts create (the Temporal SQLite file, logs) is for this user only; children inherit the umask.
   const umask = process.umask(0o077);
   try {
-    // Side by side, and both settled before anything is reported, so an error never races a half-started part.
-    const [temporal, postgres] = settledOrThrow(
-      await Promise.allSettled([startTemporal(dataDir, { namespaces: opts.namespaces }), startLedgerDatabase(dataDir, log)]),
-    );
+    const [temporal, postgres] =
+      mode === 'dev'
+        ? // Side by side, and both settled before anything is reported, so an error never races a half-started part.
+          settledOrThrow(
+            await Promise.allSettled([
+              startTemporal(dataDir, { namespaces: opts.namespaces }).then((t) => ({ mode, ...t })),
+              startLedgerDatabase(dataDir, log),
+            ]),
+          )
+        : await startServerMode(dataDir, opts.namespaces, log);
     const ownerUrl = requireStackFile(dataDir).postgres.ownerDatabaseUrl;
     const migrationsApplied = ownerUrl ? await migrateDatabase(ownerUrl, 'DATABASE_OWNER_URL') : null;
     const workers = await startWorkers(dataDir, opts.workers, taskQueue);
@@ -98,6 +136,7 @@ export async function startStack(opts: StartStackOptions): Promise<StackUp> {
     const stack = requireStackFile(dataDir);
     const somethingRuns =
       temporalRunning(stack) ||
+      clusterAnyRunning(stack, dataDir) ||
       Boolean(postgresPid(dataDir)) ||
       stack.workers.some((w) => workerRunning(w, dataDir)) ||
       adminRunning(stack.admin, dataDir);
@@ -110,6 +149,23 @@ export async function startStack(opts: StartStackOptions): Promise<StackUp> {
   } finally {
     process.umask(umask);
   }
+}
+
+/** Server mode: Temporal keeps its state in the stack's PostgreSQL, so that comes first. */
+async function startServerMode(
+  dataDir: string,
+  namespaces: string[] | undefined,
+  log: (line: string) => void,
+): Promise<[StackUp['temporal'], StackUp['postgres']]> {
+  const postgres = await startLedgerDatabase(dataDir, log);
+  const stack = requireStackFile(dataDir);
+  const passwords = withAllPasswords(stack.postgres.passwords);
+  const temporalPassword = stack.postgres.passwords?.temporal;
+  if (!temporalPassword) throw new Error("planStack gives a server-mode stack a password for Temporal's role");
+  await ensureTemporalDatabases(stack.postgres.port, passwords, temporalPassword, Object.values(stack.temporal.server!.databases));
+  const started = await startTemporalCluster(dataDir, { namespaces });
+  const temporal = { mode: 'server' as const, pid: started.pids.frontend ?? 0, alreadyRunning: started.alreadyRunning, pids: started.pids };
+  return [temporal, postgres];
 }
 
 /** The data dir and its logs 0700, and what an older cronledger left readable there 0600. */
@@ -127,6 +183,8 @@ export interface StackDown {
   found: boolean;
   workers: { id: string; pid: number }[];
   temporalPid?: number;
+  /** Server mode: the pids of the services and the Web UI server it stopped. */
+  temporalServerPids: number[];
   postgresPid?: number;
   adminPid?: number;
 }
@@ -134,14 +192,16 @@ export interface StackDown {
 /** Stops workers first (they finish in-flight tasks against a live server), then Temporal, then PostgreSQL. */
 export async function stopStack(dataDir: string): Promise<StackDown> {
   dataDir = resolve(dataDir);
-  if (!readStackFile(dataDir)) return { found: false, workers: [] };
+  if (!readStackFile(dataDir)) return { found: false, workers: [], temporalServerPids: [] };
   const adminPid = await stopAdmin(dataDir);
   const workers = await stopWorkers(dataDir);
+  // Both modes: a stack switched from one to the other may still run the first (dev up refuses that, but be sure).
   const temporalPid = await stopTemporal(dataDir);
+  const temporalServerPids = await stopTemporalCluster(dataDir);
   // Also when DATABASE_URL made this stack external: a private cluster from an earlier `dev up` may still run.
   const pgPid = postgresPid(dataDir);
   const postgresStopped = await stopPostgres(dataDir);
-  return { found: true, workers, temporalPid, postgresPid: postgresStopped ? pgPid : undefined, adminPid };
+  return { found: true, workers, temporalPid, temporalServerPids, postgresPid: postgresStopped ? pgPid : undefined, adminPid };
 }
 
 export interface StackStatus {
@@ -156,7 +216,17 @@ export interface StackStatus {
   databaseUrl: string | null;
   temporalCli: string | null;
   namespace: string | null;
-  temporal: { running: boolean; pid: number | null; port: number | null; uiPort: number | null; dbFile: string | null; log: string };
+  /** mode: `dev` or `server`; in server mode pid is the frontend's, dbFile null, and services lists every process. */
+  temporal: {
+    mode: TemporalMode;
+    running: boolean;
+    pid: number | null;
+    port: number | null;
+    uiPort: number | null;
+    dbFile: string | null;
+    log: string;
+    services: { name: string; running: boolean; pid: number | null; log: string }[];
+  };
   postgres: { running: boolean; external: boolean; pid: number | null; port: number | null; clusterDir: string | null; log: string | null };
   /** metricsUrl: the worker's Temporal SDK runtime metrics (Prometheus text). */
   workers: { id: string; running: boolean; pid: number; log: string; metricsUrl: string | null }[];
@@ -176,7 +246,16 @@ export async function stackStatus(dataDir: string): Promise<StackStatus> {
       databaseUrl: null,
       temporalCli: findTemporalCliOrNull(),
       namespace: null,
-      temporal: { running: false, pid: null, port: null, uiPort: null, dbFile: null, log: temporalLogOf(dataDir) },
+      temporal: {
+        mode: 'dev',
+        running: false,
+        pid: null,
+        port: null,
+        uiPort: null,
+        dbFile: null,
+        log: temporalLogOf(dataDir),
+        services: [],
+      },
       postgres: { running: false, external: false, pid: null, port: null, clusterDir: null, log: null },
       workers: [],
       admin: { running: false, pid: null, log: null },
@@ -184,7 +263,12 @@ export async function stackStatus(dataDir: string): Promise<StackStatus> {
   }
   const t = stack.temporal;
   const p = stack.postgres;
-  const tRunning = temporalRunning(stack);
+  const mode = t.mode ?? 'dev';
+  const tRunning = mode === 'dev' ? temporalRunning(stack) : clusterAllRunning(stack, dataDir);
+  const services = (mode === 'server' ? ([...TEMPORAL_SERVICES, 'ui'] as const) : []).map((name) => {
+    const running = clusterPartRunning(stack, dataDir, name);
+    return { name, running, pid: running ? t.server!.processes[name]!.pid : null, log: clusterLogOf(dataDir, name) };
+  });
   const pgPid = p.external ? undefined : postgresPid(dataDir);
   return {
     ...base,
@@ -195,12 +279,14 @@ export async function stackStatus(dataDir: string): Promise<StackStatus> {
     temporalCli: t.cli,
     namespace: stack.namespace,
     temporal: {
+      mode,
       running: tRunning,
-      pid: tRunning ? t.pid : null,
+      pid: mode === 'dev' ? (tRunning ? t.pid : null) : (services.find((s) => s.name === 'frontend')?.pid ?? null),
       port: t.port,
       uiPort: t.uiPort,
-      dbFile: t.dbFile,
-      log: temporalLogOf(dataDir),
+      dbFile: mode === 'dev' ? t.dbFile : null,
+      log: mode === 'dev' ? temporalLogOf(dataDir) : clusterLogOf(dataDir, 'frontend'),
+      services,
     },
     postgres: {
       running: p.external ? await answers(p.databaseUrl) : Boolean(pgPid),
@@ -228,21 +314,33 @@ export async function stackStatus(dataDir: string): Promise<StackStatus> {
 /** Ports and paths: those already in stack.json (same ports, same SQLite file on every restart), else fresh ones. */
 async function planStack(
   dataDir: string,
-  cli: string,
+  temporal: { mode: TemporalMode; cli: string; binaries?: TemporalServerBinaries },
   externalDatabaseUrl: string | undefined,
   externalOwnerUrl: string | undefined,
 ): Promise<StackFile> {
+  const { mode, cli, binaries } = temporal;
   const existing = readStackFile(dataDir);
-  const postgres = externalDatabaseUrl
+  const postgres: StackFile['postgres'] = externalDatabaseUrl
     ? externalPostgres(externalDatabaseUrl, externalOwnerUrl)
     : existing && !existing.postgres.external
       ? { ...existing.postgres, passwords: withAllPasswords(existing.postgres.passwords) } // older stacks had none, or fewer
       : await privatePostgres(dataDir);
-  if (existing) return { ...existing, temporal: { ...existing.temporal, cli }, postgres };
+  if (mode === 'server' && postgres.passwords && !postgres.passwords.temporal) {
+    postgres.passwords = { ...postgres.passwords, temporal: generatePassword() };
+  }
+  if (existing) {
+    checkModeSwitch(dataDir, existing, mode);
+    // Each mode keeps its own state (the SQLite file, the PostgreSQL databases), so switching back finds it again.
+    const server = binaries
+      ? { ...(existing.temporal.server ?? (await planCluster(binaries, existing.temporal.port))), binaries }
+      : existing.temporal.server;
+    return { ...existing, temporal: { ...existing.temporal, mode, cli, server }, postgres };
+  }
 
   const [port, uiPort] = await temporalPorts(dataDir);
   return {
     temporal: {
+      mode,
       address: `${LOCALHOST}:${port}`,
       uiUrl: `http://${LOCALHOST}:${uiPort}`,
       port,
@@ -250,11 +348,24 @@ async function planStack(
       pid: 0,
       cli,
       dbFile: join(dataDir, 'temporal.db'),
+      server: binaries ? await planCluster(binaries, port) : undefined,
     },
     postgres,
     namespace: 'default',
     workers: [],
   };
+}
+
+/** The two modes share ports: switching needs the running one stopped first. */
+function checkModeSwitch(dataDir: string, existing: StackFile, mode: TemporalMode): void {
+  const current = existing.temporal.mode ?? 'dev';
+  if (current === mode) return;
+  if (temporalRunning(existing) || clusterAnyRunning(existing, dataDir)) {
+    throw new UserError(
+      `this stack runs Temporal as \`--temporal ${current}\`, and \`--temporal ${mode}\` was asked for.\n` +
+        `Stop it first with \`cronledger dev down\`, then \`cronledger dev up --temporal ${mode}\` (each mode keeps its own data).`,
+    );
+  }
 }
 
 async function temporalPorts(dataDir: string): Promise<[number, number]> {
@@ -306,7 +417,7 @@ async function startLedgerDatabase(dataDir: string, log: (line: string) => void)
 }
 
 /** The stack's role passwords, generating those an older stack file lacks (the read-only role came later). */
-function withAllPasswords(passwords: StackFile['postgres']['passwords']): RolePasswords {
+function withAllPasswords(passwords: StackFile['postgres']['passwords']): RolePasswords & { temporal?: string } {
   if (!passwords) return generatePasswords();
   return { ...passwords, readonly: passwords.readonly ?? generatePassword() };
 }

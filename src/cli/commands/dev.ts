@@ -1,10 +1,11 @@
 import type { Command } from 'commander';
-import { dataDir, redactDatabaseUrl } from '../../config';
+import { dataDir, redactDatabaseUrl, type TemporalMode } from '../../config';
 import { DEFAULT_TASK_QUEUE } from '../../constants';
 import { ensurePostgresBinDir } from '../../dev/postgres';
 import { requireStackFile } from '../../dev/stack-file';
 import { stackStatus, startStack, stopStack, type StackStatus } from '../../dev/stack';
 import { resolveTemporalCli } from '../../dev/temporal-cli';
+import { resolveTemporalServerBinaries } from '../../dev/temporal-server-binaries';
 import { UserError } from '../../errors';
 import { printJson, printTable } from '../output';
 
@@ -12,18 +13,23 @@ const DEFAULT_WORKERS = 2;
 const MAX_WORKERS = 32;
 
 export function registerDevCommands(program: Command): void {
-  const dev = program
-    .command('dev')
-    .description('start, stop and inspect the local stack (Temporal dev server with Web UI, PostgreSQL, workers)');
+  const dev = program.command('dev').description('start, stop and inspect the local stack (Temporal with its Web UI, PostgreSQL, workers)');
 
   dev
     .command('up')
     .description('start the local stack in CRONLEDGER_DATA_DIR (default .cronledger/); parts already running are left running')
     .option('--workers <n>', `worker processes to run (0-${MAX_WORKERS})`, String(DEFAULT_WORKERS))
-    .action(async (opts: { workers: string }) => {
+    .option(
+      '--temporal <mode>',
+      '`dev`: the Temporal dev server on SQLite; `server`: the Temporal server (frontend, history, matching, worker) on PostgreSQL. ' +
+        'Default: what the stack ran last, else dev',
+    )
+    .action(async (opts: { workers: string; temporal?: string }) => {
       const workers = parseWorkerCount(opts.workers);
+      const temporal = opts.temporal === undefined ? undefined : parseTemporalMode(opts.temporal);
       const dir = dataDir();
       const up = await startStack({
+        temporal,
         dataDir: dir,
         workers,
         externalDatabaseUrl: process.env.DATABASE_URL,
@@ -33,7 +39,12 @@ export function registerDevCommands(program: Command): void {
       const state = (alreadyRunning: boolean, pid?: number) =>
         `${alreadyRunning ? 'already running' : 'started'}${pid ? `, pid ${pid}` : ''}`;
       const lines = [
-        `Temporal     ${up.stack.temporal.address}  (${state(up.temporal.alreadyRunning, up.temporal.pid)})`,
+        up.temporal.mode === 'server'
+          ? `Temporal     ${up.stack.temporal.address}  (server on PostgreSQL, ${up.temporal.alreadyRunning ? 'already running' : 'started'}: ` +
+            `${Object.entries(up.temporal.pids ?? {})
+              .map(([part, pid]) => `${part} ${pid}`)
+              .join(', ')})`
+          : `Temporal     ${up.stack.temporal.address}  (dev server, ${state(up.temporal.alreadyRunning, up.temporal.pid)})`,
         `Web UI       ${up.stack.temporal.uiUrl}`,
         `Admin page   ${'skipped' in up.admin ? `not started: ${up.admin.skipped}` : `${up.admin.url}  (${state(up.admin.alreadyRunning, up.admin.pid)})`}`,
         `PostgreSQL   ${redactDatabaseUrl(up.stack.postgres.databaseUrl)}  (${up.postgres.external ? 'external, from DATABASE_URL' : state(up.postgres.alreadyRunning, up.postgres.pid)})`,
@@ -70,6 +81,7 @@ export function registerDevCommands(program: Command): void {
         ...down.workers.map((w) => `${w.id} (pid ${w.pid})`),
         ...(down.adminPid ? [`admin page (pid ${down.adminPid})`] : []),
         ...(down.temporalPid ? [`Temporal (pid ${down.temporalPid})`] : []),
+        ...(down.temporalServerPids.length ? [`Temporal server (pids ${down.temporalServerPids.join(', ')})`] : []),
         ...(down.postgresPid ? [`PostgreSQL (pid ${down.postgresPid})`] : []),
       ];
       process.stdout.write(stopped.length ? `stopped ${stopped.join(', ')}\n` : `nothing was running in ${dir}\n`);
@@ -109,11 +121,25 @@ export function registerDevCommands(program: Command): void {
   dev
     .command('install')
     .description('install what `dev up` needs (the temporal CLI, PostgreSQL) without starting anything')
-    .action(async () => {
+    .option('--temporal-server', 'also build what `dev up --temporal server` runs: the Temporal server, its schema tool, the Web UI server')
+    .action(async (opts: { temporalServer?: boolean }) => {
       const cli = await resolveTemporalCli();
+      const lines = [`temporal CLI     ${cli.path} (from ${cli.source})`];
+      if (opts.temporalServer) {
+        const b = await resolveTemporalServerBinaries();
+        lines.push(`Temporal server  ${b.server}`, `schema tool      ${b.sqlTool}`, `Web UI server    ${b.ui}`);
+      }
       const pgBin = await ensurePostgresBinDir((line) => process.stderr.write(`${line}\n`));
-      process.stdout.write(`temporal CLI  ${cli.path} (from ${cli.source})\nPostgreSQL    ${pgBin}\n`);
+      lines.push(`PostgreSQL       ${pgBin}`);
+      process.stdout.write(`${lines.join('\n')}\n`);
     });
+}
+
+export function parseTemporalMode(value: string): TemporalMode {
+  if (value === 'dev' || value === 'server') return value;
+  throw new UserError(
+    `--temporal ${JSON.stringify(value)} is not a Temporal mode; use --temporal dev (the dev server on SQLite) or --temporal server (the Temporal server on PostgreSQL)`,
+  );
 }
 
 export function parseWorkerCount(value: string): number {
@@ -131,9 +157,20 @@ function printStatus(s: StackStatus): void {
     return;
   }
   const state = (running: boolean) => (running ? 'running' : 'stopped');
+  const temporalRows =
+    s.temporal.mode === 'server'
+      ? s.temporal.services.map((p) => [
+          p.name === 'ui' ? 'Web UI' : `Temporal ${p.name}`,
+          state(p.running),
+          String(p.pid ?? '-'),
+          p.name === 'ui' ? (s.uiUrl ?? '-') : p.name === 'frontend' ? `${s.temporalAddress ?? '-'}, log ${p.log}` : p.log,
+        ])
+      : [
+          ['Temporal', state(s.temporal.running), String(s.temporal.pid ?? '-'), s.temporalAddress ?? '-'],
+          ['Web UI', state(s.temporal.running), String(s.temporal.pid ?? '-'), s.uiUrl ?? '-'],
+        ];
   const rows = [
-    ['Temporal', state(s.temporal.running), String(s.temporal.pid ?? '-'), s.temporalAddress ?? '-'],
-    ['Web UI', state(s.temporal.running), String(s.temporal.pid ?? '-'), s.uiUrl ?? '-'],
+    ...temporalRows,
     ['Admin page', state(s.admin.running), String(s.admin.pid ?? '-'), s.adminUrl ?? '-'],
     [
       'PostgreSQL',
@@ -144,5 +181,6 @@ function printStatus(s: StackStatus): void {
     ...s.workers.map((w) => [w.id, state(w.running), String(w.pid), `${w.log}${w.metricsUrl ? `, metrics ${w.metricsUrl}` : ''}`]),
   ];
   printTable(['part', 'state', 'pid', 'where'], rows);
-  process.stdout.write(`\ndata dir ${s.dataDir}, temporal CLI ${s.temporalCli ?? 'not installed'}\n`);
+  const mode = s.temporal.mode === 'server' ? 'Temporal server on PostgreSQL (--temporal server)' : 'Temporal dev server (--temporal dev)';
+  process.stdout.write(`\n${mode}; data dir ${s.dataDir}, temporal CLI ${s.temporalCli ?? 'not installed'}\n`);
 }
