@@ -13,9 +13,16 @@ export interface CronledgerWorkerOptions {
   workflowBundle?: WorkerOptions['workflowBundle'];
 }
 
+/**
+ * How much one worker process takes on at once. The SDK's defaults, except where the fan-out benchmark (1,000 runs
+ * firing in one minute on 3 workers, bench/fan-out.ts, BENCHMARKS.md) measured a difference; each value says why.
+ */
+export const WORKER_TUNING = {} satisfies Partial<WorkerOptions>;
+
 /** A worker polling the task queue with every cronledger workflow and activity. N of them share the work. */
 export async function createCronledgerWorker(opts: CronledgerWorkerOptions): Promise<Worker> {
   return Worker.create({
+    ...WORKER_TUNING,
     connection: opts.connection,
     namespace: opts.namespace,
     taskQueue: opts.taskQueue,

@@ -152,6 +152,32 @@ describe('tiers', () => {
     const lowered = await fleet2(() => startRun(user).then((h) => h.result()));
     expect(lowered).toMatchObject({ status: 'blocked' });
   });
+
+  it('budget exhausted before a call made again (after a billed failure): the run ends blocked, the billed call stays booked', async () => {
+    const user = `tier-blocked-again-${randomUUID().slice(0, 6)}`;
+    const w = await worstCase('openai/gpt-4o-mini');
+    // Room for exactly one run at its worst case: the billed chat call 1 uses its share, so call 2 would cross the limit.
+    await budgetWithSpend(user, w, 0n);
+    const fleet = await startWorkers(ctx, 1);
+    const handle = await ctx.client.workflow.start(scheduledRun, {
+      workflowId: `cron-guard-${user}-2026-01-02T00:00:00Z`,
+      taskQueue: ctx.taskQueue,
+      args: [{ ...input(user), simulate: { ...SIMULATE, failFirstAttempts: 1 } }],
+    });
+    const result = await fleet.runWhile(() => handle.result());
+    expect(result).toMatchObject({ status: 'blocked', tier: 'blocked', budget: { limitUsd: usd(w), blockedBefore: 'chat call 2' } });
+    expect((await handle.describe()).status.name).toBe('COMPLETED');
+    const rows = await ctx.pool.query<{ idempotency_key: string; status: string }>(
+      `select idempotency_key, status from usage_ledger where user_id = $1 and entry_type = 'usage' order by id`,
+      [user],
+    );
+    expect(rows.rows.map((r) => [r.idempotency_key.split(':').slice(1).join(':'), r.status])).toEqual([['chat:1', 'failed']]);
+    const run = await ctx.pool.query('select status, tier, budget from runs where user_id = $1', [user]);
+    expect(run.rows[0]).toMatchObject({ status: 'blocked', tier: 'blocked', budget: { blockedBefore: 'chat call 2' } });
+    expect(await openReservations(user)).toBe(0); // the embedding's share went back
+    const [status] = await budgetStatus(ctx.pool, { userId: user });
+    expect((await ctx.pool.query('select $1::numeric <= $2::numeric as within', [status.spentUsd, usd(w)])).rows[0].within).toBe(true);
+  });
 });
 
 const fleet2 = async <T>(fn: () => Promise<T>): Promise<T> => (await startWorkers(ctx, 1)).runWhile(fn);

@@ -6,6 +6,7 @@ import { afterAll, beforeAll, expect, inject, it } from 'vitest';
 import type { Client } from '@temporalio/client';
 import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
 import { freePort } from '../src/dev/ports';
+import { devServerTuningArgs } from '../src/dev/temporal-server';
 import { applyTasks } from '../src/schedules/apply-tasks';
 import { TASK_ID_KEY, TIER_KEY, USER_ID_KEY } from '../src/schedules/task-schedule';
 import { parseTasksFile } from '../src/tasks/tasks-file';
@@ -69,6 +70,8 @@ it('with the Temporal server down across a slot, a restart on the same SQLite fi
     ip: '127.0.0.1',
     searchAttributes: [TASK_ID_KEY, USER_ID_KEY, TIER_KEY],
     log: { format: 'pretty', level: 'error' },
+    // as `dev up` runs it (WAL, synchronous=normal): the catch-up must survive a restart on a WAL-mode file
+    extraArgs: devServerTuningArgs(),
   };
 
   const first = await TestWorkflowEnvironment.createLocal({ server });

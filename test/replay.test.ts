@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { applyBudgets } from '../src/budgets/budgets-store';
 import { applyPrices, loadPricesFile } from '../src/ledger/prices';
 import { monthlyReport } from '../src/workflows/monthly-report';
-import { CALL_THEN_BOOK_PATCH, scheduledRun } from '../src/workflows/scheduled-run';
+import { CALL_THEN_BOOK_PATCH, LOCAL_BOOKKEEPING_PATCH, scheduledRun } from '../src/workflows/scheduled-run';
 import { createTestContext, type TestContext } from './support/context';
 import { waitFor } from './support/wait';
 import { bookExactSpend } from './support/budget-spend';
@@ -26,8 +26,12 @@ import { startWorkers, workflowBundle } from './support/workers';
  *   Schedule, with TemporalScheduledStartTime), scheduled-run-billed-retry.json (a billed failure booked and called
  *   again) and monthly-report.json: recorded after it.
  * - scheduled-run-budget-{blocked,downgraded}.json: recorded after the `budget-guard` patch (a run blocked before any
- *   call, and one downgraded to the cheap model); re-recorded only with RECORD_BUDGET_HISTORIES=1.
- * Re-record with RECORD_HISTORIES=1 (it writes only the post-patch files; the legacy ones are history).
+ *   call, and one downgraded to the cheap model), on normal activities.
+ * - scheduled-run-local-bookkeeping-*.json: recorded after the `local-bookkeeping` patch (bookkeeping as local
+ *   activities): completed, duplicate, failed, a billed retry, started by a Schedule, and blocked before a call made
+ *   again. Re-record them with RECORD_LOCAL_BOOKKEEPING_HISTORIES=1.
+ * The fixtures of the earlier patches are history: today's code records on the newest path, so nothing re-records
+ * them (that would overwrite them with the new path). RECORD_HISTORIES=1 writes the monthly report's.
  */
 const FIXTURES = join(import.meta.dirname, 'fixtures', 'histories');
 const LEGACY_FIXTURES = ['scheduled-run-completed.json', 'scheduled-run-duplicate.json', 'scheduled-run-failed.json'];
@@ -50,12 +54,12 @@ const task = (model = 'openai/gpt-4o-mini') => ({
 
 type Recorded = { name: string; workflowId: string; runId: string };
 
-/** Replays every recorded history against today's bundle; with RECORD_HISTORIES=1 also writes it as a fixture. */
-async function replayAndMaybeRecord(recorded: Recorded[], recordFlag = 'RECORD_HISTORIES'): Promise<void> {
+/** Replays every recorded history against today's bundle; with recordFlag=1 in the environment also writes it as a fixture. */
+async function replayAndMaybeRecord(recorded: Recorded[], recordFlag?: string): Promise<void> {
   for (const r of recorded) {
     const history = await ctx.client.workflow.getHandle(r.workflowId, r.runId).fetchHistory();
     await Worker.runReplayHistory({ workflowBundle: await workflowBundle() }, history, `${r.name}-${r.runId}`);
-    if (process.env[recordFlag] === '1') {
+    if (recordFlag && process.env[recordFlag] === '1') {
       // Recorded with the temporal CLI, whose JSON is the format Worker.runReplayHistory reads back.
       const json = execFileSync(inject('stack').temporalCli, [
         'workflow',
@@ -87,7 +91,11 @@ describe('freshly recorded histories replay without nondeterminism', () => {
         args: [task()],
       });
       await completed.result();
-      out.push({ name: 'scheduled-run-call-then-book-completed', workflowId: completed.workflowId, runId: completed.firstExecutionRunId });
+      out.push({
+        name: 'scheduled-run-local-bookkeeping-completed',
+        workflowId: completed.workflowId,
+        runId: completed.firstExecutionRunId,
+      });
       // same slot again (a native backfill would do this): ends as duplicate
       const duplicate = await ctx.client.workflow.start(scheduledRun, {
         workflowId: 'cron-replayed-2026-11-02T09:00:00Z',
@@ -96,7 +104,11 @@ describe('freshly recorded histories replay without nondeterminism', () => {
         workflowIdReusePolicy: 'ALLOW_DUPLICATE',
       });
       expect(await duplicate.result()).toMatchObject({ status: 'duplicate' });
-      out.push({ name: 'scheduled-run-call-then-book-duplicate', workflowId: duplicate.workflowId, runId: duplicate.firstExecutionRunId });
+      out.push({
+        name: 'scheduled-run-local-bookkeeping-duplicate',
+        workflowId: duplicate.workflowId,
+        runId: duplicate.firstExecutionRunId,
+      });
       // a model with no price fails before any call
       const failed = await ctx.client.workflow.start(scheduledRun, {
         workflowId: 'cron-replayed-2026-11-02T09:05:00Z',
@@ -104,7 +116,7 @@ describe('freshly recorded histories replay without nondeterminism', () => {
         args: [task('acme/unpriced')],
       });
       await expect(failed.result()).rejects.toThrow();
-      out.push({ name: 'scheduled-run-call-then-book-failed', workflowId: failed.workflowId, runId: failed.firstExecutionRunId });
+      out.push({ name: 'scheduled-run-local-bookkeeping-failed', workflowId: failed.workflowId, runId: failed.firstExecutionRunId });
       // a billed failure: booked as failed, called again as attempt 2
       const billed = await ctx.client.workflow.start(scheduledRun, {
         workflowId: 'cron-replayed-2026-11-02T09:10:00Z',
@@ -112,7 +124,7 @@ describe('freshly recorded histories replay without nondeterminism', () => {
         args: [{ ...task(), simulate: { failFirstAttempts: 1 } }],
       });
       await billed.result();
-      out.push({ name: 'scheduled-run-billed-retry', workflowId: billed.workflowId, runId: billed.firstExecutionRunId });
+      out.push({ name: 'scheduled-run-local-bookkeeping-billed-retry', workflowId: billed.workflowId, runId: billed.firstExecutionRunId });
 
       // started by a Schedule (a backfill of one slot), so TemporalScheduledStartTime is stamped
       const schedule = await ctx.client.schedule.create({
@@ -144,10 +156,10 @@ describe('freshly recorded histories replay without nondeterminism', () => {
       const started = await ctx.client.workflow.getHandle(slotId).describe();
       expect(started.raw.workflowExecutionInfo?.searchAttributes?.indexedFields?.TemporalScheduledStartTime).toBeDefined();
       await schedule.delete();
-      out.push({ name: 'scheduled-run-schedule-started', workflowId: slotId, runId: started.runId });
+      out.push({ name: 'scheduled-run-local-bookkeeping-schedule-started', workflowId: slotId, runId: started.runId });
       return out;
     });
-    await replayAndMaybeRecord(recorded);
+    await replayAndMaybeRecord(recorded, 'RECORD_LOCAL_BOOKKEEPING_HISTORIES');
   }, 180_000);
 
   it('scheduledRun under the budget guard: blocked before any call, and downgraded to the cheap model', async () => {
@@ -157,6 +169,8 @@ describe('freshly recorded histories replay without nondeterminism', () => {
         budgets: [
           { userId: 'u-blocked', monthlyLimitUsd: '0', timeZone: 'UTC' },
           { userId: 'u-cheap', monthlyLimitUsd: '1', timeZone: 'UTC' },
+          // exactly one run's worst case (see `again` below): after a billed chat call, calling again does not fit
+          { userId: 'u-again', monthlyLimitUsd: '0.00077', timeZone: 'UTC' },
         ],
         downgrade: { 'openai/gpt-4o-mini': 'openai/gpt-4.1-nano' },
       },
@@ -177,12 +191,30 @@ describe('freshly recorded histories replay without nondeterminism', () => {
         args: [{ ...task(), taskId: 'replayed-budget', userId: 'u-cheap' }],
       });
       expect(await cheap.result()).toMatchObject({ status: 'completed', tier: 'cheap' });
+      // worst case 1000 prompt + 1000 reply tokens of gpt-4o-mini ($0.00075) + 1000 embedding tokens ($0.00002)
+      const again = await ctx.client.workflow.start(scheduledRun, {
+        workflowId: 'cron-replayed-budget-2026-11-02T10:10:00Z',
+        taskQueue: ctx.taskQueue,
+        args: [
+          {
+            ...task(),
+            taskId: 'replayed-budget',
+            userId: 'u-again',
+            maxOutputTokens: 1000,
+            simulate: { promptTokens: 1000, completionTokens: 1000, embeddingTokens: 1000, failFirstAttempts: 1 },
+          },
+        ],
+      });
+      expect(await again.result()).toMatchObject({ status: 'blocked', budget: { blockedBefore: 'chat call 2' } });
       return [
         { name: 'scheduled-run-budget-blocked', workflowId: blocked.workflowId, runId: blocked.firstExecutionRunId },
         { name: 'scheduled-run-budget-downgraded', workflowId: cheap.workflowId, runId: cheap.firstExecutionRunId },
+        { name: 'scheduled-run-local-bookkeeping-blocked-again', workflowId: again.workflowId, runId: again.firstExecutionRunId },
       ];
     });
-    await replayAndMaybeRecord(recorded, 'RECORD_BUDGET_HISTORIES');
+    // the first two are committed from before LOCAL_BOOKKEEPING_PATCH: only the new path's history is written
+    await replayAndMaybeRecord(recorded.slice(2), 'RECORD_LOCAL_BOOKKEEPING_HISTORIES');
+    await replayAndMaybeRecord(recorded.slice(0, 2));
   });
 
   it('monthlyReport started without a month (resolved from its ID), generated and delivered (delivery off)', async () => {
@@ -199,7 +231,7 @@ describe('freshly recorded histories replay without nondeterminism', () => {
       expect((await report.result()).month).toBe('2026-10');
       return [{ name: 'monthly-report', workflowId: report.workflowId, runId: report.firstExecutionRunId }];
     });
-    await replayAndMaybeRecord(recorded);
+    await replayAndMaybeRecord(recorded, 'RECORD_HISTORIES');
   }, 120_000);
 });
 
@@ -214,15 +246,22 @@ describe('committed histories', () => {
       .flatMap((e) => e.markerRecordedEventAttributes?.details?.['patch-data']?.payloads ?? [])
       .map((p) => Buffer.from(p.data, 'base64').toString('utf8'));
 
-  it('cover the legacy sequence, the patched one, a schedule start, a billed retry and the monthly report', () => {
+  it('cover the legacy sequence, the patched ones, a schedule start, a billed retry and the monthly report', () => {
     for (const f of [
       ...LEGACY_FIXTURES,
       'scheduled-run-call-then-book-completed.json',
       'scheduled-run-schedule-started.json',
       'scheduled-run-billed-retry.json',
+      'scheduled-run-budget-blocked.json',
+      'scheduled-run-local-bookkeeping-completed.json',
+      'scheduled-run-local-bookkeeping-blocked-again.json',
       'monthly-report.json',
     ]) {
       expect(files).toContain(f);
+    }
+    // the local-bookkeeping ones carry its marker; those recorded before it don't (they replay on normal activities)
+    for (const f of files.filter((f) => f.startsWith('scheduled-run-'))) {
+      expect(markersIn(f).join().includes(LOCAL_BOOKKEEPING_PATCH)).toBe(f.startsWith('scheduled-run-local-bookkeeping-'));
     }
     // the legacy ones carry no patch marker (they take the old branch); the new scheduledRun ones carry it
     for (const f of LEGACY_FIXTURES) expect(markersIn(f).join()).not.toContain(CALL_THEN_BOOK_PATCH);

@@ -8,7 +8,7 @@ import type { Activities } from '../src/activities';
 import type { BookUsageInput, ModelCallInput, ModelCallOutcome } from '../src/activities/run-activities';
 import { connectClient } from '../src/client';
 import type { ClaimOutcome } from '../src/db/runs';
-import { MAX_CALLS_PER_STEP, scheduledRun, type ScheduledRunInput } from '../src/workflows/scheduled-run';
+import { LOCAL_BOOKKEEPING_PATCH, MAX_CALLS_PER_STEP, scheduledRun, type ScheduledRunInput } from '../src/workflows/scheduled-run';
 import './support/provided';
 import './support/quiet-runtime';
 import { workflowBundle } from './support/workers';
@@ -351,4 +351,64 @@ it('a retry names the execution whose claim it may take over; a schedule firing 
   const claims = inputsOf<{ supersedesRunId?: string }>(calls, 'claimRun');
   expect(claims[0].supersedesRunId).toBe('failed-run-id');
   expect(claims[1]).not.toHaveProperty('supersedesRunId');
+});
+
+it('the bookkeeping steps run as local activities: only the two model calls are activity tasks on the server', async () => {
+  const calls: Call[] = [];
+  const { result, workflowId, runId } = await run(stubActivities(calls), task());
+
+  expect(result?.status).toBe('completed');
+  const history = await client.workflow.getHandle(workflowId, runId).fetchHistory();
+  const scheduled = (history.events ?? []).flatMap((e) => e.activityTaskScheduledEventAttributes?.activityType?.name ?? []);
+  expect(scheduled).toEqual(['callChat', 'callEmbedding']);
+  // claim, reservation, two bookings, memory and completion are recorded as local-activity markers
+  const markers = (history.events ?? []).filter((e) => e.markerRecordedEventAttributes?.markerName === 'core_local_activity');
+  expect(markers).toHaveLength(6);
+  // the patch marker lets executions that started before it replay on normal activities
+  const patches = (history.events ?? []).flatMap((e) => e.markerRecordedEventAttributes?.details?.['patch-data']?.payloads ?? []);
+  expect(patches.map((p) => Buffer.from(p.data ?? new Uint8Array()).toString('utf8')).join()).toContain(LOCAL_BOOKKEEPING_PATCH);
+});
+
+it('budget exhausted before a call made again: the run ends blocked, makes no further call, releases what it holds', async () => {
+  const calls: Call[] = [];
+  const blocked = {
+    tier: 'blocked' as const,
+    worstCaseUsd: '0.000600000000000000',
+    eventIds: [],
+    limitUsd: '0.001000000000000000',
+    spentUsd: '0.000700000000000000',
+    reservedUsd: '0.000100000000000000',
+    timeZone: 'UTC',
+    month: '2026-11',
+  };
+  const { result, error } = await run(
+    stubActivities(calls, {
+      callChat: async (input) => billedFailure(input),
+      reserveBudget: async (input) =>
+        input.again
+          ? blocked
+          : {
+              ...blocked,
+              tier: 'default',
+              models: { chat: input.model, embed: input.embeddingModel },
+              limitUsd: '0.001000000000000000',
+              spentUsd: '0',
+              reservedUsd: '0',
+            },
+    }),
+    task(),
+  );
+
+  expect(error).toBeUndefined(); // Temporal closes it Completed
+  expect(result).toMatchObject({
+    status: 'blocked',
+    tier: 'blocked',
+    budget: { limitUsd: '0.001000000000000000', spentUsd: '0.000700000000000000', blockedBefore: 'chat call 2' },
+  });
+  // the billed call 1 is booked; call 2 is never made; what the run held goes back; the claim closes blocked
+  expect(names(calls)).toEqual(['claimRun', 'reserveBudget', 'callChat', 'bookUsage', 'reserveBudget', 'releaseBudget', 'completeRun']);
+  expect(inputsOf<BookUsageInput>(calls, 'bookUsage').map((b) => [b.step, b.attempt, b.status])).toEqual([['chat', 1, 'failed']]);
+  expect(inputsOf(calls, 'completeRun')).toMatchObject([
+    { status: 'blocked', tier: 'blocked', budget: { spentUsd: '0.000700000000000000', blockedBefore: 'chat call 2' } },
+  ]);
 });

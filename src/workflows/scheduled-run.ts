@@ -1,11 +1,14 @@
 import {
   ActivityCancellationType,
+  type ActivityOptions,
+  type LocalActivityOptions,
   ApplicationFailure,
   CancellationScope,
   isCancellation,
   log,
   patched,
   proxyActivities,
+  proxyLocalActivities,
   upsertSearchAttributes,
   workflowInfo,
 } from '@temporalio/workflow';
@@ -72,6 +75,13 @@ export const CALL_THEN_BOOK_PATCH = 'call-then-book';
  */
 export const BUDGET_GUARD_PATCH = 'budget-guard';
 
+/**
+ * The patch that made the short bookkeeping steps local activities (see `localBookkeeping`), and that ends a run
+ * whose budget runs out before a call made again as `blocked` instead of failing it. Executions that started before
+ * it replay on normal activities and keep failing with BudgetExhausted there.
+ */
+export const LOCAL_BOOKKEEPING_PATCH = 'local-bookkeeping';
+
 export interface BudgetReason {
   limitUsd: string | null;
   spentUsd: string;
@@ -79,6 +89,8 @@ export interface BudgetReason {
   worstCaseUsd: string;
   month: string;
   timeZone: string;
+  /** Blocked after the run had started calling: the call that was not made, e.g. `chat call 2`. */
+  blockedBefore?: string;
 }
 
 /**
@@ -88,7 +100,10 @@ export interface BudgetReason {
  */
 export const MAX_CALLS_PER_STEP = 5;
 
-/** Claim, close and memory writes: idempotent, retried without limit (no maximumAttempts) (a database outage delays them, never fails the run). */
+/**
+ * Claim, close and memory writes: idempotent, retried without limit (no maximumAttempts) (a database outage delays them,
+ * never fails the run). Normal activities: what executions started before LOCAL_BOOKKEEPING_PATCH replay.
+ */
 const bookkeeping = proxyActivities<Activities>({
   startToCloseTimeout: '30 seconds',
   retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '1 minute' },
@@ -107,6 +122,45 @@ const booking = proxyActivities<Activities>({
 });
 
 /**
+ * Since LOCAL_BOOKKEEPING_PATCH: the short database steps of a run (claim, budget reservation and release, booking,
+ * memory, completion) run as local activities, in the worker that runs the workflow task, without a round trip through
+ * the server each (a run went from 9 workflow tasks and 8 activity tasks to 3 and 2; BENCHMARKS.md, fan-out).
+ *
+ * What changes, and why each of these steps stays safe:
+ * - A local activity's result becomes durable only when the workflow task that ran it completes (as a marker in
+ *   history). A worker that dies before that loses the result, and the next worker replays and runs the step again.
+ *   So every local step must be idempotent, and each is, on a key that a re-run repeats:
+ *   - claimRun: the slot's unique key decides; the same execution (Temporal run ID) running it again is told it owns
+ *     the claim, never that it is a duplicate. One run per slot is PostgreSQL's guarantee, local or not.
+ *   - reserveBudget: keyed `<runId>:<step>:<attempt>`; a re-run returns the reservation already made (same tier, same
+ *     models). Threshold events recorded by a lost first try are not returned again: they stay undelivered in
+ *     budget_events, as with a normal activity whose completion was lost.
+ *   - bookUsage: the ledger key. Its input is the call activity's result, already in history before the booking
+ *     starts, so a crash can delay a booking and never lose it; the re-run finds its row (a LedgerConflictError only if
+ *     the key holds a different call).
+ *   - storeMemory (on conflict do nothing), completeRun and releaseBudget (they change only what is still open and
+ *     owned by this execution).
+ * - Retries: no maximumAttempts and no scheduleToCloseTimeout, so unlimited, as before. Backoffs under
+ *   localRetryThreshold (1 minute) wait inside the workflow task; a longer one becomes a durable timer. A database
+ *   outage is a wait, never a failed run or a repeated call.
+ * - A workflow task times out after 10 s. While a local activity runs longer (a slow database), the SDK heartbeats the
+ *   workflow task (completes it and asks for the next one at 80 % of the timeout) so the server does not hand the
+ *   run to another worker. If that worker is too slow even for this and another one takes the task over, both run
+ *   the step: harmless for the keys above.
+ * What stays a normal activity:
+ * - The model calls (`modelCalls`): the provider bills each request. A call's answer must be in history the moment it
+ *   exists, and a dead worker's call must be noticed within the 30 s heartbeat timeout; local activities can't
+ *   heartbeat, and one lost with its worker would be called (and billed) again by the replay.
+ * - Threshold event deliveries (`budgetEvents`): an outside webhook that may stay down for minutes, off the run's
+ *   critical path; a local activity would hold the workflow task open for it.
+ */
+export const LOCAL_BOOKKEEPING_OPTIONS: LocalActivityOptions = {
+  startToCloseTimeout: '30 seconds',
+  retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '1 minute' },
+};
+const localBookkeeping = proxyLocalActivities<Activities>(LOCAL_BOOKKEEPING_OPTIONS);
+
+/**
  * Model calls retry on a time budget, not a count: a provider outage of many minutes must not fail the run.
  * - scheduleToCloseTimeout 30 minutes: the whole budget of one call, all retries included.
  * - startToCloseTimeout 2 minutes per request (the OpenAI client's own timeout is 90 s).
@@ -117,13 +171,14 @@ const booking = proxyActivities<Activities>({
  * - WAIT_CANCELLATION_COMPLETED: on cancel, wait for the call to end, so an answer that did come back is still booked.
  * What can't be fixed by retrying is thrown non-retryable by the activity itself; no error types are listed here.
  */
-const modelCalls = proxyActivities<Activities>({
+export const MODEL_CALL_OPTIONS: ActivityOptions = {
   scheduleToCloseTimeout: '30 minutes',
   startToCloseTimeout: '2 minutes',
   heartbeatTimeout: '30 seconds',
   cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
   retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '2 minutes' },
-});
+};
+const modelCalls = proxyActivities<Activities>(MODEL_CALL_OPTIONS);
 
 /**
  * One agent run for one schedule slot (or one manual trigger). It first claims the slot in PostgreSQL: if another
@@ -132,6 +187,9 @@ const modelCalls = proxyActivities<Activities>({
  */
 export async function scheduledRun(task: ScheduledRunInput): Promise<ScheduledRunResult> {
   if (!patched(CALL_THEN_BOOK_PATCH)) return legacyScheduledRun(task);
+  // The patch check comes before the first command, the claim, which it turns from an activity into a local one.
+  const local = patched(LOCAL_BOOKKEEPING_PATCH);
+  const steps: Steps = local ? { bookkeeping: localBookkeeping, booking: localBookkeeping, local } : { bookkeeping, booking, local };
   const info = workflowInfo();
   const manual = task.manual === true;
   const at = manual ? manualTimeOf(info) : scheduledTimeOf(info);
@@ -143,7 +201,7 @@ export async function scheduledRun(task: ScheduledRunInput): Promise<ScheduledRu
   try {
     // Not cancellable: a claim that is made must be known, so that a cancel can close it as cancelled.
     const claim = await CancellationScope.nonCancellable(() =>
-      bookkeeping.claimRun({
+      steps.bookkeeping.claimRun({
         idempotencyKey,
         taskId: task.taskId,
         userId: task.userId,
@@ -177,13 +235,13 @@ export async function scheduledRun(task: ScheduledRunInput): Promise<ScheduledRu
         ...(task.maxOutputTokens === undefined ? {} : { maxOutputTokens: task.maxOutputTokens }),
         ...(task.simulate ? { simulate: task.simulate } : {}),
       };
-      const decision = await bookkeeping.reserveBudget(budgetInput);
+      const decision = await steps.bookkeeping.reserveBudget(budgetInput);
       upsertSearchAttributes([{ key: { name: SEARCH_ATTRIBUTES.tier, type: 'KEYWORD' }, value: decision.tier }]);
       budget = { input: budgetInput, tier: decision.tier, deliveries: deliverEvents(decision.eventIds) };
       if (decision.tier === 'blocked') {
         const reason = reasonOf(decision);
         log.warn('budget exhausted: run blocked before any model call', { ...reason });
-        await bookkeeping.completeRun({ idempotencyKey, status: 'blocked', tier: 'blocked', budget: { ...reason } });
+        await steps.bookkeeping.completeRun({ idempotencyKey, status: 'blocked', tier: 'blocked', budget: { ...reason } });
         await budget.deliveries;
         return {
           status: 'blocked',
@@ -199,13 +257,17 @@ export async function scheduledRun(task: ScheduledRunInput): Promise<ScheduledRu
       budget.input = { ...budgetInput, model: models.chat, embeddingModel: models.embed };
     }
     const guarded = budget ? { maxOutputTokens: budget.input.maxOutputTokens ?? DEFAULT_MAX_OUTPUT_TOKENS } : {};
-    const chat = await callAndBook('chat', { ...step, ...guarded, step: 'chat', model: models.chat, text: task.input }, budget);
+    const chat = await callAndBook(steps, 'chat', { ...step, ...guarded, step: 'chat', model: models.chat, text: task.input }, budget);
+    const run = { idempotencyKey, scheduledMinute, kind, generation: claim.generation };
+    if ('blocked' in chat) return await blockedMidRun(steps, chat.blocked, run, budget);
     const embed = await callAndBook(
+      steps,
       'embedding',
       { ...step, ...guarded, step: 'embed', model: models.embed, text: chat.outcome.text ?? '' },
       budget,
     );
-    await bookkeeping.storeMemory({
+    if ('blocked' in embed) return { ...(await blockedMidRun(steps, embed.blocked, run, budget)), chatCostUsd: costOf(chat.booked) };
+    await steps.bookkeeping.storeMemory({
       workflowId: info.workflowId,
       runId: info.runId,
       taskId: task.taskId,
@@ -214,7 +276,7 @@ export async function scheduledRun(task: ScheduledRunInput): Promise<ScheduledRu
       embedding: embed.outcome.vector ?? [],
       ...(embed.outcome.inputTruncatedFrom === undefined ? {} : { inputTruncatedFrom: embed.outcome.inputTruncatedFrom }),
     });
-    await bookkeeping.completeRun({ idempotencyKey, status: 'completed', ...(budget ? { tier: budget.tier } : {}) });
+    await steps.bookkeeping.completeRun({ idempotencyKey, status: 'completed', ...(budget ? { tier: budget.tier } : {}) });
     if (budget) await budget.deliveries;
     return {
       status: 'completed',
@@ -233,8 +295,8 @@ export async function scheduledRun(task: ScheduledRunInput): Promise<ScheduledRu
     const status = isCancellation(err) ? 'cancelled' : 'failed';
     await CancellationScope.nonCancellable(async () => {
       // What the run still holds goes back to the user's budget; booked calls were settled by their booking.
-      if (budget) await bookkeeping.releaseBudget({ runId: info.runId });
-      await bookkeeping.completeRun({ idempotencyKey, status, error: messageOf(err) });
+      if (budget) await steps.bookkeeping.releaseBudget({ runId: info.runId });
+      await steps.bookkeeping.completeRun({ idempotencyKey, status, error: messageOf(err) });
     });
     throw err;
   }
@@ -247,15 +309,21 @@ export async function scheduledRun(task: ScheduledRunInput): Promise<ScheduledRu
  * next attempt number (a new ledger key), up to MAX_CALLS_PER_STEP calls.
  */
 async function callAndBook(
+  steps: Steps,
   kind: 'chat' | 'embedding',
   base: Omit<ModelCallInput, 'attempt'>,
   budget?: BudgetGuard,
-): Promise<{ outcome: ModelCallOutcome; booked: BookUsageResult }> {
+): Promise<{ outcome: ModelCallOutcome; booked: BookUsageResult } | { blocked: BudgetReason }> {
   for (let attempt = 1; ; attempt++) {
     if (budget && attempt > 1) {
       // A call made again is a new charge: it reserves again, on the run's models, or the run stops here.
-      const again = await bookkeeping.reserveBudget({ ...budget.input, again: { step: base.step, attempt } });
+      const again = await steps.bookkeeping.reserveBudget({ ...budget.input, again: { step: base.step, attempt } });
+      // Thresholds this reservation crossed are delivered too (since the patch; before it they waited for a sweeper).
+      if (steps.local) budget.deliveries = Promise.all([budget.deliveries, deliverEvents(again.eventIds)]);
       if (again.tier === 'blocked') {
+        // Since LOCAL_BOOKKEEPING_PATCH the run ends `blocked`, like a run blocked before its first call: the user's
+        // budget ran out, nothing failed. Before it, the run failed (kept for the executions that replay it).
+        if (steps.local) return { blocked: { ...reasonOf(again), blockedBefore: `${base.step} call ${attempt}` } };
         throw ApplicationFailure.nonRetryable(
           `${base.step}: budget exhausted before call ${attempt} (${JSON.stringify(reasonOf(again))})`,
           'BudgetExhausted',
@@ -265,7 +333,7 @@ async function callAndBook(
     const input: ModelCallInput = { ...base, attempt };
     const outcome = await (kind === 'chat' ? modelCalls.callChat(input) : modelCalls.callEmbedding(input));
     const booked = await CancellationScope.nonCancellable(() =>
-      booking.bookUsage({
+      steps.booking.bookUsage({
         workflowId: base.workflowId,
         runId: base.runId,
         step: base.step,
@@ -300,6 +368,42 @@ async function callAndBook(
       );
     }
   }
+}
+
+/** Where the bookkeeping steps run: normal activities (before LOCAL_BOOKKEEPING_PATCH) or local ones. */
+interface Steps {
+  bookkeeping: typeof bookkeeping;
+  booking: typeof booking;
+  local: boolean;
+}
+
+/**
+ * The budget ran out before a call made again (after a billed failure): no further call. What the run still holds
+ * goes back to the user's budget, the claim is closed `blocked` with the reason, and the workflow completes with a
+ * blocked result. Calls already made stay booked (their ledger rows settled their reservations).
+ */
+async function blockedMidRun(
+  steps: Steps,
+  reason: BudgetReason,
+  run: { idempotencyKey: string; scheduledMinute: string; kind: { manual?: boolean }; generation: number },
+  budget?: BudgetGuard,
+): Promise<ScheduledRunResult> {
+  log.warn('budget exhausted before a call made again: run blocked, no further call', { ...reason });
+  upsertSearchAttributes([{ key: { name: SEARCH_ATTRIBUTES.tier, type: 'KEYWORD' }, value: 'blocked' }]);
+  await CancellationScope.nonCancellable(async () => {
+    await steps.bookkeeping.releaseBudget({ runId: workflowInfo().runId });
+    await steps.bookkeeping.completeRun({ idempotencyKey: run.idempotencyKey, status: 'blocked', tier: 'blocked', budget: { ...reason } });
+  });
+  await budget?.deliveries;
+  return {
+    status: 'blocked',
+    idempotencyKey: run.idempotencyKey,
+    scheduledMinute: run.scheduledMinute,
+    ...run.kind,
+    generation: run.generation,
+    tier: 'blocked',
+    budget: reason,
+  };
 }
 
 interface BudgetGuard {

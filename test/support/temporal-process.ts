@@ -1,6 +1,7 @@
 import { Connection } from '@temporalio/client';
 import { SEARCH_ATTRIBUTES } from '../../src/constants';
 import { freePort } from '../../src/dev/ports';
+import { devServerTuningArgs } from '../../src/dev/temporal-server';
 import { KillableProcess } from './killable-process';
 
 /**
@@ -31,6 +32,8 @@ export class TemporalProcess extends KillableProcess {
       '--headless',
       '--db-filename',
       dbFilename,
+      // the same SQLite pragmas and schedule start rate as `dev up`, so restarts are tested on what users run
+      ...devServerTuningArgs(),
       '--ip',
       '127.0.0.1',
       '--port',

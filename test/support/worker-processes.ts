@@ -35,6 +35,8 @@ export interface WorkerProcessOptions {
   logDir: string;
   /** Environment for the worker beyond the connection settings (MODEL_PROVIDER, OPENAI_BASE_URL, ...). */
   env?: (incarnation: string) => NodeJS.ProcessEnv;
+  /** The worker script, relative to the checkout (default src/worker.ts; bench/fan-out.ts runs its bare worker). */
+  script?: string;
 }
 
 export interface KillEvent {
@@ -72,7 +74,7 @@ export class WorkerProcess extends KillableProcess {
     const logFile = join(logDir, `${this.name}.log`);
     appendFileSync(logFile, `--- ${new Date().toISOString()} ${this.incarnation}\n`);
     const fromByte = statSync(logFile).size;
-    this.spawnLogged(process.execPath, ['--import', 'tsx', 'src/worker.ts'], {
+    this.spawnLogged(process.execPath, ['--import', 'tsx', this.opts.script ?? 'src/worker.ts'], {
       cwd: repoRoot(),
       logFile,
       env: {
