@@ -4,7 +4,7 @@ import { recordUsage } from '../src/ledger/record-usage';
 import type { TokenUsage } from '../src/models/provider';
 import { parseUsd, sumMoney, toExactString } from '../src/money';
 import { createTestContext, type TestContext } from './support/context';
-import { atto, booking } from './support/ledger';
+import { atto, booking, prng, randomPrice } from './support/ledger';
 
 /**
  * Exactness. A few thousand random calls are booked through the real booking function (recordUsage: validation,
@@ -18,24 +18,6 @@ beforeAll(async () => {
   ctx = await createTestContext(import.meta.url);
 });
 afterAll(async () => ctx?.close());
-
-/** mulberry32: a seeded 32-bit PRNG, so the rows are the same every run. Integers only (counts, indices). */
-function prng(seed: number) {
-  let a = seed >>> 0;
-  const next = (): number => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return (t ^ (t >>> 14)) >>> 0;
-  };
-  /** A uniform whole number in [0, n) for n up to 2^32, from two draws (no float arithmetic). */
-  return (n: number): number => Number(((BigInt(next()) << 32n) | BigInt(next())) % BigInt(n));
-}
-
-/** A per-million price string with 12 fractional digits, so per-token prices use all 18 digits of cost_usd. */
-const randomPrice = (rand: (n: number) => number, maxWhole: number): string =>
-  `${rand(maxWhole + 1)}.${Array.from({ length: 12 }, () => rand(10)).join('')}`;
 
 /** The oracle: a per-million price string → exact atto-USD per token (10^-18 USD), by BigInt only. */
 function attoPerToken(perMillion: string): bigint {

@@ -1,5 +1,4 @@
 import type pg from 'pg';
-import { atto, BLOCKED_FROM_PERCENT, CHEAP_FROM_PERCENT, usdOf } from './tier';
 
 /** A threshold event: the user's month reached 80 % (cheap from now on) or 100 % (blocked). */
 export interface BudgetEventRow {
@@ -16,45 +15,12 @@ export interface BudgetEventRow {
   attempts: number;
 }
 
-/** Stable per user, zone, month and threshold: a receiver drops repeats by it. */
+/**
+ * Stable per user, zone, month and threshold: a receiver drops repeats by it. reserve_budget (migration 010) records
+ * the events under this same ID, in the decision's statement, once per user and month.
+ */
 export const budgetEventId = (userId: string, timeZone: string, month: string, threshold: number): string =>
   `budget:${userId}:${timeZone}:${month}:${threshold}`;
-
-/**
- * Records the thresholds this decision reached (spent + reserved, with the decision's own reservation; a blocked run
- * counts as 100 %), once per user and month: a unique key, so racing decisions record one row. Returns the IDs this
- * call recorded, for the run that recorded them to deliver.
- */
-export async function recordThresholdEvents(
-  db: pg.PoolClient,
-  e: {
-    userId: string;
-    timeZone: string;
-    month: string;
-    limitUsd: string;
-    spentUsd: string;
-    reservedUsd: string;
-    usedAfter: bigint;
-    blocked: boolean;
-  },
-): Promise<string[]> {
-  const limit = atto(e.limitUsd);
-  const reached = [
-    ...(e.usedAfter * 100n >= limit * CHEAP_FROM_PERCENT || e.blocked ? [80] : []),
-    ...(e.usedAfter * 100n >= limit * BLOCKED_FROM_PERCENT || e.blocked ? [100] : []),
-  ];
-  const ids: string[] = [];
-  for (const threshold of reached) {
-    const id = budgetEventId(e.userId, e.timeZone, e.month, threshold);
-    const { rowCount } = await db.query(
-      `insert into budget_events (event_id, user_id, time_zone, month, threshold, limit_usd, spent_usd, reserved_usd)
-       values ($1, $2, $3, to_date($4, 'YYYY-MM'), $5, $6, $7, $8) on conflict do nothing`,
-      [id, e.userId, e.timeZone, e.month, threshold, e.limitUsd, e.spentUsd, usdOf(e.usedAfter - atto(e.spentUsd))],
-    );
-    if (rowCount === 1) ids.push(id);
-  }
-  return ids;
-}
 
 export async function budgetEvent(db: pg.Pool, eventId: string): Promise<BudgetEventRow | null> {
   const { rows } = await db.query<BudgetEventRow>(`select *, to_char(month, 'YYYY-MM') as month from budget_events where event_id = $1`, [

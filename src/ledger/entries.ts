@@ -34,6 +34,8 @@ export interface LedgerEntry {
   /** When the provider's usage came back to the worker (migration 009); null for corrections and older rows. */
   usage_received_at: Date | null;
   created_at: Date;
+  /** When the booking's statement formed the row, just before its commit (migration 010); null on older rows. */
+  booked_at: Date | null;
 }
 
 /** Every field as stored: counts and money stay exact decimal strings. */
@@ -188,11 +190,15 @@ export async function chargesAndCredits(
   return rows;
 }
 
-/** Booking lag per ledger row (usage received by the worker until the row's commit), as milliseconds with counts. */
+/**
+ * Booking lag per ledger row, as milliseconds with counts: from the moment the worker received the usage to booked_at,
+ * the clock inside the booking's own single-statement transaction (created_at is the booking's price instant, which
+ * may be earlier). Rows from before migration 010 have no booked_at and are left out.
+ */
 export async function bookingLags(db: pg.Pool): Promise<{ lag_ms: string; entries: string }[]> {
   const { rows } = await db.query<{ lag_ms: string; entries: string }>(
-    `select greatest(0, round(extract(epoch from (created_at - usage_received_at)) * 1000))::bigint::text as lag_ms, count(*)::text as entries
-       from usage_ledger where usage_received_at is not null group by 1`,
+    `select greatest(0, round(extract(epoch from (booked_at - usage_received_at)) * 1000))::bigint::text as lag_ms, count(*)::text as entries
+       from usage_ledger where usage_received_at is not null and booked_at is not null group by 1`,
   );
   return rows;
 }

@@ -148,6 +148,20 @@ export class NoPriceError extends UserError {
   }
 }
 
+/** SQLSTATE of the no-price error that migration 010's SQL functions raise (book_usage, reserve_budget). */
+export const NO_PRICE_SQLSTATE = 'CL001';
+
+/**
+ * The SQL functions' no-price error as the NoPriceError it stands for (its DETAIL carries model, instant and which
+ * price), so callers keep telling a user's missing price from a database failure. Any other error is returned as is.
+ */
+export function fromDatabaseError(err: unknown): unknown {
+  const e = err as { code?: string; detail?: string };
+  if (e?.code !== NO_PRICE_SQLSTATE || !e.detail) return err;
+  const d = JSON.parse(e.detail) as { model: string; at: string; what: string };
+  return new NoPriceError(d.model, new Date(d.at), d.what);
+}
+
 /** The newest price version of `model` whose effective_from is at or before `at`. */
 export async function priceInForce(db: pg.Pool | pg.PoolClient, model: string, at: Date): Promise<PriceRow> {
   const { rows } = await db.query<PriceRow>(

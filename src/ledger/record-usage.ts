@@ -1,10 +1,8 @@
 import type pg from 'pg';
-import { inTransaction } from '../db/pool';
-import { toExactString } from '../money';
 import type { TokenUsage } from '../models/provider';
-import { costOfUsage, type CallKind } from './cost';
+import type { CallKind } from './cost';
 import type { LedgerEntry } from './entries';
-import { priceInForce } from './prices';
+import { fromDatabaseError } from './prices';
 import { validateUsage } from './validate-usage';
 
 export interface UsageBooking {
@@ -55,28 +53,23 @@ export class LedgerConflictError extends Error {
 }
 
 /**
- * Books one model call: validates the counts, prices them with the version in force at that moment, and inserts
- * with `on conflict do nothing`, so retrying the booking returns the row already there instead of a second one.
- * A row already there that describes another call (other counts, model, status or request) is a LedgerConflictError.
- * The cost is frozen on the row together with its price version; a later price change never touches it.
+ * Books one model call: validates the counts, then one statement (migration 010's book_usage) prices them with the
+ * version in force at that moment, computes the exact cost with the rules of costOfUsage and inserts with
+ * `on conflict do nothing`, so retrying the booking returns the row already there instead of a second one. One
+ * round trip, its own transaction. A row already there that describes another call (other counts, model, status or
+ * request) is a LedgerConflictError. The cost is frozen on the row together with its price version; a later price
+ * change never touches it. Prices are not cached here: a new version can take effect at any moment.
  */
-export async function recordUsage(pool: pg.Pool, booking: UsageBooking): Promise<LedgerEntry> {
+export async function recordUsage(pool: pg.Pool | pg.PoolClient, booking: UsageBooking): Promise<LedgerEntry> {
   const key = usageKey(booking);
   validateUsage(booking.usage, `usage for ${key}`);
-  return inTransaction(pool, async (db) => {
-    const at: Date = booking.occurredAt ?? (await db.query<{ now: Date }>('select now() as now')).rows[0].now;
-    const price = await priceInForce(db, booking.model, at);
-    const cost = costOfUsage(booking.kind, booking.usage, price, at);
-    const u = booking.usage;
-    const inserted = await db.query<LedgerEntry>(
-      `insert into usage_ledger (idempotency_key, entry_type, user_id, run_id, workflow_id, task_id, model, provider_model, kind,
-                                 status, attempt, prompt_tokens, cached_prompt_tokens, completion_tokens, reasoning_tokens,
-                                 cost_usd, price_version, provider_request_id, worker_id, input_truncated_from, created_at,
-                                 usage_received_at)
-       values ($1, 'usage', $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)
-       on conflict (idempotency_key) do nothing
-       returning *`,
-      [
+  const u = booking.usage;
+  const { rows } = await pool
+    .query<LedgerEntry>({
+      // named: parsed and planned once per connection
+      name: 'book-usage',
+      text: 'select * from book_usage($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)',
+      values: [
         key,
         booking.userId,
         booking.runId,
@@ -91,21 +84,20 @@ export async function recordUsage(pool: pg.Pool, booking: UsageBooking): Promise
         u.cachedPromptTokens,
         u.completionTokens,
         u.reasoningTokens,
-        toExactString(cost),
-        price.version,
         booking.providerRequestId,
         booking.workerId,
         booking.inputTruncatedFrom ?? null,
-        at,
+        booking.occurredAt ?? null,
         booking.usageReceivedAt ?? null,
       ],
-    );
-    if (inserted.rows.length === 1) return inserted.rows[0];
-    const existing = (await db.query<LedgerEntry>('select * from usage_ledger where idempotency_key = $1', [key])).rows[0];
-    const differences = differencesFrom(existing, booking);
-    if (differences.length > 0) throw new LedgerConflictError(key, differences);
-    return existing;
-  });
+    })
+    .catch((err: unknown) => {
+      throw fromDatabaseError(err);
+    });
+  const row = rows[0];
+  const differences = differencesFrom(row, booking);
+  if (differences.length > 0) throw new LedgerConflictError(key, differences);
+  return row;
 }
 
 /** What makes a row the same call: who, which execution, which model and kind, the outcome, the counts, the request. */

@@ -114,3 +114,21 @@ export async function ledgerContext(importMetaUrl: string): Promise<TestContext>
   await applyPrices(ctx.pool, loadPricesFile(STANDARD_PRICES), 'test');
   return ctx;
 }
+
+/** mulberry32: a seeded 32-bit PRNG, so the rows are the same every run. Integers only (counts, indices). */
+export function prng(seed: number) {
+  let a = seed >>> 0;
+  const next = (): number => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return (t ^ (t >>> 14)) >>> 0;
+  };
+  /** A uniform whole number in [0, n) for n up to 2^32, from two draws (no float arithmetic). */
+  return (n: number): number => Number(((BigInt(next()) << 32n) | BigInt(next())) % BigInt(n));
+}
+
+/** A per-million price string with 12 fractional digits, so per-token prices use all 18 digits of cost_usd. */
+export const randomPrice = (rand: (n: number) => number, maxWhole: number): string =>
+  `${rand(maxWhole + 1)}.${Array.from({ length: 12 }, () => rand(10)).join('')}`;

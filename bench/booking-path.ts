@@ -1,0 +1,256 @@
+/**
+ * P2 (issue 12): the booking path against a raw single-row insert, side by side in one run, at 1 and at 4 clients.
+ *
+ *   raw              pgbench: one INSERT into raw_ledger, a table of the ledger's shape (its columns, defaults, checks
+ *                    and indexes; no triggers), with a constant cost
+ *   book_usage       pgbench: the booking statement itself (price lookup, exact cost, idempotent insert, and the
+ *                    ledger's triggers: month-to-date summary, reservation settle, rollup queue)
+ *   recordUsage      node: the real booking function the worker calls (validation, then that one statement)
+ *
+ * Each client books for its own user (a thousand users booking at 09:00, not one user's hot month row). The phases
+ * alternate raw / book_usage / recordUsage for --rounds rounds and the ratios use the sums, so drift on the shared
+ * machine hits all three alike. Each phase prints what limited it: CPU seconds of PostgreSQL (every backend of the
+ * cluster) and of node per second of wall time, and what the active backends were waiting on (pg_stat_activity
+ * sampled every 20 ms; "CPU" = running, not waiting).
+ *
+ *   npx cronledger dev up --workers 0
+ *   node --import tsx bench/booking-path.ts [--seconds 10] [--rounds 2]
+ */
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import pg from 'pg';
+import { dataDir } from '../src/config';
+import { findPostgresBinDir, postgresPid } from '../src/dev/postgres';
+import { recordUsage } from '../src/ledger/record-usage';
+import { scratchDatabase, type ScratchDatabase } from './scratch-database';
+
+const arg = (name: string, fallback: number): number => {
+  const i = process.argv.indexOf(`--${name}`);
+  return i > 0 ? Number(process.argv[i + 1]) : fallback;
+};
+const SECONDS = arg('seconds', 10);
+const ROUNDS = arg('rounds', 2);
+const CLIENTS = [1, 4];
+const command = `node --import tsx bench/booking-path.ts --seconds ${SECONDS} --rounds ${ROUNDS}`;
+
+const COLUMNS = `idempotency_key, entry_type, user_id, run_id, workflow_id, task_id, model, provider_model, kind, status, attempt,
+  prompt_tokens, cached_prompt_tokens, completion_tokens, reasoning_tokens, cost_usd, price_version, worker_id, usage_received_at`;
+const RAW_SCRIPT = `insert into raw_ledger (${COLUMNS})
+  values (gen_random_uuid()::text, 'usage', 'user-' || :client_id, gen_random_uuid()::text, 'wf', 'task', 'openai/gpt-4o-mini',
+          'gpt-4o-mini', 'chat', 'ok', 1, 1200, 200, 300, 0, 0.000345, 'v1', 'bench', now());\n`;
+const BOOK_SCRIPT = `select book_usage(gen_random_uuid()::text, 'user-' || :client_id, gen_random_uuid()::text, 'wf', 'task',
+  'openai/gpt-4o-mini', 'gpt-4o-mini', 'chat', 'ok', 1, 1200, 200, 300, 0, null, 'bench', null, null, now());\n`;
+
+type Path = 'raw' | 'book_usage' | 'recordUsage';
+interface Phase {
+  perSecond: number;
+  seconds: number;
+  postgresCpu: number;
+  nodeCpu: number;
+  waits: Map<string, number>;
+}
+
+/** CPU seconds of the whole cluster: live backends plus the ones that exited (reaped into the postmaster's cutime). */
+function postgresCpuSeconds(postmaster: number): number {
+  const ticks = (pid: number | string, fields: number[]): number => {
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' '); // rest[0] is field 3 (state)
+      return fields.reduce((sum, f) => sum + Number(rest[f - 3]), 0);
+    } catch {
+      return 0;
+    }
+  };
+  let total = ticks(postmaster, [14, 15, 16, 17]);
+  for (const pid of readdirSync('/proc')) {
+    if (!/^\d+$/.test(pid)) continue;
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      if (Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === postmaster) total += ticks(pid, [14, 15]);
+    } catch {
+      // gone between the listing and the read
+    }
+  }
+  return total / 100; // USER_HZ
+}
+
+/** Samples what the scratch database's active backends wait on until stop() is called. */
+function sampleWaits(superuser: pg.Client, database: string) {
+  const waits = new Map<string, number>();
+  let running = true;
+  const loop = (async () => {
+    while (running) {
+      const { rows } = await superuser.query<{ w: string }>(
+        `select coalesce(wait_event_type || ':' || wait_event, 'CPU') as w from pg_stat_activity
+          where datname = $1 and state = 'active' and backend_type = 'client backend' and pid <> pg_backend_pid()`,
+        [database],
+      );
+      for (const r of rows) waits.set(r.w, (waits.get(r.w) ?? 0) + 1);
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+  })();
+  return async (): Promise<Map<string, number>> => {
+    running = false;
+    await loop;
+    return waits;
+  };
+}
+
+async function measure(db: ScratchDatabase, superuser: pg.Client, postmaster: number, run: () => Promise<number>): Promise<Phase> {
+  const stop = sampleWaits(superuser, db.name);
+  const pg0 = postgresCpuSeconds(postmaster);
+  const node0 = process.cpuUsage();
+  const t0 = performance.now();
+  const count = await run();
+  const seconds = (performance.now() - t0) / 1000;
+  const node = process.cpuUsage(node0);
+  return {
+    perSecond: count / seconds,
+    seconds,
+    postgresCpu: postgresCpuSeconds(postmaster) - pg0,
+    nodeCpu: (node.user + node.system) / 1e6,
+    waits: await stop(),
+  };
+}
+
+function pgbench(db: ScratchDatabase, script: string, clients: number): () => Promise<number> {
+  return async () => {
+    const bin = join(findPostgresBinDir() ?? '/usr/lib/postgresql/15/bin', 'pgbench');
+    const url = new URL(db.urlAs('app'));
+    const dir = mkdtempSync(join(tmpdir(), 'cronledger-pgbench-'));
+    try {
+      writeFileSync(join(dir, 'script.sql'), script);
+      const out = spawnSync(
+        bin,
+        [
+          '-n',
+          '-M',
+          'prepared',
+          '-c',
+          String(clients),
+          '-j',
+          String(Math.min(clients, 2)),
+          '-T',
+          String(SECONDS),
+          '-f',
+          join(dir, 'script.sql'),
+        ],
+        {
+          encoding: 'utf8',
+          env: {
+            ...process.env,
+            PGHOST: url.hostname,
+            PGPORT: url.port,
+            PGUSER: decodeURIComponent(url.username),
+            PGPASSWORD: decodeURIComponent(url.password),
+            PGDATABASE: db.name,
+          },
+        },
+      );
+      const processed = /number of transactions actually processed: (\d+)/.exec(out.stdout);
+      if (out.status !== 0 || !processed) throw new Error(`pgbench failed: ${out.stderr || out.stdout}`);
+      return Number(processed[1]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  };
+}
+
+function viaNode(db: ScratchDatabase, clients: number, round: number): () => Promise<number> {
+  return async () => {
+    let booked = 0;
+    const until = performance.now() + SECONDS * 1000;
+    await Promise.all(
+      Array.from({ length: clients }, async (_, client) => {
+        for (let i = 0; performance.now() < until; i++) {
+          await recordUsage(db.pool, {
+            runId: `node-${round}-${clients}-${client}-${i}`,
+            workflowId: 'wf',
+            step: 'chat',
+            attempt: 1,
+            userId: `user-${client + 1}`,
+            taskId: 'task',
+            model: 'openai/gpt-4o-mini',
+            kind: 'chat',
+            status: 'ok',
+            usage: { promptTokens: 1200, cachedPromptTokens: 200, completionTokens: 300, reasoningTokens: 0 },
+            providerModel: 'gpt-4o-mini',
+            providerRequestId: null,
+            workerId: 'bench',
+            usageReceivedAt: new Date(),
+          });
+          booked++;
+        }
+      }),
+    );
+    return booked;
+  };
+}
+
+const sum = (phases: Phase[], f: (p: Phase) => number): number => phases.reduce((s, p) => s + f(p), 0);
+
+function describe(phases: Phase[]): string {
+  const seconds = sum(phases, (p) => p.seconds);
+  const waits = new Map<string, number>();
+  for (const p of phases) for (const [w, n] of p.waits) waits.set(w, (waits.get(w) ?? 0) + n);
+  const samples = [...waits.values()].reduce((a, b) => a + b, 0) || 1;
+  const top = [...waits.entries()]
+    .sort((a, b) => b[1] - a[1])
+    .slice(0, 3)
+    .map(([w, n]) => `${w} ${Math.round((100 * n) / samples)}%`)
+    .join(', ');
+  return `${(sum(phases, (p) => p.perSecond * p.seconds) / seconds).toFixed(0).padStart(7)}/s   postgres CPU ${(sum(phases, (p) => p.postgresCpu) / seconds).toFixed(2)}  node CPU ${(sum(phases, (p) => p.nodeCpu) / seconds).toFixed(2)}   waits: ${top}`;
+}
+
+async function main(): Promise<void> {
+  const db = await scratchDatabase('cronledger_bench_booking', Math.max(...CLIENTS));
+  const postmaster = postgresPid(dataDir());
+  if (!postmaster) throw new Error('the local stack has no running PostgreSQL: run `npx cronledger dev up --workers 0`');
+  const superuser = new pg.Client({ connectionString: db.urlAs('superuser', 'postgres') });
+  await superuser.connect();
+  const owner = new pg.Client({ connectionString: db.urlAs('owner') });
+  await owner.connect();
+  try {
+    await owner.query('create table raw_ledger (like usage_ledger including all)');
+    await owner.query('grant select, insert on raw_ledger to cronledger_app');
+    const results = new Map<string, Phase[]>();
+    const add = (path: Path, clients: number, phase: Phase) => {
+      const key = `${path}@${clients}`;
+      results.set(key, [...(results.get(key) ?? []), phase]);
+    };
+    for (let round = 1; round <= ROUNDS; round++) {
+      for (const clients of CLIENTS) {
+        add('raw', clients, await measure(db, superuser, postmaster, pgbench(db, RAW_SCRIPT, clients)));
+        add('book_usage', clients, await measure(db, superuser, postmaster, pgbench(db, BOOK_SCRIPT, clients)));
+        add('recordUsage', clients, await measure(db, superuser, postmaster, viaNode(db, clients, round)));
+      }
+    }
+    const rate = (key: string): number => {
+      const phases = results.get(key) ?? [];
+      return sum(phases, (p) => p.perSecond * p.seconds) / sum(phases, (p) => p.seconds);
+    };
+    const lines = [`$ ${command}`, `PostgreSQL 127.0.0.1:${db.port}, ${ROUNDS} rounds of ${SECONDS} s per phase, one user per client`, ''];
+    for (const clients of CLIENTS) {
+      lines.push(`${clients} client(s)`);
+      for (const path of ['raw', 'book_usage', 'recordUsage'] as Path[]) {
+        lines.push(`  ${path.padEnd(12)} ${describe(results.get(`${path}@${clients}`) ?? [])}`);
+      }
+      lines.push(`  ratio book_usage / raw   ${(rate(`book_usage@${clients}`) / rate(`raw@${clients}`)).toFixed(2)}`);
+      lines.push(`  ratio recordUsage / raw  ${(rate(`recordUsage@${clients}`) / rate(`raw@${clients}`)).toFixed(2)}   (goal >= 0.5)`);
+      lines.push('');
+    }
+    process.stdout.write(`${lines.join('\n')}\n`);
+  } finally {
+    await owner.end().catch(() => undefined);
+    await superuser.end().catch(() => undefined);
+    await db.close();
+  }
+}
+
+main().catch((err) => {
+  process.stderr.write(`bench failed: ${err instanceof Error ? err.message : String(err)}\n`);
+  process.exit(1);
+});

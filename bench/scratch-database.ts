@@ -1,0 +1,47 @@
+import pg from 'pg';
+import { readStackFile } from '../src/config';
+import { migrateDatabase } from '../src/db/migrate';
+import { createPool } from '../src/db/pool';
+import { OWNER_ROLE } from '../src/db/roles';
+import { databaseUrlFor, type ClusterRole } from '../src/dev/postgres';
+import { applyPrices, loadPricesFile } from '../src/ledger/prices';
+
+/**
+ * A database of the bench's own on the local stack's PostgreSQL (`npx cronledger dev up --workers 0`), migrated as
+ * the owner, with the standard prices, and used as cronledger_app like the real thing. close() drops it.
+ */
+export interface ScratchDatabase {
+  name: string;
+  port: number;
+  /** The scratch database (or another one of the cluster) as each role, e.g. for pgbench or the owner's bulk loads. */
+  urlAs(role: ClusterRole, database?: string): string;
+  /** The application role's pool. */
+  pool: pg.Pool;
+  close(): Promise<void>;
+}
+
+export async function scratchDatabase(prefix: string, poolSize: number): Promise<ScratchDatabase> {
+  const stack = readStackFile()?.postgres;
+  const passwords = stack?.passwords;
+  if (!stack || !passwords) throw new Error('no local stack: run `npx cronledger dev up --workers 0` first');
+  const name = `${prefix}_${process.pid}`;
+  const admin = new pg.Client({ connectionString: databaseUrlFor(stack.port, 'superuser', passwords, 'postgres') });
+  await admin.connect();
+  await admin.query(`create database ${name} owner ${OWNER_ROLE}`);
+  const urlAs = (role: ClusterRole, database = name): string => databaseUrlFor(stack.port, role, passwords, database);
+  const pool = createPool(urlAs('app'), poolSize);
+  const close = async (): Promise<void> => {
+    await pool.end().catch(() => undefined);
+    // with (force): a connection still closing must not make the drop fail
+    await admin.query(`drop database if exists ${name} with (force)`);
+    await admin.end();
+  };
+  try {
+    await migrateDatabase(urlAs('owner'));
+    await applyPrices(pool, loadPricesFile('prices/standard.json'), 'bench');
+  } catch (err) {
+    await close();
+    throw err;
+  }
+  return { name, port: stack.port, urlAs, pool, close };
+}
