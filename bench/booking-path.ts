@@ -9,20 +9,22 @@
  *
  * Each client books for its own user (a thousand users booking at 09:00, not one user's hot month row). The phases
  * alternate raw / book_usage / recordUsage for --rounds rounds and the ratios use the sums, so drift on the shared
- * machine hits all three alike. Each phase prints what limited it: CPU seconds of PostgreSQL (every backend of the
+ * machine hits all three alike. It runs durable (as the ledger does) and then with synchronous_commit off for its
+ * own sessions (the path's own cost without the shared disk's fsync latency). Each phase prints what limited it: CPU seconds of PostgreSQL (every backend of the
  * cluster) and of node per second of wall time, and what the active backends were waiting on (pg_stat_activity
  * sampled every 20 ms; "CPU" = running, not waiting).
  *
  *   npx cronledger dev up --workers 0
  *   node --import tsx bench/booking-path.ts [--seconds 10] [--rounds 2]
  */
-import { spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import pg from 'pg';
 import { dataDir } from '../src/config';
+import { createPool } from '../src/db/pool';
 import { findPostgresBinDir, postgresPid } from '../src/dev/postgres';
 import { recordUsage } from '../src/ledger/record-usage';
 import { scratchDatabase, type ScratchDatabase } from './scratch-database';
@@ -31,7 +33,7 @@ const arg = (name: string, fallback: number): number => {
   const i = process.argv.indexOf(`--${name}`);
   return i > 0 ? Number(process.argv[i + 1]) : fallback;
 };
-const SECONDS = arg('seconds', 10);
+const SECONDS = arg('seconds', 8);
 const ROUNDS = arg('rounds', 2);
 const CLIENTS = [1, 4];
 const command = `node --import tsx bench/booking-path.ts --seconds ${SECONDS} --rounds ${ROUNDS}`;
@@ -45,6 +47,16 @@ const BOOK_SCRIPT = `select book_usage(gen_random_uuid()::text, 'user-' || :clie
   'openai/gpt-4o-mini', 'gpt-4o-mini', 'chat', 'ok', 1, 1200, 200, 300, 0, null, 'bench', null, null, now());\n`;
 
 type Path = 'raw' | 'book_usage' | 'recordUsage';
+/**
+ * Durable: synchronous_commit on, as the ledger runs (a booking is acknowledged once its WAL is on disk). Then the
+ * same with synchronous_commit off for the bench's own sessions only, which takes the shared disk's fsync latency out
+ * and leaves what the path itself costs (CPU, round trips, locks).
+ */
+const MODES = [
+  { name: 'durable (synchronous_commit on)', options: '' },
+  { name: 'path only (synchronous_commit off for these sessions)', options: '-c synchronous_commit=off' },
+];
+type Mode = (typeof MODES)[number];
 interface Phase {
   perSecond: number;
   seconds: number;
@@ -107,6 +119,15 @@ async function measure(db: ScratchDatabase, superuser: pg.Client, postmaster: nu
   const count = await run();
   const seconds = (performance.now() - t0) / 1000;
   const node = process.cpuUsage(node0);
+  // pgbench's backends exit as it ends: wait until they are gone, so their CPU is in the postmaster's cutime
+  for (let i = 0; i < 100; i++) {
+    const { rows } = await superuser.query<{ n: number }>(
+      `select count(*)::int as n from pg_stat_activity where datname = $1 and application_name = 'pgbench'`,
+      [db.name],
+    );
+    if (rows[0].n === 0) break;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
   return {
     perSecond: count / seconds,
     seconds,
@@ -116,40 +137,49 @@ async function measure(db: ScratchDatabase, superuser: pg.Client, postmaster: nu
   };
 }
 
-function pgbench(db: ScratchDatabase, script: string, clients: number): () => Promise<number> {
+function pgbench(db: ScratchDatabase, mode: Mode, script: string, clients: number): () => Promise<number> {
   return async () => {
     const bin = join(findPostgresBinDir() ?? '/usr/lib/postgresql/15/bin', 'pgbench');
     const url = new URL(db.urlAs('app'));
     const dir = mkdtempSync(join(tmpdir(), 'cronledger-pgbench-'));
     try {
       writeFileSync(join(dir, 'script.sql'), script);
-      const out = spawnSync(
-        bin,
-        [
-          '-n',
-          '-M',
-          'prepared',
-          '-c',
-          String(clients),
-          '-j',
-          String(Math.min(clients, 2)),
-          '-T',
-          String(SECONDS),
-          '-f',
-          join(dir, 'script.sql'),
-        ],
-        {
-          encoding: 'utf8',
-          env: {
-            ...process.env,
-            PGHOST: url.hostname,
-            PGPORT: url.port,
-            PGUSER: decodeURIComponent(url.username),
-            PGPASSWORD: decodeURIComponent(url.password),
-            PGDATABASE: db.name,
+      // spawned asynchronously, so the wait sampler keeps running on this event loop meanwhile
+      const out = await new Promise<{ status: number | null; stdout: string; stderr: string }>((resolve, reject) => {
+        const child = spawn(
+          bin,
+          [
+            '-n',
+            '-M',
+            'prepared',
+            '-c',
+            String(clients),
+            '-j',
+            String(Math.min(clients, 2)),
+            '-T',
+            String(SECONDS),
+            '-f',
+            join(dir, 'script.sql'),
+          ],
+          {
+            env: {
+              ...process.env,
+              PGHOST: url.hostname,
+              PGPORT: url.port,
+              PGUSER: decodeURIComponent(url.username),
+              PGPASSWORD: decodeURIComponent(url.password),
+              PGDATABASE: db.name,
+              PGOPTIONS: mode.options,
+            },
           },
-        },
-      );
+        );
+        let stdout = '';
+        let stderr = '';
+        child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+        child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+        child.on('error', reject);
+        child.on('close', (status) => resolve({ status, stdout, stderr }));
+      });
       const processed = /number of transactions actually processed: (\d+)/.exec(out.stdout);
       if (out.status !== 0 || !processed) throw new Error(`pgbench failed: ${out.stderr || out.stdout}`);
       return Number(processed[1]);
@@ -159,14 +189,14 @@ function pgbench(db: ScratchDatabase, script: string, clients: number): () => Pr
   };
 }
 
-function viaNode(db: ScratchDatabase, clients: number, round: number): () => Promise<number> {
+function viaNode(pool: pg.Pool, clients: number, round: string): () => Promise<number> {
   return async () => {
     let booked = 0;
     const until = performance.now() + SECONDS * 1000;
     await Promise.all(
       Array.from({ length: clients }, async (_, client) => {
         for (let i = 0; performance.now() < until; i++) {
-          await recordUsage(db.pool, {
+          await recordUsage(pool, {
             runId: `node-${round}-${clients}-${client}-${i}`,
             workflowId: 'wf',
             step: 'chat',
@@ -216,31 +246,35 @@ async function main(): Promise<void> {
   try {
     await owner.query('create table raw_ledger (like usage_ledger including all)');
     await owner.query('grant select, insert on raw_ledger to cronledger_app');
-    const results = new Map<string, Phase[]>();
-    const add = (path: Path, clients: number, phase: Phase) => {
-      const key = `${path}@${clients}`;
-      results.set(key, [...(results.get(key) ?? []), phase]);
-    };
-    for (let round = 1; round <= ROUNDS; round++) {
+    const lines = [`$ ${command}`, `PostgreSQL 127.0.0.1:${db.port}, ${ROUNDS} rounds of ${SECONDS} s per phase, one user per client`];
+    for (const [m, mode] of MODES.entries()) {
+      const pool = m === 0 ? db.pool : createPool(`${db.urlAs('app')}?options=${encodeURIComponent(mode.options)}`, Math.max(...CLIENTS));
+      const results = new Map<string, Phase[]>();
+      const add = (path: Path, clients: number, phase: Phase) => {
+        const key = `${path}@${clients}`;
+        results.set(key, [...(results.get(key) ?? []), phase]);
+      };
+      for (let round = 1; round <= ROUNDS; round++) {
+        for (const clients of CLIENTS) {
+          add('raw', clients, await measure(db, superuser, postmaster, pgbench(db, mode, RAW_SCRIPT, clients)));
+          add('book_usage', clients, await measure(db, superuser, postmaster, pgbench(db, mode, BOOK_SCRIPT, clients)));
+          add('recordUsage', clients, await measure(db, superuser, postmaster, viaNode(pool, clients, `${m}-${round}`)));
+        }
+      }
+      if (pool !== db.pool) await pool.end();
+      const rate = (key: string): number => {
+        const phases = results.get(key) ?? [];
+        return sum(phases, (p) => p.perSecond * p.seconds) / sum(phases, (p) => p.seconds);
+      };
+      lines.push('', `${mode.name}`);
       for (const clients of CLIENTS) {
-        add('raw', clients, await measure(db, superuser, postmaster, pgbench(db, RAW_SCRIPT, clients)));
-        add('book_usage', clients, await measure(db, superuser, postmaster, pgbench(db, BOOK_SCRIPT, clients)));
-        add('recordUsage', clients, await measure(db, superuser, postmaster, viaNode(db, clients, round)));
+        lines.push(`  ${clients} client(s)`);
+        for (const path of ['raw', 'book_usage', 'recordUsage'] as Path[]) {
+          lines.push(`    ${path.padEnd(12)} ${describe(results.get(`${path}@${clients}`) ?? [])}`);
+        }
+        lines.push(`    ratio book_usage / raw   ${(rate(`book_usage@${clients}`) / rate(`raw@${clients}`)).toFixed(2)}`);
+        lines.push(`    ratio recordUsage / raw  ${(rate(`recordUsage@${clients}`) / rate(`raw@${clients}`)).toFixed(2)}   (goal >= 0.5)`);
       }
-    }
-    const rate = (key: string): number => {
-      const phases = results.get(key) ?? [];
-      return sum(phases, (p) => p.perSecond * p.seconds) / sum(phases, (p) => p.seconds);
-    };
-    const lines = [`$ ${command}`, `PostgreSQL 127.0.0.1:${db.port}, ${ROUNDS} rounds of ${SECONDS} s per phase, one user per client`, ''];
-    for (const clients of CLIENTS) {
-      lines.push(`${clients} client(s)`);
-      for (const path of ['raw', 'book_usage', 'recordUsage'] as Path[]) {
-        lines.push(`  ${path.padEnd(12)} ${describe(results.get(`${path}@${clients}`) ?? [])}`);
-      }
-      lines.push(`  ratio book_usage / raw   ${(rate(`book_usage@${clients}`) / rate(`raw@${clients}`)).toFixed(2)}`);
-      lines.push(`  ratio recordUsage / raw  ${(rate(`recordUsage@${clients}`) / rate(`raw@${clients}`)).toFixed(2)}   (goal >= 0.5)`);
-      lines.push('');
     }
     process.stdout.write(`${lines.join('\n')}\n`);
   } finally {
