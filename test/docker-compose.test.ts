@@ -1,9 +1,12 @@
+import { execFileSync } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { join, relative } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
-import { repoRoot } from '../src/config';
+import { repoRoot, TEMPORAL_SERVICES, type StackFile } from '../src/config';
 import { SEARCH_ATTRIBUTES } from '../src/constants';
+import { TEMPORAL_CONFIG_DIR, TEMPORAL_CONFIG_ENV, temporalServerEnvironment, temporalServiceArgs } from '../src/dev/temporal-cluster';
+import { findTemporalServerBinaries, TEMPORAL_SERVER_VERSION, TEMPORAL_UI_VERSION } from '../src/dev/temporal-server-binaries';
 
 /**
  * docker-compose.yml cannot be started here (no Docker engine), so it is checked against the code instead:
@@ -24,7 +27,8 @@ interface Service {
 }
 
 const root = repoRoot();
-const compose = parse(readFileSync(join(root, 'docker-compose.yml'), 'utf8')) as {
+// merge: the four Temporal services share their settings through a `<<: *temporal-service` merge key, as compose reads it.
+const compose = parse(readFileSync(join(root, 'docker-compose.yml'), 'utf8'), { merge: true }) as {
   services: Record<string, Service>;
   volumes: Record<string, unknown>;
 };
@@ -50,7 +54,10 @@ describe('docker-compose.yml', () => {
         'cli',
         'ledger-postgres',
         'migrate',
-        'temporal',
+        'temporal-frontend',
+        'temporal-history',
+        'temporal-matching',
+        'temporal-worker',
         'temporal-postgresql',
         'temporal-schema',
         'temporal-setup',
@@ -58,19 +65,26 @@ describe('docker-compose.yml', () => {
         'worker',
       ].sort(),
     );
-    expect(services.temporal.environment).toMatchObject({ DB: 'postgres12', POSTGRES_SEEDS: 'temporal-postgresql' });
-    expect(services.temporal.depends_on).toEqual({ 'temporal-schema': { condition: 'service_completed_successfully' } });
+    for (const service of TEMPORAL_SERVICES) {
+      const s = services[`temporal-${service}`];
+      expect(s.environment).toMatchObject({ POSTGRES_SEEDS: 'temporal-postgresql', TEMPORAL_DB: 'temporal' });
+      expect(s.depends_on).toEqual({ 'temporal-schema': { condition: 'service_completed_successfully' } });
+    }
     expect(script(services['temporal-schema'])).toContain('--ep temporal-postgresql');
   });
 
-  it('pins every image, at the versions the dev server runs (temporal CLI v1.5.1: server 1.29.1, UI 2.42.1)', () => {
+  it('pins every image, at the versions `dev up` runs (the server and UI that --temporal server builds, also in the CLI v1.5.1)', () => {
+    const server = `temporalio/server:${TEMPORAL_SERVER_VERSION.slice(1)}`;
     const images = Object.fromEntries(Object.entries(services).flatMap(([name, s]) => (s.image ? [[name, s.image]] : [])));
     expect(images).toEqual({
       'temporal-postgresql': 'postgres:16',
-      'temporal-schema': 'temporalio/admin-tools:1.29.1-tctl-1.18.4-cli-1.5.0',
-      temporal: 'temporalio/server:1.29.1',
-      'temporal-setup': 'temporalio/admin-tools:1.29.1-tctl-1.18.4-cli-1.5.0',
-      'temporal-ui': 'temporalio/ui:2.42.1',
+      'temporal-schema': `temporalio/admin-tools:${TEMPORAL_SERVER_VERSION.slice(1)}-tctl-1.18.4-cli-1.5.0`,
+      'temporal-history': server,
+      'temporal-matching': server,
+      'temporal-frontend': server,
+      'temporal-worker': server,
+      'temporal-setup': `temporalio/admin-tools:${TEMPORAL_SERVER_VERSION.slice(1)}-tctl-1.18.4-cli-1.5.0`,
+      'temporal-ui': `temporalio/ui:${TEMPORAL_UI_VERSION.slice(1)}`,
       'ledger-postgres': 'postgres:16',
       migrate: 'cronledger-worker',
       worker: 'cronledger-worker',
@@ -80,8 +94,8 @@ describe('docker-compose.yml', () => {
 
   it('publishes only the Web UI and Temporal gRPC, on 127.0.0.1; both databases stay off the host network', () => {
     const published = Object.fromEntries(Object.entries(services).flatMap(([name, s]) => (s.ports ? [[name, s.ports]] : [])));
-    expect(published).toEqual({ temporal: ['127.0.0.1:7233:7233'], 'temporal-ui': ['127.0.0.1:8233:8080'] });
-    expect(services['temporal-ui'].environment).toEqual({ TEMPORAL_ADDRESS: 'temporal:7233' });
+    expect(published).toEqual({ 'temporal-frontend': ['127.0.0.1:7233:7233'], 'temporal-ui': ['127.0.0.1:8233:8080'] });
+    expect(services['temporal-ui'].environment).toEqual({ TEMPORAL_ADDRESS: 'temporal-frontend:7233' });
   });
 
   it('has no password in the file: each comes from the environment (.env, ignored by git and docker), required, without default', () => {
@@ -117,7 +131,7 @@ describe('docker-compose.yml', () => {
   it('runs the CLI inside the network on demand (`docker compose run --rm cli ...`), never on `up`', () => {
     expect(services.cli.profiles).toEqual(['cli']);
     expect(services.cli.entrypoint).toEqual(['node', 'bin/cronledger.js']);
-    expect(services.cli.environment?.TEMPORAL_ADDRESS).toBe('temporal:7233');
+    expect(services.cli.environment?.TEMPORAL_ADDRESS).toBe('temporal-frontend:7233');
     const dockerfile = readFileSync(join(root, 'Dockerfile'), 'utf8');
     for (const dir of ['bin', 'src', 'migrations', 'prices', 'examples']) expect(dockerfile).toContain(`COPY ${dir} ./${dir}`);
   });
@@ -156,7 +170,7 @@ describe('docker-compose.yml', () => {
 
   it('points the workers at the Temporal service and at the ledger database', () => {
     const env = worker.environment ?? {};
-    expect(env.TEMPORAL_ADDRESS).toBe('temporal:7233');
+    expect(env.TEMPORAL_ADDRESS).toBe('temporal-frontend:7233');
     expect(new URL(env.DATABASE_URL.replace(/\$\{[^}]*\}/, 'x')).port).toBe('5432');
     expect(env.MODEL_PROVIDER).toBe('${MODEL_PROVIDER:-mock}'); // offline mock unless the user opts into a real provider
   });
@@ -164,5 +178,87 @@ describe('docker-compose.yml', () => {
   it('keeps report artifacts on a volume the replicas share', () => {
     expect(worker.volumes).toEqual([`reports:${worker.environment?.CRONLEDGER_REPORTS_DIR}`]);
     expect(Object.keys(compose.volumes)).toContain('reports');
+  });
+
+  describe('Temporal runs from the same config as `dev up --temporal server`', () => {
+    const mount = `./${relative(root, TEMPORAL_CONFIG_DIR)}:/etc/cronledger/config:ro`;
+    const template = readFileSync(join(TEMPORAL_CONFIG_DIR, `${TEMPORAL_CONFIG_ENV}.yaml`), 'utf8');
+    /** The variables the template reads, those with a `default` before them on their line or those without. */
+    const templateVars = (withDefault: boolean) =>
+      new Set(
+        template
+          .split('\n')
+          .flatMap((line) => [...line.matchAll(/env "([A-Z_]+)"/g)].map((m) => [m[1], line.slice(0, m.index).includes('default')] as const))
+          .filter(([, hasDefault]) => hasDefault === withDefault)
+          .map(([name]) => name),
+      );
+    const entrypoint = services['temporal-frontend'].entrypoint as string[];
+    const script = entrypoint[2];
+    /** What the container passes to the config: compose's environment plus what its entrypoint exports. */
+    const composeEnvironment = (): Record<string, string> => {
+      const exported = /export (.*)/.exec(script)![1];
+      const fromScript = Object.fromEntries([...exported.matchAll(/([A-Z_]+)=("[^"]*"|\S+)/g)].map((m) => [m[1], m[2]]));
+      // The broadcast address is the container's IP at run time; any IP stands in for it here.
+      return { ...services['temporal-frontend'].environment, ...fromScript, TEMPORAL_BROADCAST_ADDRESS: '172.18.0.5' };
+    };
+    const devEnvironment = (): Record<string, string> => {
+      const ports = { grpc: 7300, membership: 20300 };
+      const stack = {
+        temporal: { port: 7233, server: { databases: { temporal: 'temporal', visibility: 'temporal_visibility' }, ports: {} } },
+        postgres: { port: 5432, passwords: { temporal: 'x' } },
+      } as unknown as StackFile;
+      Object.assign(stack.temporal.server!.ports, { frontendHttp: 7243, frontend: ports, history: ports, matching: ports, worker: ports });
+      return temporalServerEnvironment(stack, '/tmp/cronledger-data');
+    };
+
+    it('starts each of the four services with the command line `dev up` uses, from the committed config, mounted read-only', () => {
+      expect(entrypoint.slice(0, 2)).toEqual(['/bin/sh', '-c']);
+      const exec = /exec (.*)/.exec(script)![1].split(/\s+/);
+      expect(exec).toEqual(['temporal-server', ...temporalServiceArgs('/etc/cronledger', 'frontend').slice(0, -1), '"$$0"']);
+      for (const service of TEMPORAL_SERVICES) {
+        const s = services[`temporal-${service}`];
+        expect([service, s.command, s.volumes, s.entrypoint]).toEqual([service, [service], [mount], entrypoint]);
+      }
+      expect(composeEnvironment().DYNAMIC_CONFIG_FILE_PATH).toBe('/etc/cronledger/config/dynamicconfig.yaml');
+      expect(devEnvironment().DYNAMIC_CONFIG_FILE_PATH).toMatch(/\/dynamicconfig\.yaml$/);
+    });
+
+    it('sets every variable the config needs, in both places, and none it does not read', () => {
+      const required = templateVars(false);
+      const read = new Set([...required, ...templateVars(true)]);
+      expect([...required].sort()).toEqual(['BIND_ON_IP', 'DYNAMIC_CONFIG_FILE_PATH', 'POSTGRES_PWD', 'POSTGRES_SEEDS', 'POSTGRES_USER']);
+      for (const [where, env] of [
+        ['compose', composeEnvironment()],
+        ['dev up', devEnvironment()],
+      ] as const) {
+        expect([where, [...required].filter((name) => !env[name])]).toEqual([where, []]);
+        expect([where, Object.keys(env).filter((name) => !read.has(name))]).toEqual([where, []]);
+      }
+    });
+
+    it('renders (with the server binary itself) to the same config in both, but for addresses, ports and paths', () => {
+      const binaries = findTemporalServerBinaries();
+      if (!binaries) throw new Error('the Temporal server binary is missing: build it with `./scripts/install.sh --with-temporal-server`');
+      const render = (env: Record<string, string>) =>
+        parse(
+          execFileSync(binaries.server, ['--config', TEMPORAL_CONFIG_DIR, '--env', TEMPORAL_CONFIG_ENV, 'render-config'], {
+            env: { PATH: process.env.PATH, ...env, POSTGRES_PWD: 'x' },
+            encoding: 'utf8',
+            stdio: ['ignore', 'pipe', 'ignore'],
+          }),
+        ) as unknown;
+      const leaves = (value: unknown, path = ''): [string, unknown][] =>
+        value !== null && typeof value === 'object'
+          ? Object.entries(value).flatMap(([k, v]) => leaves(v, `${path}.${k}`))
+          : [[path, value]];
+      const addressing = /connectaddr|port$|bindonip|broadcastaddress|rpcaddress|httpaddress|filepath/i;
+      const comparable = (env: Record<string, string>) => leaves(render(env)).filter(([path]) => !addressing.test(path));
+      const compose = comparable(composeEnvironment());
+      const dev = comparable(devEnvironment());
+      expect(compose.length).toBeGreaterThan(50);
+      expect(compose).toContainEqual(['.persistence.datastores.default.sql.pluginName', 'postgres12']);
+      expect(compose).toContainEqual(['.persistence.numHistoryShards', 4]);
+      expect(dev).toEqual(compose);
+    });
   });
 });

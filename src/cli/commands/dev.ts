@@ -44,7 +44,7 @@ export function registerDevCommands(program: Command): void {
             `${Object.entries(up.temporal.pids ?? {})
               .map(([part, pid]) => `${part} ${pid}`)
               .join(', ')})`
-          : `Temporal     ${up.stack.temporal.address}  (dev server, ${state(up.temporal.alreadyRunning, up.temporal.pid)})`,
+          : `Temporal     ${up.stack.temporal.address}  (${state(up.temporal.alreadyRunning, up.temporal.pid)})`,
         `Web UI       ${up.stack.temporal.uiUrl}`,
         `Admin page   ${'skipped' in up.admin ? `not started: ${up.admin.skipped}` : `${up.admin.url}  (${state(up.admin.alreadyRunning, up.admin.pid)})`}`,
         `PostgreSQL   ${redactDatabaseUrl(up.stack.postgres.databaseUrl)}  (${up.postgres.external ? 'external, from DATABASE_URL' : state(up.postgres.alreadyRunning, up.postgres.pid)})`,
