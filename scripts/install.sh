@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what cronledger needs on a Debian machine with Node 20 and Go, skipping whatever is already there:
-#   Debian packages: postgresql (and chromium with --with-chromium, for the report tests)
+#   Debian packages: postgresql (and chromium with --with-chromium, for the report tests; prometheus with
+#                    --with-promtool, for its promtool, which checks the compose stack's scrape config in a test)
 #   npm packages:    npm ci, when node_modules is missing or older than package-lock.json
 #   temporal CLI:    the same resolution `dev up` uses (CRONLEDGER_TEMPORAL_CLI, PATH, ~/.cache/cronledger, else go install)
 #   with --with-temporal-server: the Temporal server, its schema tool and the Web UI server that
@@ -10,11 +11,13 @@ cd "$(dirname "$0")/.."
 
 with_chromium=false
 dev_install_args=()
+with_promtool=false
 for arg in "$@"; do
   case "$arg" in
     --with-chromium) with_chromium=true ;;
     --with-temporal-server) dev_install_args+=(--temporal-server) ;;
-    *) echo "install.sh: unknown option $arg (known: --with-chromium, --with-temporal-server)" >&2; exit 2 ;;
+    --with-promtool) with_promtool=true ;;
+    *) echo "install.sh: unknown option $arg (known: --with-chromium, --with-temporal-server, --with-promtool)" >&2; exit 2 ;;
   esac
 done
 
@@ -27,6 +30,7 @@ fi
 missing=()
 compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || command -v initdb >/dev/null || missing+=(postgresql)
 if $with_chromium && ! command -v chromium >/dev/null; then missing+=(chromium); fi
+if $with_promtool && ! command -v promtool >/dev/null; then missing+=(prometheus); fi
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" -eq 0 ]; then sudo=(); elif command -v sudo >/dev/null; then sudo=(sudo); else
     echo "install.sh: missing Debian packages: ${missing[*]}; install them as root: apt-get install -y ${missing[*]}" >&2

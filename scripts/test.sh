@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-./scripts/install.sh --with-chromium
+./scripts/install.sh --with-chromium --with-promtool
 echo "==> tsc --noEmit"
 npx tsc --noEmit
 echo "==> eslint (npm run lint)"

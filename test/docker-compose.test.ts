@@ -1,5 +1,6 @@
 import { execFileSync } from 'node:child_process';
-import { readdirSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
@@ -24,6 +25,7 @@ interface Service {
   volumes?: string[];
   depends_on?: Record<string, { condition: string }>;
   deploy?: { replicas?: number };
+  secrets?: string[];
 }
 
 const root = repoRoot();
@@ -31,6 +33,7 @@ const root = repoRoot();
 const compose = parse(readFileSync(join(root, 'docker-compose.yml'), 'utf8'), { merge: true }) as {
   services: Record<string, Service>;
   volumes: Record<string, unknown>;
+  secrets: Record<string, { file: string }>;
 };
 const { services } = compose;
 const worker = services.worker;
@@ -51,6 +54,7 @@ describe('docker-compose.yml', () => {
   it('has Temporal on PostgreSQL, its schema and setup jobs, the Web UI, a separate ledger PostgreSQL and the workers', () => {
     expect(Object.keys(services).sort()).toEqual(
       [
+        'admin',
         'cli',
         'ledger-postgres',
         'migrate',
@@ -62,6 +66,7 @@ describe('docker-compose.yml', () => {
         'temporal-schema',
         'temporal-setup',
         'temporal-ui',
+        'prometheus',
         'worker',
       ].sort(),
     );
@@ -89,19 +94,26 @@ describe('docker-compose.yml', () => {
       migrate: 'cronledger-worker',
       worker: 'cronledger-worker',
       cli: 'cronledger-worker',
+      admin: 'cronledger-worker',
+      prometheus: 'prom/prometheus:v2.55.1',
     });
   });
 
-  it('publishes only the Web UI and Temporal gRPC, on 127.0.0.1; both databases stay off the host network', () => {
+  it('publishes only the Web UI, Temporal gRPC, the admin page and Prometheus, on 127.0.0.1; both databases stay off the host network', () => {
     const published = Object.fromEntries(Object.entries(services).flatMap(([name, s]) => (s.ports ? [[name, s.ports]] : [])));
-    expect(published).toEqual({ 'temporal-frontend': ['127.0.0.1:7233:7233'], 'temporal-ui': ['127.0.0.1:8233:8080'] });
+    expect(published).toEqual({
+      'temporal-frontend': ['127.0.0.1:7233:7233'],
+      'temporal-ui': ['127.0.0.1:8233:8080'],
+      admin: ['127.0.0.1:8234:8234'],
+      prometheus: ['127.0.0.1:9090:9090'],
+    });
     expect(services['temporal-ui'].environment).toEqual({ TEMPORAL_ADDRESS: 'temporal-frontend:7233' });
   });
 
   it('has no password in the file: each comes from the environment (.env, ignored by git and docker), required, without default', () => {
     const secrets = Object.entries(services).flatMap(([name, s]) =>
       Object.entries(s.environment ?? {})
-        .filter(([k]) => /PASSWORD|PWD|_URL$/.test(k) && k !== 'REPORT_WEBHOOK_URL' && k !== 'OPENAI_BASE_URL')
+        .filter(([k]) => /PASSWORD|PWD|_URL$/.test(k) && !['REPORT_WEBHOOK_URL', 'OPENAI_BASE_URL', 'TEMPORAL_UI_URL'].includes(k))
         .map(([k, v]) => [`${name}.${k}`, v] as const),
     );
     expect(secrets.length).toBeGreaterThanOrEqual(8);
@@ -120,6 +132,7 @@ describe('docker-compose.yml', () => {
     expect(script(migrate)).toContain('node bin/cronledger.js db roles && node bin/cronledger.js db migrate');
     expect(new URL(migrate.environment!.DATABASE_OWNER_URL.replace(/\$\{[^}]*\}/, 'x')).username).toBe('cronledger_owner');
     expect(migrate.depends_on).toEqual({ 'ledger-postgres': { condition: 'service_healthy' } });
+    expect(migrate.environment).toHaveProperty('CRONLEDGER_READONLY_PASSWORD'); // so `db roles` gives the admin page's role its password
     for (const name of ['worker', 'cli']) {
       const url = new URL(services[name].environment!.DATABASE_URL.replace(/\$\{[^}]*\}/, 'x'));
       expect([name, url.username, url.hostname, url.pathname]).toEqual([name, 'cronledger_app', 'ledger-postgres', '/cronledger']);
@@ -259,6 +272,69 @@ describe('docker-compose.yml', () => {
       expect(compose).toContainEqual(['.persistence.datastores.default.sql.pluginName', 'postgres12']);
       expect(compose).toContainEqual(['.persistence.numHistoryShards', 4]);
       expect(dev).toEqual(compose);
+    });
+  });
+
+  describe('the admin page and Prometheus', () => {
+    const admin = services.admin;
+    const prometheus = services.prometheus;
+    const configPath = join(root, 'prometheus', 'prometheus.yml');
+    const config = parse(readFileSync(configPath, 'utf8')) as {
+      scrape_configs: {
+        job_name: string;
+        authorization?: { type?: string; credentials_file?: string };
+        static_configs?: { targets: string[] }[];
+        dns_sd_configs?: { names: string[]; type: string; port: number }[];
+      }[];
+    };
+    const job = (name: string) => config.scrape_configs.find((j) => j.job_name === name)!;
+
+    it('passes `promtool check config` (Debian prometheus package), credentials file included', () => {
+      const dir = mkdtempSync(join(tmpdir(), 'cronledger-promtool-'));
+      try {
+        expect(execFileSync('promtool', ['check', 'config', '--syntax-only', configPath], { encoding: 'utf8' })).toContain('SUCCESS');
+        // The full check also opens the credentials file: the same config with the token at a path that exists here.
+        const token = join(dir, 'admin_token');
+        writeFileSync(token, 'a-test-token-of-some-length\n');
+        const copy = join(dir, 'prometheus.yml');
+        const original = readFileSync(configPath, 'utf8');
+        expect(original).toContain('/run/secrets/admin_token');
+        writeFileSync(copy, original.replaceAll('/run/secrets/admin_token', token));
+        expect(execFileSync('promtool', ['check', 'config', copy], { encoding: 'utf8' })).toContain('SUCCESS');
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    });
+
+    it('runs the admin page off loopback with its token from the secret Prometheus reads, as the read-only role', () => {
+      expect(Object.keys(compose.secrets)).toEqual(['admin_token']);
+      expect(compose.secrets.admin_token.file).toBe('./secrets/admin_token');
+      expect(readFileSync(join(root, '.gitignore'), 'utf8').split('\n')).toContain('secrets/');
+      expect(readFileSync(join(root, '.dockerignore'), 'utf8').split('\n')).toContain('secrets');
+      for (const s of [admin, prometheus]) expect(s.secrets).toEqual(['admin_token']);
+      // compose mounts a secret at /run/secrets/<name>: the admin reads its token there ($$ is compose's escaped $),
+      // and Prometheus sends the same file
+      const secretPath = '/run/secrets/admin_token';
+      expect(script(admin)).toContain(
+        `CRONLEDGER_ADMIN_TOKEN="$$(cat ${secretPath})" exec node bin/cronledger.js admin --host 0.0.0.0 --port 8234`,
+      );
+      expect(job('cronledger-admin').authorization).toEqual({ type: 'Bearer', credentials_file: secretPath });
+      expect(admin.environment).not.toHaveProperty('CRONLEDGER_ADMIN_TOKEN');
+      const url = new URL(admin.environment!.CRONLEDGER_ADMIN_DATABASE_URL.replace(/\$\{[^}]*\}/, 'x'));
+      expect([url.username, url.hostname, url.pathname]).toEqual(['cronledger_readonly', 'ledger-postgres', '/cronledger']);
+      expect(admin.depends_on).toMatchObject({ migrate: { condition: 'service_completed_successfully' } });
+    });
+
+    it('scrapes the admin page on the port it listens on, and every worker replica on its SDK metrics port, by DNS', () => {
+      const adminPort = /--port (\d+)/.exec(script(admin))![1];
+      expect(job('cronledger-admin').static_configs).toEqual([{ targets: [`admin:${adminPort}`] }]);
+      const workerPort = /^0\.0\.0\.0:(\d+)$/.exec(worker.environment!.CRONLEDGER_WORKER_METRICS_ADDRESS)![1];
+      expect(job('cronledger-worker').dns_sd_configs).toEqual([
+        { names: ['worker'], type: 'A', port: Number(workerPort), refresh_interval: '30s' },
+      ]);
+      expect(job('cronledger-worker').static_configs).toBeUndefined(); // replicas come and go; none is listed by hand
+      expect(prometheus.volumes).toContain('./prometheus/prometheus.yml:/etc/prometheus/prometheus.yml:ro');
+      expect(prometheus.depends_on as unknown).toEqual(['admin', 'worker']);
     });
   });
 });

@@ -5,6 +5,7 @@ import { runCountsByStatus, runDurations } from '../db/runs';
 import { bookingLags, chargesAndCredits } from '../ledger/entries';
 import { parseUsd, toAttoUsd } from '../money';
 import { divideHalfEven } from '../reports/economics';
+import type { TaskSlotCheck } from '../schedules/missed-slots';
 
 /**
  * GET /metrics through prom-client. The figures are read from PostgreSQL at each scrape, so every admin replica and
@@ -12,7 +13,7 @@ import { divideHalfEven } from '../reports/economics';
  * fall) in integer micro-dollars, half-even from the exact sums; runs by status; run durations and ledger booking
  * lag as histograms. Per-user labels only when the operator asks (one series per user).
  */
-export function adminMetrics(db: pg.Pool, opts: { perUser: boolean }) {
+export function adminMetrics(db: pg.Pool, opts: { perUser: boolean; missedSlots?: () => Promise<TaskSlotCheck[]> }) {
   const registry = new Registry();
   const labelNames = opts.perUser ? ['model', 'kind', 'user'] : ['model', 'kind'];
   const micro = (exact: string): number => {
@@ -58,6 +59,13 @@ export function adminMetrics(db: pg.Pool, opts: { perUser: boolean }) {
     registers: [registry],
   });
 
+  const missed = new Gauge({
+    name: 'cronledger_missed_slots',
+    help: "Slots of each task's schedule that should have fired and have no claim after the grace period, over the check window (0: none; paused tasks are not checked)",
+    labelNames: ['task'],
+    registers: [registry],
+  });
+
   async function collect(): Promise<void> {
     charges.reset();
     credits.reset();
@@ -77,6 +85,13 @@ export function adminMetrics(db: pg.Pool, opts: { perUser: boolean }) {
       const ppm = divideHalfEven(used * 1_000_000n, toAttoUsd(parseUsd(b.limitUsd)));
       utilisation.set({ user: b.userId, tier: b.tier }, Number(ppm) / 1_000_000);
     }
+    missed.reset();
+    // Without Temporal (or when it fails) the gauge has no series: absent is not zero
+    const checks = await opts.missedSlots?.().catch((err: Error) => {
+      process.stderr.write(`cronledger admin: /metrics: missed slots not checked: ${err.message}\n`);
+      return [];
+    });
+    for (const t of checks ?? []) missed.set({ task: t.taskId }, t.missedCount);
     durations.reset();
     for (const r of await runDurations(db)) for (let i = 0; i < Number(r.runs); i++) durations.observe(Number(r.duration_ms) / 1000);
     lag.reset();

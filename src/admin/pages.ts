@@ -1,6 +1,7 @@
 import { displayUsd, parseUsd, toAttoUsd } from '../money';
 import { microUsd } from '../reports/render-html';
 import type { TaskListing } from '../schedules/manage-task';
+import type { TaskSlotCheck } from '../schedules/missed-slots';
 import type { DayFigures, entryView, Overview, runView, UserFigures, UserPage } from './admin-data';
 import { html, jsonForScript, type Raw } from './html';
 
@@ -16,6 +17,14 @@ export interface PageContext {
   zones?: string[];
   /** Link to a workflow in the Temporal Web UI, or undefined when the UI is unknown. */
   workflowUrl: (workflowId: string, runId: string) => string | undefined;
+}
+
+/** The missed-slot check as the pages show it: the grace and window in force, each task, or why it did not run. */
+export interface MissedSlotsView {
+  graceSeconds: number;
+  windowSeconds: number;
+  error: string | null;
+  tasks: TaskSlotCheck[];
 }
 
 type RunView = ReturnType<typeof runView>;
@@ -105,7 +114,58 @@ function dailySeries(daily: DayFigures[]) {
   };
 }
 
-export function overviewPage(o: Overview, ctx: PageContext): string {
+/** 90 -> "1m30s", 86400 -> "24h": the grace and window as the --missed-slot-* options spell them. */
+function duration(seconds: number): string {
+  const h = Math.floor(seconds / 3600);
+  const m = Math.floor((seconds % 3600) / 60);
+  const s = seconds % 60;
+  return `${h ? `${h}h` : ''}${m ? `${m}m` : ''}${s || (!h && !m) ? `${s}s` : ''}`;
+}
+
+const missedTotal = (v: MissedSlotsView) => v.tasks.reduce((n, t) => n + t.missedCount, 0);
+
+function missedSlotsSection(v: MissedSlotsView): Raw {
+  const flagged = v.tasks.filter((t) => t.missedCount > 0);
+  const heading = html`<h2>
+    Missed slots: due slots with no claim ${duration(v.graceSeconds)} after they should have fired, over the last
+    ${duration(v.windowSeconds)}
+  </h2>`;
+  if (v.error)
+    return html`<section id="missed-slots">
+      ${heading}
+      <p class="error">Not checked: ${v.error}</p>
+    </section>`;
+  if (flagged.length === 0) {
+    return html`<section id="missed-slots">
+      ${heading}
+      <p>None: every due slot of the ${v.tasks.filter((t) => t.state === 'active').length} active tasks was claimed.</p>
+    </section>`;
+  }
+  return html`<section id="missed-slots">
+    ${heading}
+    <table class="sortable">
+      <thead>
+        <tr>
+          ${th('Task')}${th('Missed', 'int')}${th('Due', 'int')}${th('Newest missed slot')}${th('Checked since')}
+        </tr>
+      </thead>
+      <tbody>
+        ${flagged.map(
+          (t) =>
+            html`<tr class="missed" data-task="${t.taskId}">
+              <td>${t.taskId}</td>
+              ${numCell(t.missedCount)}${numCell(t.dueSlots)}
+              <td>${t.missed[0]}</td>
+              <td>${t.checkedFrom ?? '-'}</td>
+            </tr>`,
+        )}
+      </tbody>
+    </table>
+  </section>`;
+}
+
+export function overviewPage(o: Overview & { missedSlots: MissedSlotsView }, ctx: PageContext): string {
+  const missed = o.missedSlots;
   const figures: [string, Raw | string][] = [
     ['Spend, month to date', usd(o.spendUsd)],
     ['Credits', usd(o.creditsUsd)],
@@ -120,6 +180,7 @@ export function overviewPage(o: Overview, ctx: PageContext): string {
     ['Cost per active user', usd(o.costPerActiveUserUsd)],
     ['Active users', String(o.activeUsers)],
     ['Completed runs per dollar', o.completedRunsPerDollar],
+    [`Missed slots (last ${duration(missed.windowSeconds)})`, missed.error ? 'not checked' : String(missedTotal(missed))],
   ];
   const body = html` <p class="muted">
       ${o.month} in ${o.zone}, ${o.period.from} to ${o.period.to}${o.period.complete ? '' : ' (month under way)'}; read from the
@@ -134,6 +195,7 @@ export function overviewPage(o: Overview, ctx: PageContext): string {
           </div>`,
       )}
     </dl>
+    ${missedSlotsSection(missed)}
     <section>
       <h2>Capacity: daily cost, daily runs and cost per completed run</h2>
       <div class="chart"><canvas id="chart-capacity" data-chart="capacity"></canvas></div>
@@ -338,23 +400,27 @@ export function runPageHtml(p: { run: RunView | null; entries: EntryView[] }, wo
   return layout('Run', ctx, body);
 }
 
-export function tasksPage(tasks: (TaskListing & { recentRuns: RunView[] })[] | { error: string }, ctx: PageContext): string {
+export function tasksPage(
+  tasks: (TaskListing & { recentRuns: RunView[]; missedSlots: TaskSlotCheck | null })[] | { error: string },
+  ctx: PageContext,
+): string {
   if (!Array.isArray(tasks)) return layout('Tasks', ctx, html`<p class="error">Schedules unavailable: ${tasks.error}</p>`);
   const body = html`<table class="sortable" id="tasks">
     <thead>
       <tr>
-        ${th('Task')}${th('Cron')}${th('Zone')}${th('User')}${th('State')}${th('Next fire times')}${th('Recent runs')}
+        ${th('Task')}${th('Cron')}${th('Zone')}${th('User')}${th('State')}${th('Missed slots', 'int')}${th('Next fire times')}${th('Recent runs')}
       </tr>
     </thead>
     <tbody>
       ${tasks.map(
         (t) =>
-          html`<tr>
+          html`<tr data-task="${t.id}" ${t.missedSlots?.missedCount ? html`class="missed"` : ''}>
             <td>${t.id}</td>
             <td><code>${t.cron}</code></td>
             <td>${t.timezone}</td>
             <td>${t.userId}</td>
             <td>${t.paused ? 'paused' : 'active'}</td>
+            ${missedCell(t.missedSlots)}
             <td>${t.nextFireTimes.join(', ') || '-'}</td>
             <td>${t.recentRuns.map((r) => html`<div>${r.scheduledMinute} ${r.status} ${usd(r.costUsd)}</div>`)}</td>
           </tr>`,
@@ -362,6 +428,14 @@ export function tasksPage(tasks: (TaskListing & { recentRuns: RunView[] })[] | {
     </tbody>
   </table>`;
   return layout('Tasks', ctx, body);
+}
+
+/** A task's missed slots: the count (newest missed slot beneath), "-" when it was not checked (paused, no Temporal). */
+function missedCell(m: TaskSlotCheck | null): Raw {
+  if (!m || m.checkedFrom === null) return html`<td class="num" data-sort="-1">-</td>`;
+  return html`<td class="num" data-sort="${String(m.missedCount)}">
+    ${String(m.missedCount)}${m.missed[0] ? html`<div class="muted">newest ${m.missed[0]}</div>` : ''}
+  </td>`;
 }
 
 export function loginPage(message?: string): string {

@@ -14,6 +14,7 @@ import { latestRunsWithCost } from '../db/runs';
 import { trackedZones } from '../reports/rollups-read';
 import { chartJs } from '../reports/render-html';
 import { listTasks } from '../schedules/manage-task';
+import { DEFAULT_MISSED_SLOT_GRACE_MS, DEFAULT_MISSED_SLOT_WINDOW_MS, missedSlots } from '../schedules/missed-slots';
 import { latestRuns, models, overview, parseMonthQuery, runPage, runView, userPage, users } from './admin-data';
 import { parseFactor } from './anomalies';
 import { adminMetrics } from './metrics';
@@ -27,6 +28,7 @@ import {
   tasksPage,
   userPageHtml,
   usersPage,
+  type MissedSlotsView,
   type PageContext,
 } from './pages';
 
@@ -47,6 +49,10 @@ export interface AdminOptions {
   anomalyFactor?: string;
   /** Label charge and credit counters by user too (cardinality: one series per user). */
   metricsPerUser?: boolean;
+  /** How long after its fire time a slot may stay unclaimed before it counts as missed (default 15 minutes). */
+  missedSlotGraceMs?: number;
+  /** How far back slots are checked (default 24 hours). */
+  missedSlotWindowMs?: number;
 }
 
 export const ADMIN_COOKIE = 'cronledger_admin';
@@ -92,7 +98,23 @@ export function createAdminApp(opts: AdminOptions): Hono {
   const factor = opts.anomalyFactor ?? '1.5';
   parseFactor(factor);
   const cookieValue = opts.token ? sha256(`cronledger-admin-cookie:${opts.token}`) : undefined;
-  const metrics = adminMetrics(opts.pool, { perUser: opts.metricsPerUser ?? false });
+  const slotCheck = {
+    graceMs: opts.missedSlotGraceMs ?? DEFAULT_MISSED_SLOT_GRACE_MS,
+    windowMs: opts.missedSlotWindowMs ?? DEFAULT_MISSED_SLOT_WINDOW_MS,
+  };
+  const client = opts.client;
+  const checkSlots = client ? () => missedSlots(client, opts.pool, slotCheck) : undefined;
+  const metrics = adminMetrics(opts.pool, { perUser: opts.metricsPerUser ?? false, missedSlots: checkSlots });
+  /** The missed-slot check for the pages: its settings and each task, or why it could not run (never fails the page). */
+  const missedSlotsView = async (): Promise<MissedSlotsView> => {
+    const settings = { graceSeconds: slotCheck.graceMs / 1000, windowSeconds: slotCheck.windowMs / 1000 };
+    if (!checkSlots) return { ...settings, error: 'no Temporal connection', tasks: [] };
+    try {
+      return { ...settings, error: null, tasks: await checkSlots() };
+    } catch (err) {
+      return { ...settings, error: `Temporal: ${(err as Error).message}`, tasks: [] };
+    }
+  };
 
   app.use('*', async (c, next) => {
     await next();
@@ -151,8 +173,13 @@ export function createAdminApp(opts: AdminOptions): Hono {
     temporalUrl: workflowUrl(r.workflowId, r.runId) ?? null,
   });
 
-  app.get('/', async (c) => c.html(overviewPage(await overview(opts.pool, await monthQuery(c), factor), await pageContext(c))));
-  app.get('/api/overview', async (c) => c.json(await overview(opts.pool, await monthQuery(c), factor)));
+  const overviewWithSlots = async (c: Context) => {
+    const [figures, slots] = await Promise.all([overview(opts.pool, await monthQuery(c), factor), missedSlotsView()]);
+    return { ...figures, missedSlots: slots };
+  };
+  app.get('/', async (c) => c.html(overviewPage(await overviewWithSlots(c), await pageContext(c))));
+  app.get('/api/overview', async (c) => c.json(await overviewWithSlots(c)));
+  app.get('/api/missed-slots', async (c) => c.json(await missedSlotsView()));
 
   app.get('/users', async (c) => c.html(usersPage((await users(opts.pool, await monthQuery(c))).users, await pageContext(c))));
   app.get('/api/users', async (c) => c.json(await users(opts.pool, await monthQuery(c))));
@@ -181,9 +208,13 @@ export function createAdminApp(opts: AdminOptions): Hono {
 
   const tasks = async () => {
     if (!opts.client) return { error: 'no Temporal connection' };
-    const listing = await listTasks(opts.client, opts.pool);
+    const [listing, slots] = await Promise.all([listTasks(opts.client, opts.pool), missedSlotsView()]);
     return Promise.all(
-      listing.map(async (t) => ({ ...t, recentRuns: (await latestRunsWithCost(opts.pool, { taskId: t.id, limit: 5 })).map(runView) })),
+      listing.map(async (t) => ({
+        ...t,
+        recentRuns: (await latestRunsWithCost(opts.pool, { taskId: t.id, limit: 5 })).map(runView),
+        missedSlots: slots.tasks.find((s) => s.taskId === t.id) ?? null,
+      })),
     );
   };
   app.get('/tasks', async (c) => c.html(tasksPage(await tasks(), await pageContext(c))));

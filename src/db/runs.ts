@@ -255,3 +255,16 @@ export async function runDurations(db: pg.Pool): Promise<{ duration_ms: string; 
   );
   return rows;
 }
+
+/**
+ * The scheduled minutes a task's slots were claimed for in [from, to] (manual runs are not slots), oldest first: what
+ * the missed-slot check holds against the schedule's expected times. Any claim counts, whatever became of its run.
+ */
+export async function slotClaimMinutes(db: pg.Pool, taskId: string, from: Date, to: Date): Promise<Date[]> {
+  const { rows } = await db.query<{ scheduled_minute: Date }>(
+    `select scheduled_minute from runs where task_id = $1 and not manual and scheduled_minute >= $2 and scheduled_minute <= $3
+      order by scheduled_minute`,
+    [taskId, from, to],
+  );
+  return rows.map((r) => r.scheduled_minute);
+}

@@ -1,6 +1,7 @@
 import { ScheduleNotFoundError, type Client } from '@temporalio/client';
 import { TASK_SCHEDULE_PREFIX, taskScheduleId } from '../constants';
 import { reconcileSchedule } from './reconcile-schedule';
+import { resumeSchedule } from './resume-schedule';
 import { ensureReportSchedule } from './report-schedule';
 import { isManagedTaskSchedule, scheduleOptionsFor, taskFingerprint } from './task-schedule';
 import type { Task, TasksFile } from '../tasks/tasks-file';
@@ -51,7 +52,7 @@ async function applyTask(client: Client, task: Task, taskQueue: string): Promise
   if (reconciled.before.state.paused !== task.paused) {
     const handle = client.schedule.getHandle(scheduleId);
     if (task.paused) await handle.pause('paused by cronledger tasks apply');
-    else await handle.unpause('resumed by cronledger tasks apply');
+    else await resumeSchedule(handle, 'resumed by cronledger tasks apply');
     changes.push({ action: task.paused ? 'paused' : 'resumed', scheduleId });
   }
   return changes.length > 0 ? changes : [{ action: 'unchanged', scheduleId }];

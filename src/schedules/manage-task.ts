@@ -8,6 +8,7 @@ import { nominalId } from './backfill';
 import { appliedTask, startRun } from './start-run';
 import { listRuns } from '../db/runs';
 import { describeOrUndefined, describeTaskSchedule } from './describe-schedule';
+import { resumeSchedule } from './resume-schedule';
 import { appliedTaskOf, isManagedTaskSchedule } from './task-schedule';
 
 export interface TaskListing {
@@ -76,7 +77,7 @@ export async function operateOnTask(client: Client, taskId: string, op: TaskOper
     case 'pause':
       return handle.pause('paused with cronledger tasks pause');
     case 'resume':
-      return handle.unpause('resumed with cronledger tasks resume');
+      return resumeSchedule(handle, 'resumed with cronledger tasks resume');
     case 'delete':
       return handle.delete();
   }

@@ -57,10 +57,11 @@ export async function slotTimes(client: Client, scheduleId: string, from: Date, 
 const hasJitter = (spec: ScheduleSpec): boolean => Number(spec.jitter?.seconds ?? 0) > 0 || (spec.jitter?.nanos ?? 0) > 0;
 
 /**
- * Every matching time in [from, to]. The server returns at most 1,000 per call and says nothing when it stops there,
+ * Every matching time in [from, to] (jittered, for a schedule with jitter: when it fires). A read, unlike slotTimes on a
+ * jittered schedule. The server returns at most 1,000 per call and says nothing when it stops there,
  * so this pages: each call starts after the last time the previous one returned, until a call returns nothing.
  */
-async function matchingTimes(client: Client, scheduleId: string, from: Date, to: Date): Promise<Date[]> {
+export async function matchingTimes(client: Client, scheduleId: string, from: Date, to: Date): Promise<Date[]> {
   const times: Date[] = [];
   // the server's start bound is exclusive: start 1 ms early so a slot exactly at `from` counts
   let after = new Date(from.getTime() - 1);

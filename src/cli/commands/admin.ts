@@ -7,7 +7,17 @@ import { parseFactor } from '../../admin/anomalies';
 import { connectPool, readOnlySessionUrl } from '../../db/pool';
 import { databaseUrlFor } from '../../dev/postgres';
 import { UserError } from '../../errors';
+import { parseDuration } from '../../tasks/duration';
 import { parseCount } from '../options';
+
+interface AdminCommandOptions {
+  port: string;
+  host: string;
+  anomalyFactor: string;
+  metricsPerUser?: boolean;
+  missedSlotGrace: string;
+  missedSlotWindow: string;
+}
 
 /**
  * `cronledger admin`: serves the read-only admin page until stopped. The database role is the SELECT-only
@@ -22,10 +32,15 @@ export function registerAdminCommand(program: Command): void {
     .option('--host <address>', 'address to bind; anything but loopback requires CRONLEDGER_ADMIN_TOKEN', '127.0.0.1')
     .option('--anomaly-factor <x>', 'flag cost per run above this many times its trailing 7-day median', '1.5')
     .option('--metrics-per-user', 'label the /metrics cost counters by user too (one series per user)')
+    .option('--missed-slot-grace <duration>', 'a slot still unclaimed this long after it should have fired counts as missed', '15m')
+    .option('--missed-slot-window <duration>', 'how far back slots are checked for claims', '24h')
     // `dev up` ties the process it starts to its data dir with this marker, as it does its workers.
     .addOption(new Option('--stack-marker <dir>').hideHelp())
-    .action(async (opts: { port: string; host: string; anomalyFactor: string; metricsPerUser?: boolean }) => {
+    .action(async (opts: AdminCommandOptions) => {
       const port = opts.port === '0' ? 0 : parseCount('--port', opts.port, 65_535);
+      const missedSlotGraceMs = durationOption('--missed-slot-grace', opts.missedSlotGrace);
+      const missedSlotWindowMs = durationOption('--missed-slot-window', opts.missedSlotWindow);
+      if (missedSlotWindowMs === 0) throw new UserError('--missed-slot-window 0 checks nothing; give a duration such as 24h');
       try {
         parseFactor(opts.anomalyFactor);
       } catch {
@@ -55,6 +70,8 @@ export function registerAdminCommand(program: Command): void {
           port,
           anomalyFactor: opts.anomalyFactor,
           metricsPerUser: opts.metricsPerUser ?? process.env.CRONLEDGER_METRICS_PER_USER === '1',
+          missedSlotGraceMs,
+          missedSlotWindowMs,
         });
         process.stdout.write(`cronledger admin on ${server.url}${token ? ' (token required)' : ''}\n`);
         await new Promise<void>((resolve) => {
@@ -67,6 +84,13 @@ export function registerAdminCommand(program: Command): void {
         await pool.end();
       }
     });
+}
+
+function durationOption(flag: string, value: string): number {
+  const ms = parseDuration(value);
+  if (ms === undefined)
+    throw new UserError(`${flag} ${JSON.stringify(value)} is not a duration; use hours, minutes and seconds such as 15m, 1h30m or 90s`);
+  return ms;
 }
 
 /** CRONLEDGER_ADMIN_DATABASE_URL, else the local stack's read-only role; never the application role silently. */

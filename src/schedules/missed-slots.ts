@@ -1,0 +1,97 @@
+import type { Client, ScheduleDescription } from '@temporalio/client';
+import type pg from 'pg';
+import { taskScheduleId } from '../constants';
+import { slotClaimMinutes } from '../db/runs';
+import { describeOrUndefined } from './describe-schedule';
+import { managedTaskIds } from './manage-task';
+import { matchingTimes } from './slot-times';
+import { isManagedTaskSchedule } from './task-schedule';
+
+/**
+ * Missed slots: times a task's schedule should have fired (from its spec, computed by the Temporal server) that have no
+ * claim in PostgreSQL a grace period later. A schedule can stop firing, or fire into a task queue nobody polls, without
+ * any error; this is how that shows. Reads only: Temporal's describe and ListScheduleMatchingTimes, and the runs table.
+ */
+
+/** 15 minutes: more than the default catch-up window (10m), so a slot caught up after a short outage is not flagged. */
+export const DEFAULT_MISSED_SLOT_GRACE_MS = 15 * 60_000;
+/** How far back slots are checked (and never before the schedule was created or last updated). */
+export const DEFAULT_MISSED_SLOT_WINDOW_MS = 24 * 60 * 60_000;
+/** The newest missed slots listed per task; the count covers them all. */
+const LISTED = 20;
+
+export interface MissedSlotOptions {
+  graceMs: number;
+  windowMs: number;
+  now?: Date;
+}
+
+export interface TaskSlotCheck {
+  taskId: string;
+  /** paused (or out of actions): nothing is expected of it, so nothing is checked */
+  state: 'active' | 'paused';
+  /** The slots checked fire in [checkedFrom, checkedTo]; null when nothing was checked. */
+  checkedFrom: string | null;
+  checkedTo: string | null;
+  /** Slots due in the checked range, claimed or not. */
+  dueSlots: number;
+  missedCount: number;
+  /** The newest missed slots (when each should have fired, UTC), newest first, at most 20. */
+  missed: string[];
+}
+
+const iso = (d: Date) => d.toISOString().replace('.000Z', 'Z');
+
+/** Every cronledger task, sorted by ID, with its missed slots. */
+export async function missedSlots(client: Client, pool: pg.Pool, opts: MissedSlotOptions): Promise<TaskSlotCheck[]> {
+  const now = opts.now ?? new Date();
+  const checks: TaskSlotCheck[] = [];
+  for (const taskId of await managedTaskIds(client, pool)) {
+    const d = await describeOrUndefined(client, taskScheduleId(taskId));
+    if (d && isManagedTaskSchedule(d.memo)) checks.push(await checkTask(client, pool, taskId, d, now, opts));
+  }
+  return checks;
+}
+
+async function checkTask(
+  client: Client,
+  pool: pg.Pool,
+  taskId: string,
+  d: ScheduleDescription,
+  now: Date,
+  opts: MissedSlotOptions,
+): Promise<TaskSlotCheck> {
+  const unchecked = { taskId, checkedFrom: null, checkedTo: null, dueSlots: 0, missedCount: 0, missed: [] };
+  if (d.state.paused || d.state.remainingActions === 0) return { ...unchecked, state: 'paused' };
+  // The spec in force applies from the schedule's creation or last update (which is also how cronledger resumes a
+  // pause, see resume-schedule.ts): the server itself drops slots before its last update.
+  const from = new Date(Math.max(d.info.createdAt.getTime(), d.info.lastUpdatedAt?.getTime() ?? 0, now.getTime() - opts.windowMs));
+  const to = new Date(now.getTime() - opts.graceMs);
+  if (to < from) return { ...unchecked, state: 'active' };
+
+  // With jitter the server lists the jittered fire times, while claims name the nominal minute. A slot fires at or
+  // after its nominal time and before the next nominal time (the server caps the jitter there), so slot i's claim is
+  // the one in (fire time i-1, fire time i]. Times listed before `from` serve only as that lower bound.
+  const jitterMs = d.spec.jitter ?? 0;
+  const times = await matchingTimes(client, d.scheduleId, new Date(from.getTime() - jitterMs), to);
+  const claims = await slotClaimMinutes(pool, taskId, new Date(from.getTime() - jitterMs - 60_000), to);
+  const missed: Date[] = [];
+  let due = 0;
+  let c = 0; // both lists are in time order, and so are the slots' lower bounds: one pass
+  times.forEach((fires, i) => {
+    if (fires < from) return;
+    due++;
+    const after = jitterMs === 0 ? fires.getTime() - 1 : i > 0 ? times[i - 1].getTime() : from.getTime() - jitterMs - 1;
+    while (c < claims.length && claims[c].getTime() <= after) c++;
+    if (!(c < claims.length && claims[c] <= fires)) missed.push(fires);
+  });
+  return {
+    taskId,
+    state: 'active',
+    checkedFrom: iso(from),
+    checkedTo: iso(to),
+    dueSlots: due,
+    missedCount: missed.length,
+    missed: missed.reverse().slice(0, LISTED).map(iso),
+  };
+}
