@@ -13,6 +13,7 @@ export const SEARCH_ATTRIBUTES = {
 /** Prefix of every schedule and scheduled workflow ID that cronledger owns. */
 export const TASK_SCHEDULE_PREFIX = 'cron-';
 export const REPORT_SCHEDULE_ID = 'report-monthly';
+export const ROLLUP_SCHEDULE_ID = 'rollup-refresh';
 
 /** Memo key that marks a schedule as created by cronledger, so `tasks apply` never deletes anyone else's. */
 export const MANAGED_BY_MEMO_KEY = 'managedBy';

@@ -316,7 +316,7 @@ describe('safety', () => {
     await ro.connect();
     try {
       await expect(ro.query(`insert into rollup_zones (zone) values ('Asia/Tokyo')`)).rejects.toMatchObject({ code: '42501' });
-      await expect(ro.query(`delete from rollup_pending`)).rejects.toMatchObject({ code: '42501' });
+      await expect(ro.query(`delete from rollup_queue`)).rejects.toMatchObject({ code: '42501' });
       await expect(ro.query(`select * from memories`)).rejects.toMatchObject({ code: '42501' });
     } finally {
       await ro.end();

@@ -133,7 +133,9 @@ const ALLOWED: Record<string, string[]> = {
   report_deliveries: ['SELECT', 'INSERT'],
   rollup_zones: ['SELECT', 'INSERT', 'UPDATE'],
   rollup_months: ['SELECT', 'INSERT', 'UPDATE'],
-  rollup_pending: ['SELECT', 'INSERT', 'DELETE'],
+  rollup_queue: ['SELECT', 'INSERT', 'DELETE'], // 011: one row per queued entry, for every zone
+  run_rollups: ['SELECT', 'INSERT', 'DELETE'], // 011: claimed runs per zone, day, user, task, status, tier
+  run_rollup_queue: ['SELECT', 'INSERT', 'DELETE'], // 011: run changes waiting to be folded in
   usage_rollups: ['SELECT', 'INSERT', 'DELETE'],
   schema_migrations: ['SELECT'],
   applied_tasks: ['SELECT', 'INSERT', 'UPDATE', 'DELETE'], // 006: the task IDs of the last `tasks apply`, replaced whole

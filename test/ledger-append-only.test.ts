@@ -30,9 +30,8 @@ describe('append-only ledger', () => {
       await expect(owner.query('delete from usage_ledger where id = $1', [row.id])).rejects.toThrow(
         /usage_ledger is append-only: DELETE is not allowed/,
       );
-      // A plain TRUNCATE is refused before any trigger runs, by PostgreSQL's check of the foreign keys that point at
-      // the ledger from another table (rollup_pending.entry_id); with CASCADE the append-only trigger refuses it.
-      await expect(owner.query('truncate usage_ledger')).rejects.toThrow(/cannot truncate a table referenced in a foreign key constraint/);
+      // TRUNCATE, plain or with CASCADE, meets the append-only trigger (no other table's foreign key points at the ledger).
+      await expect(owner.query('truncate usage_ledger')).rejects.toThrow(/usage_ledger is append-only: TRUNCATE is not allowed/);
       await expect(owner.query('truncate usage_ledger cascade')).rejects.toThrow(/usage_ledger is append-only: TRUNCATE is not allowed/);
       await expect(owner.query('truncate model_prices')).rejects.toThrow(/model_prices is append-only: TRUNCATE is not allowed/);
     } finally {

@@ -1,3 +1,4 @@
+import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { applyPrices, loadPricesFile } from '../src/ledger/prices';
 import { recordUsage } from '../src/ledger/record-usage';
@@ -21,11 +22,11 @@ afterAll(async () => ctx?.close());
 /** Every rollup row of a zone and month, in a fixed order, as text. */
 async function snapshot(zone: string, month = MONTH): Promise<string[]> {
   const { rows } = await ctx.pool.query(
-    `select day::text, user_id, model, kind, entry_type, status, entries, prompt_tokens, cached_prompt_tokens, completion_tokens,
+    `select day::text, user_id, task_id, model, kind, entry_type, status, entries, prompt_tokens, cached_prompt_tokens, completion_tokens,
             reasoning_tokens, cost_usd::text, first_entry_id, last_entry_id
        from usage_rollups
       where zone = $1 and to_char(day, 'YYYY-MM') = $2
-      order by 1, 2, 3 nulls first, 4 nulls first, 5, 6`,
+      order by 1, 2, 3 nulls first, 4 nulls first, 5 nulls first, 6, 7`,
     [zone, month],
   );
   return rows.map((r) => JSON.stringify(r));
@@ -34,26 +35,26 @@ async function snapshot(zone: string, month = MONTH): Promise<string[]> {
 /** The same buckets computed straight from the raw ledger by an independent query. */
 async function fromLedger(zone: string, month = MONTH): Promise<string[]> {
   const { rows } = await ctx.pool.query(
-    `select (created_at at time zone $1)::date::text as day, user_id, model, kind, entry_type, status, count(*)::bigint as entries,
+    `select (created_at at time zone $1)::date::text as day, user_id, task_id, model, kind, entry_type, status, count(*)::bigint as entries,
             sum(prompt_tokens)::bigint as prompt_tokens, sum(cached_prompt_tokens)::bigint as cached_prompt_tokens,
             sum(completion_tokens)::bigint as completion_tokens, sum(reasoning_tokens)::bigint as reasoning_tokens,
             sum(cost_usd)::text as cost_usd, min(id) as first_entry_id, max(id) as last_entry_id
        from usage_ledger
       where to_char(created_at at time zone $1, 'YYYY-MM') = $2
-      group by 1, 2, 3, 4, 5, 6
-      order by 1, 2, 3 nulls first, 4 nulls first, 5, 6`,
+      group by 1, 2, 3, 4, 5, 6, 7
+      order by 1, 2, 3 nulls first, 4 nulls first, 5 nulls first, 6, 7`,
     [zone, month],
   );
   return rows.map((r) => JSON.stringify(r));
 }
 
-const call = (key: string, occurredAt: Date, userId = 'user-01', status: 'ok' | 'failed' = 'ok') => ({
+const call = (key: string, occurredAt: Date, userId = 'user-01', status: 'ok' | 'failed' = 'ok', taskId: string | null = null) => ({
   runId: null,
   idempotencyKey: key,
   step: 'chat',
   attempt: 1,
   userId,
-  taskId: null,
+  taskId,
   model: 'openai/gpt-4o-mini',
   kind: 'chat' as const,
   status,
@@ -70,16 +71,16 @@ describe.each(['UTC', 'Europe/Berlin'])('rollups in %s', (zone) => {
     expect(await snapshot(zone)).toEqual(await fromLedger(zone));
     const before = await snapshot(zone);
     // An instant and user whose chat bucket is rolled up already: late entries back-dated there reopen it.
-    const { rows } = await ctx.pool.query<{ user_id: string; created_at: Date }>(
-      `select user_id, created_at from usage_ledger
+    const { rows } = await ctx.pool.query<{ user_id: string; task_id: string; created_at: Date }>(
+      `select user_id, task_id, created_at from usage_ledger
         where entry_type = 'usage' and kind = 'chat' and status = 'ok' and created_at between '2026-06-05' and '2026-06-25'
         order by id limit 1`,
     );
     const bucket = rows[0];
     // The slow writer books for another user: two open inserts of one user's month wait on each other's row in
     // budget_months (the budget guard's month-to-date summary, kept by the ledger's insert trigger).
-    const other = await ctx.pool.query<{ user_id: string; created_at: Date }>(
-      `select user_id, created_at from usage_ledger
+    const other = await ctx.pool.query<{ user_id: string; task_id: string; created_at: Date }>(
+      `select user_id, task_id, created_at from usage_ledger
         where entry_type = 'usage' and kind = 'chat' and status = 'ok' and created_at between '2026-06-05' and '2026-06-25'
           and user_id not in ($1, 'user-03') order by id limit 1`,
       [bucket.user_id],
@@ -91,19 +92,19 @@ describe.each(['UTC', 'Europe/Berlin'])('rollups in %s', (zone) => {
     try {
       await slow.query('begin');
       await slow.query(
-        `insert into usage_ledger (idempotency_key, entry_type, user_id, model, kind, status, attempt, prompt_tokens, completion_tokens,
+        `insert into usage_ledger (idempotency_key, entry_type, user_id, task_id, model, kind, status, attempt, prompt_tokens, completion_tokens,
                                    cost_usd, price_version, created_at)
-         values ($1, 'usage', $2, 'openai/gpt-4o-mini', 'chat', 'ok', 1, 1000, 10, '0.000156000000000000', 'v1', $3)`,
-        [`slow-${zone}`, slowBucket.user_id, slowBucket.created_at],
+         values ($1, 'usage', $2, $4, 'openai/gpt-4o-mini', 'chat', 'ok', 1, 1000, 10, '0.000156000000000000', 'v1', $3)`,
+        [`slow-${zone}`, slowBucket.user_id, slowBucket.created_at, slowBucket.task_id],
       );
 
       // Entries that commit meanwhile: one now-ish, two back-dated into buckets rolled up already (one failed).
-      await recordUsage(ctx.pool, call(`late-a-${zone}`, bucket.created_at, bucket.user_id));
+      await recordUsage(ctx.pool, call(`late-a-${zone}`, bucket.created_at, bucket.user_id, 'ok', bucket.task_id));
       await recordUsage(ctx.pool, call(`late-b-${zone}`, new Date('2026-06-20T23:59:59Z'), 'user-03', 'failed'));
       await recordUsage(ctx.pool, call(`new-user-${zone}`, new Date('2026-06-28T12:00:00Z'), 'user-new'));
-      const first = await refreshRollups(ctx.pool, zone);
+      const first = await refreshRollups(ctx.pool);
       expect(first.entries).toBe(3);
-      expect(first.reopened).toBeGreaterThanOrEqual(1); // late-a landed in a bucket rolled up before: reopened
+      expect(first.zones[zone].reopened).toBeGreaterThanOrEqual(1); // late-a landed in a bucket rolled up before: reopened
       expect(await snapshot(zone)).not.toEqual(before);
 
       await slow.query('commit');
@@ -111,10 +112,10 @@ describe.each(['UTC', 'Europe/Berlin'])('rollups in %s', (zone) => {
       slow.release();
     }
     // The slow entry's id is below the watermark, yet it was queued with its commit and is folded in now.
-    const second = await refreshRollups(ctx.pool, zone);
+    const second = await refreshRollups(ctx.pool);
     expect(second.entries).toBe(1);
-    expect(second.reopened).toBe(1);
-    expect(BigInt(second.watermark.lastEntryId)).toBeGreaterThan(0n);
+    expect(second.zones[zone].reopened).toBe(1);
+    expect(BigInt(second.watermarks[zone].lastEntryId)).toBeGreaterThan(0n);
 
     const incremental = await snapshot(zone);
     expect(incremental).toEqual(await fromLedger(zone));
@@ -151,30 +152,65 @@ describe('rebuild', () => {
   });
 });
 
+/** One chat entry inserted by a writer whose transaction stays open. */
+const insertOpen = (writer: pg.PoolClient, key: string, userId: string, at: string) =>
+  writer.query(
+    `insert into usage_ledger (idempotency_key, entry_type, user_id, model, kind, status, attempt, prompt_tokens, completion_tokens,
+                               cost_usd, price_version, created_at)
+     values ($1, 'usage', $2, 'openai/gpt-4o-mini', 'chat', 'ok', 1, 1000, 10, '0.000156000000000000', 'v1', $3)`,
+    [key, userId, at],
+  );
+
+describe('the rollup queue', () => {
+  it('holds one row per entry whatever the zones, and a writer locks no row that other writers share', async () => {
+    for (const zone of ['UTC', 'Europe/Berlin', 'America/New_York']) await ensureMonthRollups(ctx.pool, zone, MONTH);
+    expect((await ctx.pool.query('select zone from rollup_zones')).rowCount).toBeGreaterThanOrEqual(3);
+    const writer = await ctx.pool.connect();
+    const other = await ctx.pool.connect();
+    try {
+      await writer.query('begin');
+      await insertOpen(writer, 'queue-writer', 'user-queue', '2026-06-11T03:00:00Z');
+      const queued = await writer.query<{ n: string }>(
+        'select count(*) as n from rollup_queue q join usage_ledger l on l.id = q.entry_id where l.idempotency_key = $1',
+        ['queue-writer'],
+      );
+      expect(queued.rows[0].n).toBe('1');
+      // 003's queue referenced rollup_zones, so every open writer held a lock on every zone row: this would fail.
+      await other.query('begin');
+      await expect(other.query('select zone from rollup_zones for update nowait')).resolves.toBeTruthy();
+      await other.query('rollback');
+      // A refresh meanwhile neither waits for the writer nor loses its entry.
+      expect((await refreshRollups(ctx.pool)).entries).toBe(0);
+      await writer.query('commit');
+    } finally {
+      writer.release();
+      other.release();
+    }
+    const folded = await refreshRollups(ctx.pool);
+    expect(folded.entries).toBe(1);
+    expect(await ctx.pool.query('select 1 from rollup_queue')).toMatchObject({ rowCount: 0 });
+    for (const zone of ['UTC', 'Europe/Berlin', 'America/New_York']) {
+      expect((await snapshot(zone)).some((r) => r.includes('"user-queue"'))).toBe(true);
+      expect(await snapshot(zone)).toEqual(await fromLedger(zone));
+    }
+  });
+});
+
 describe('a zone registered while a ledger writer is open', () => {
-  it('waits for that writer without any table lock, so its entry is in the first build of the month', async () => {
+  it('is built without waiting for that writer, and its entry is folded in by the next refresh once it commits', async () => {
     const zone = 'Asia/Tokyo';
     const writer = await ctx.pool.connect();
     try {
       await writer.query('begin');
-      // Its trigger runs now, before Tokyo is tracked: the entry is queued for the zones known so far, not for Tokyo.
-      await writer.query(
-        `insert into usage_ledger (idempotency_key, entry_type, user_id, model, kind, status, attempt, prompt_tokens, completion_tokens,
-                                   cost_usd, price_version, created_at)
-         values ('open-writer', 'usage', 'user-writer', 'openai/gpt-4o-mini', 'chat', 'ok', 1, 1000, 10, '0.000156000000000000', 'v1', '2026-06-10T03:00:00Z')`,
-      );
-      let resolveWaiting!: () => void;
-      const waiting = new Promise<void>((r) => (resolveWaiting = r));
-      const built = ensureMonthRollups(ctx.pool, zone, MONTH, (p) => {
-        if (p.phase === 'waiting for ledger writers to commit') resolveWaiting();
-      });
-      // Commit only once the build says it waits for us (or once it is done, which is what a build that does not wait does).
-      await Promise.race([waiting, built]);
+      // Its trigger runs now, before Tokyo is tracked: the queue row names no zone, so Tokyo gets the entry all the same.
+      await insertOpen(writer, 'open-writer', 'user-writer', '2026-06-10T03:00:00Z');
+      expect((await ensureMonthRollups(ctx.pool, zone, MONTH)).built).toBe(true);
+      expect((await snapshot(zone)).some((r) => r.includes('"user-writer"'))).toBe(false);
       await writer.query('commit');
-      expect((await built).built).toBe(true);
     } finally {
       writer.release();
     }
+    expect((await refreshRollups(ctx.pool)).entries).toBe(1);
     expect((await snapshot(zone)).some((r) => r.includes('"user-writer"'))).toBe(true);
     expect(await snapshot(zone)).toEqual(await fromLedger(zone));
     // The application role took no lock on the ledger for it: it may not (test/grants.test.ts).

@@ -102,6 +102,7 @@ function stubActivities(calls: Call[], over: Partial<Activities> = {}): Activiti
     resolveReportMonth: unused('resolveReportMonth'),
     generateMonthlyReport: unused('generateMonthlyReport'),
     deliverMonthlyReport: unused('deliverMonthlyReport'),
+    foldRollupQueues: unused('foldRollupQueues'),
   };
 }
 

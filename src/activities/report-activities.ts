@@ -3,10 +3,12 @@ import type pg from 'pg';
 import { UserError } from '../errors';
 import { reportsDir, writeArtifacts } from '../reports/artifacts';
 import { buildReport } from '../reports/build-report';
+import { refreshRollups } from '../reports/rollups-write';
 import { deliverOnce, parseWebhookUrl, WebhookRejectedError } from '../reports/delivery';
 import { parseMonth, previousMonthOf } from '../reports/month';
 import { parseTimeZone } from '../time-zone';
 import type { DeliveryOutcome, GeneratedReport } from '../reports/types';
+import type { RollupRefreshResult } from '../workflows/rollup-refresh';
 
 /** Optional settings of the report activities; unset ones are read from the worker's environment at call time. */
 export interface ReportActivityOptions {
@@ -37,6 +39,12 @@ export const createReportActivities = (deps: ReportActivityDeps) => ({
     return userErrorsFinal(async () => ({
       month: previousMonthOf(new Date(input.scheduledAt), parseTimeZone(input.timezone, 'timezone')),
     }));
+  },
+
+  /** Folds the rollup queues into every tracked zone (the rollupRefresh schedule's one step), heartbeating per batch. */
+  async foldRollupQueues(): Promise<RollupRefreshResult> {
+    const folded = await refreshRollups(deps.pool, { onProgress: (p) => Context.current().heartbeat(p) });
+    return { entries: folded.entries, runChanges: folded.runChanges, buckets: folded.buckets };
   },
 
   /** Refreshes the rollups, aggregates the month with Dinero and writes usage.{json,csv,md,html}. */

@@ -1,23 +1,24 @@
 import type pg from 'pg';
-import { latestRunsWithCost, runsPerDay, type RunWithCost } from '../db/runs';
+import { duplicatesPerDay, latestRunsWithCost, type RunWithCost } from '../db/runs';
 import { UserError } from '../errors';
-import { costPerDayByTask, entryJson, listEntries } from '../ledger/entries';
+import { entryJson, listEntries } from '../ledger/entries';
 import { formatScaled, parseUsd, toAttoUsd, toExactString, zero, type Money } from '../money';
 import { add } from 'dinero.js/bigint';
-import { reportFromRows } from '../reports/build-report';
+import { reportFromSums } from '../reports/build-report';
 import { divideHalfEven, moneyPer } from '../reports/economics';
 import { anyBudget } from '../budgets/budgets-store';
 import { budgetStatus, type BudgetStatus } from '../budgets/budget-status';
 import { downgradeSavings } from '../budgets/downgrade-savings';
 import { daysOf, parseMonth, shiftMonth, type Month } from '../reports/month';
-import { monthBounds, readMonthRollupsCurrent, trackedZones, type RollupRow } from '../reports/rollups-read';
+import { monthBounds, readDailySpend, readMonthSums, readRunCounts, trackedZones } from '../reports/rollups-read';
 import type { UsageReport } from '../reports/types';
 import { findAnomalies, type Anomaly, type DailyPoint } from './anomalies';
 
 /**
  * What the admin pages show, as data: money as exact decimal strings, counts as integers. Every figure comes from
  * the same rollup rows and the same report code as `cronledger report`, read without writing (the admin role may
- * only SELECT), so the page and the CLI agree to the last digit.
+ * only SELECT), so the page and the CLI agree to the last digit. Nothing here scans the month's ledger or runs:
+ * money per day, user and task and runs per day, user and task all come from the rollups (read current).
  */
 
 export interface MonthQuery {
@@ -41,13 +42,11 @@ function monthIn(instant: Date, zone: string): Month {
   return `${parts.find((p) => p.type === 'year')?.value}-${parts.find((p) => p.type === 'month')?.value}`;
 }
 
-async function monthReport(db: pg.Pool, q: MonthQuery): Promise<{ report: UsageReport; rows: RollupRow[]; source: string }> {
-  const { rows, span, source } = await readMonthRollupsCurrent(db, q.zone, q.month);
-  const report = await reportFromRows(db, { month: q.month, timeZone: q.zone, rows, span });
-  return { report, rows, source };
+async function monthReport(db: pg.Pool, q: MonthQuery): Promise<{ report: UsageReport; source: string }> {
+  const sums = await readMonthSums(db, q.zone, q.month, 'current');
+  return { report: await reportFromSums(db, { month: q.month, timeZone: q.zone, sums }), source: sums.source };
 }
 
-const isSpend = (r: { entry_type: string }) => r.entry_type !== 'credit';
 const sum = (values: string[]): Money => values.reduce((m: Money, v) => add(m, parseUsd(v)), zero());
 
 export interface DayFigures {
@@ -78,15 +77,28 @@ export interface Overview {
   budgets: { downgradedRuns: number; blockedRuns: number; downgradeSavings: Awaited<ReturnType<typeof downgradeSavings>> } | null;
 }
 
-/** Runs per day and status, for [from, to) in the zone, as a map day -> status -> count. */
-async function runsByDay(db: pg.Pool, zone: string, from: string, to: string, by: 'all' | 'user' | 'task') {
+/**
+ * Runs per day and status of the month (from `fromDay` on), as a map key -> day -> status -> count, the key being
+ * '' (all), the user or the task. A run downgraded to the cheap tier also counts under 'downgraded', beside its status;
+ * executions stopped as duplicates count as 'duplicate'.
+ */
+async function runsByDay(db: pg.Pool, q: MonthQuery, by: 'all' | 'user' | 'task', fromDay?: string) {
   const map = new Map<string, Map<string, Record<string, number>>>();
-  for (const r of await runsPerDay(db, zone, from, to, by)) {
-    const perKey = map.get(r.key) ?? new Map<string, Record<string, number>>();
-    map.set(r.key, perKey);
-    const statuses = perKey.get(r.day) ?? {};
-    perKey.set(r.day, statuses);
-    statuses[r.status] = (statuses[r.status] ?? 0) + Number(r.runs);
+  const count = (key: string, day: string, status: string, n: number) => {
+    const perKey = map.get(key) ?? new Map<string, Record<string, number>>();
+    map.set(key, perKey);
+    const statuses = perKey.get(day) ?? {};
+    perKey.set(day, statuses);
+    statuses[status] = (statuses[status] ?? 0) + n;
+  };
+  for (const r of await readRunCounts(db, { zone: q.zone, month: q.month, freshness: 'current', fromDay })) {
+    const key = by === 'user' ? r.user_id : by === 'task' ? r.task_id : '';
+    count(key, r.day, r.status, Number(r.runs));
+    if (r.tier === 'cheap') count(key, r.day, 'downgraded', Number(r.runs));
+  }
+  const { from, to } = await monthBounds(db, q.zone, q.month);
+  for (const d of await duplicatesPerDay(db, q.zone, from, to, by)) {
+    if (fromDay === undefined || d.day >= fromDay) count(d.key, d.day, 'duplicate', Number(d.runs));
   }
   return map;
 }
@@ -94,24 +106,17 @@ async function runsByDay(db: pg.Pool, zone: string, from: string, to: string, by
 const ranRuns = (s: Record<string, number> | undefined) => (s?.completed ?? 0) + (s?.failed ?? 0);
 
 export async function overview(db: pg.Pool, q: MonthQuery, factor = '1.5'): Promise<Overview> {
-  const { report, rows, source } = await monthReport(db, q);
+  const { report, source } = await monthReport(db, q);
   const p = report.period;
-  const perDay = (await runsByDay(db, q.zone, p.from, p.to, 'all')).get('') ?? new Map<string, Record<string, number>>();
+  const perDay = (await runsByDay(db, q, 'all')).get('') ?? new Map<string, Record<string, number>>();
   const runs = { completed: 0, failed: 0, duplicate: 0, blocked: 0, downgraded: 0, running: 0, cancelled: 0 };
   for (const statuses of perDay.values()) {
     for (const [status, n] of Object.entries(statuses)) if (status in runs) runs[status as keyof typeof runs] += n;
   }
-  const daily = daysOf(q.month).map((day): DayFigures => {
-    const cost = sum(rows.filter((r) => r.day === day && isSpend(r)).map((r) => r.cost_usd));
-    const completed = perDay.get(day)?.completed ?? 0;
-    return {
-      day,
-      costUsd: toExactString(cost),
-      completedRuns: completed,
-      runs: ranRuns(perDay.get(day)),
-      costPerCompletedRunUsd: moneyPer(cost, BigInt(completed)),
-    };
-  });
+  const dailyCost = new Map(
+    (await readDailySpend(db, { ...q, by: 'all', freshness: 'current' })).map((r) => [r.day, parseUsd(r.cost_usd)]),
+  );
+  const daily = daysOf(q.month).map((day) => dayFigures(day, dailyCost.get(day) ?? zero(), perDay.get(day)));
   const e = report.unitEconomics;
   return {
     month: q.month,
@@ -128,48 +133,50 @@ export async function overview(db: pg.Pool, q: MonthQuery, factor = '1.5'): Prom
     completedRunsPerDollar: e.completedRunsPerDollar,
     daily,
     anomalyFactor: factor,
-    anomalies: await anomalies(db, q, rows, factor),
+    anomalies: await anomalies(db, q, factor),
     budgets: (await anyBudget(db))
       ? { downgradedRuns: runs.downgraded, blockedRuns: runs.blocked, downgradeSavings: await downgradeSavings(db, p.from, p.to) }
       : null,
   };
 }
 
+function dayFigures(day: string, cost: Money, statuses: Record<string, number> | undefined): DayFigures {
+  const completed = statuses?.completed ?? 0;
+  return {
+    day,
+    costUsd: toExactString(cost),
+    completedRuns: completed,
+    runs: ranRuns(statuses),
+    costPerCompletedRunUsd: moneyPer(cost, BigInt(completed)),
+  };
+}
+
 /**
  * Cost per run of each user and each task per day, over the month and the 7 days before it, handed to
- * findAnomalies. Users' costs come from the rollups (this month's and last month's rows); tasks' from the ledger.
+ * findAnomalies. Costs and runs both come from the rollups (the last 7 days of last month's, and this month's).
  */
-async function anomalies(db: pg.Pool, q: MonthQuery, monthRows: RollupRow[], factor: string): Promise<Anomaly[]> {
+async function anomalies(db: pg.Pool, q: MonthQuery, factor: string): Promise<Anomaly[]> {
   const days = daysOf(q.month);
-  const prev = await readMonthRollupsCurrent(db, q.zone, shiftMonth(q.month, -1));
-  const prevBounds = await monthBounds(db, q.zone, shiftMonth(q.month, -1));
-  const { to } = await monthBounds(db, q.zone, q.month);
-  const window = [...daysOf(shiftMonth(q.month, -1)).slice(-7), ...days];
-
-  const userCost = new Map<string, Map<string, Money>>();
-  for (const r of [...prev.rows, ...monthRows]) {
-    if (!isSpend(r)) continue;
-    const perDay = userCost.get(r.user_id) ?? new Map<string, Money>();
-    userCost.set(r.user_id, perDay);
-    perDay.set(r.day, add(perDay.get(r.day) ?? zero(), parseUsd(r.cost_usd)));
-  }
-  const taskCost = new Map<string, Map<string, Money>>();
-  for (const r of await costPerDayByTask(db, q.zone, prevBounds.from, to)) {
-    const perDay = taskCost.get(r.task_id) ?? new Map<string, Money>();
-    taskCost.set(r.task_id, perDay);
-    perDay.set(r.day, parseUsd(r.cost_usd));
-  }
-  const userRuns = await runsByDay(db, q.zone, prevBounds.from, to, 'user');
-  const taskRuns = await runsByDay(db, q.zone, prevBounds.from, to, 'task');
-
-  const series = (cost: Map<string, Money>, runs: Map<string, Record<string, number>> | undefined): DailyPoint[] =>
-    window.map((day) => ({ day, costAtto: toAttoUsd(cost.get(day) ?? zero()), runs: BigInt(ranRuns(runs?.get(day))) }));
+  const prev: MonthQuery = { zone: q.zone, month: shiftMonth(q.month, -1) };
+  const window = [...daysOf(prev.month).slice(-7), ...days];
   const found: Anomaly[] = [];
-  for (const [id, cost] of [...userCost].sort(([a], [b]) => (a < b ? -1 : 1))) {
-    found.push(...findAnomalies('user', id, series(cost, userRuns.get(id)), factor, days[0]));
-  }
-  for (const [id, cost] of [...taskCost].sort(([a], [b]) => (a < b ? -1 : 1))) {
-    found.push(...findAnomalies('task', id, series(cost, taskRuns.get(id)), factor, days[0]));
+  for (const by of ['user', 'task'] as const) {
+    const cost = new Map<string, Map<string, bigint>>();
+    const spend = [
+      ...(await readDailySpend(db, { ...prev, by, freshness: 'current', fromDay: window[0] })),
+      ...(await readDailySpend(db, { ...q, by, freshness: 'current' })),
+    ];
+    for (const r of spend) {
+      if (r.key === null) continue; // entries of no task (credits, corrections without one)
+      const perDay = cost.get(r.key) ?? new Map<string, bigint>();
+      cost.set(r.key, perDay);
+      perDay.set(r.day, toAttoUsd(parseUsd(r.cost_usd)));
+    }
+    const runs = await runsByDay(db, prev, by, window[0]);
+    for (const [key, perDay] of await runsByDay(db, q, by)) runs.set(key, new Map([...(runs.get(key) ?? []), ...perDay]));
+    const series = (id: string): DailyPoint[] =>
+      window.map((day) => ({ day, costAtto: cost.get(id)?.get(day) ?? 0n, runs: BigInt(ranRuns(runs.get(id)?.get(day))) }));
+    for (const id of [...cost.keys()].sort((a, b) => (a < b ? -1 : 1))) found.push(...findAnomalies(by, id, series(id), factor, days[0]));
   }
   return found;
 }
@@ -190,7 +197,7 @@ export interface UserFigures {
 
 export async function users(db: pg.Pool, q: MonthQuery): Promise<{ month: Month; zone: string; users: UserFigures[] }> {
   const { report } = await monthReport(db, q);
-  const perUser = await runsByDay(db, q.zone, report.period.from, report.period.to, 'user');
+  const perUser = await runsByDay(db, q, 'user');
   const ids = [...new Set(report.byUser.map((l) => l.userId))].sort();
   const budgetAt = new Date(Math.min(Date.now(), new Date(report.period.to).getTime() - 1));
   const budgets = new Map((await budgetStatus(db, { at: budgetAt })).map((b) => [b.userId, b]));
@@ -234,25 +241,16 @@ export interface UserPage {
 }
 
 export async function userPage(db: pg.Pool, q: MonthQuery, userId: string): Promise<UserPage> {
-  const { rows, report } = await monthReport(db, q);
   const all = await users(db, q);
-  const perDay = (await runsByDay(db, q.zone, report.period.from, report.period.to, 'user')).get(userId);
-  const daily = daysOf(q.month).map((day): DayFigures => {
-    const cost = sum(rows.filter((r) => r.day === day && r.user_id === userId && isSpend(r)).map((r) => r.cost_usd));
-    const completed = perDay?.get(day)?.completed ?? 0;
-    return {
-      day,
-      costUsd: toExactString(cost),
-      completedRuns: completed,
-      runs: ranRuns(perDay?.get(day)),
-      costPerCompletedRunUsd: moneyPer(cost, BigInt(completed)),
-    };
-  });
+  const perDay = (await runsByDay(db, q, 'user')).get(userId);
+  const cost = new Map(
+    (await readDailySpend(db, { ...q, by: 'user', freshness: 'current', userId })).map((r) => [r.day, parseUsd(r.cost_usd)]),
+  );
   return {
     month: q.month,
     zone: q.zone,
     user: all.users.find((u) => u.userId === userId) ?? null,
-    daily,
+    daily: daysOf(q.month).map((day) => dayFigures(day, cost.get(day) ?? zero(), perDay?.get(day))),
     runs: (await latestRunsWithCost(db, { userId, limit: 50 })).map(runView),
     entries: (await listEntries(db, { userId, limit: 200 })).map(entryView),
   };

@@ -1,17 +1,7 @@
 import type pg from 'pg';
 import { parseUsd, type Money } from '../money';
 
-/** What the runs tables say about a month (given as instants): outcomes of claimed runs, and the duplicates stopped. */
-
-/** Runs that claimed their slot inside the month, by outcome (the runs table, not the ledger). */
-export async function runOutcomes(db: pg.Pool, from: string, to: string): Promise<{ completed: bigint; failed: bigint }> {
-  const { rows } = await db.query<{ completed: string; failed: string }>(
-    `select count(*) filter (where status = 'completed') as completed, count(*) filter (where status = 'failed') as failed
-       from runs where claimed_at >= $1 and claimed_at < $2`,
-    [from, to],
-  );
-  return { completed: BigInt(rows[0].completed), failed: BigInt(rows[0].failed) };
-}
+/** What the runs tables say about a month (given as instants): the duplicates stopped (claimed runs: the run rollups). */
 
 /**
  * Executions that found their slot taken and stopped, detected inside the month, and what they cost. They stop

@@ -214,26 +214,21 @@ export async function latestRunsWithCost(
   return rows;
 }
 
-/** Runs claimed in [from, to) per local day of the zone and status; duplicates (stopped executions) as status 'duplicate'. */
-export async function runsPerDay(
+/**
+ * Executions that stopped as duplicates in [from, to), per local day of the zone (and user or task): claimed runs
+ * are counted from the run rollups (reports/rollups-read.ts); these few are read from their own table.
+ */
+export async function duplicatesPerDay(
   db: pg.Pool,
   zone: string,
   from: string,
   to: string,
   by: 'all' | 'user' | 'task' = 'all',
-): Promise<{ day: string; key: string; status: string; runs: string }[]> {
-  // a run downgraded to the cheap tier also counts under 'downgraded', beside its status
+): Promise<{ day: string; key: string; runs: string }[]> {
   const key = by === 'user' ? 'user_id' : by === 'task' ? 'task_id' : `''`;
-  const { rows } = await db.query<{ day: string; key: string; status: string; runs: string }>(
-    `select to_char(claimed_at at time zone $1, 'YYYY-MM-DD') as day, ${key} as key, status, count(*)::text as runs
-       from runs where claimed_at >= $2 and claimed_at < $3 group by 1, 2, 3
-     union all
-     select to_char(claimed_at at time zone $1, 'YYYY-MM-DD'), ${key}, 'downgraded', count(*)::text
-       from runs where claimed_at >= $2 and claimed_at < $3 and tier = 'cheap' group by 1, 2
-     union all
-     select to_char(detected_at at time zone $1, 'YYYY-MM-DD'), ${key}, 'duplicate', count(*)::text
-       from run_duplicates where detected_at >= $2 and detected_at < $3 group by 1, 2
-     order by 1, 2, 3`,
+  const { rows } = await db.query<{ day: string; key: string; runs: string }>(
+    `select to_char(detected_at at time zone $1, 'YYYY-MM-DD') as day, ${key} as key, count(*)::text as runs
+       from run_duplicates where detected_at >= $2 and detected_at < $3 group by 1, 2 order by 1, 2`,
     [zone, from, to],
   );
   return rows;

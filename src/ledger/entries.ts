@@ -145,27 +145,6 @@ function requireReason(reason: string): void {
 }
 
 /**
- * What each task's model calls cost per local day of the zone in [from, to) (usage, adjustments, reconciliation):
- * the admin page's per-task anomaly series. The daily rollups have no task dimension, so this reads the ledger rows
- * of the range through the created_at index.
- */
-export async function costPerDayByTask(
-  db: pg.Pool,
-  zone: string,
-  from: string,
-  to: string,
-): Promise<{ day: string; task_id: string; cost_usd: string }[]> {
-  const { rows } = await db.query<{ day: string; task_id: string; cost_usd: string }>(
-    `select to_char(created_at at time zone $1, 'YYYY-MM-DD') as day, task_id, sum(cost_usd)::numeric(38, 18)::text as cost_usd
-       from usage_ledger
-      where created_at >= $2 and created_at < $3 and task_id is not null and entry_type <> 'credit'
-      group by 1, 2 order by 1, 2`,
-    [zone, from, to],
-  );
-  return rows;
-}
-
-/**
  * The ledger's charges and credits by model and kind (and user when asked), for the Prometheus counters: charges
  * add every positive entry, credits every negative one (as a positive amount), so both only grow on an append-only
  * ledger. Exact decimal strings.

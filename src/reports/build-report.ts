@@ -1,67 +1,63 @@
 import { add, equal } from 'dinero.js/bigint';
 import type pg from 'pg';
-import { runOutcomes, duplicateRuns } from '../db/run-outcomes';
+import { duplicateRuns } from '../db/run-outcomes';
 import { parseUsd, toAttoUsd, toExactString, zero, type Money } from '../money';
 import { budgetSection } from './budget-section';
 import { countPerDollar, moneyPer, RATIO_ROUNDING } from './economics';
 import type { Month } from './month';
 import type { OnProgress } from '../progress-bar';
-import { entryIdSpan, monthBounds, readMonthRollups, type RollupRow } from './rollups-read';
+import { monthBounds, readMonthSums, type MonthSums, type SumRow } from './rollups-read';
 import { ensureMonthRollups } from './rollups-write';
 import type { DayLine, Figures, LineType, ModelLine, UsageReport, UserLine } from './types';
 
 /**
- * Builds the month's report from the daily rollups (refreshed first, never a scan of the raw ledger), adding money
- * with Dinero on its bigint calculator. Every cut covers the same rollup rows, so each cut's lines add up to the same
- * totals, which equal the SQL sum of the month's ledger rows to the last digit. Ordering is fully specified (ties
- * broken by plain code-unit string order), so the same ledger always gives the same report.
+ * Builds the month's report from the daily rollups (refreshed first, never a scan of the raw ledger). The sums are
+ * SQL's (numeric sums are exact); Dinero on its bigint calculator adds the few lines into totals and divides the
+ * ratios. Every cut covers the same rollup rows, so each cut's lines add up to the same totals, which equal the SQL
+ * sum of the month's ledger rows to the last digit. Ordering is fully specified (ties broken by plain code-unit
+ * string order), so the same ledger always gives the same report.
  */
 export async function buildReport(db: pg.Pool, opts: { month: Month; timeZone: string; onProgress?: OnProgress }): Promise<UsageReport> {
   const { month, timeZone: zone, onProgress } = opts;
   await ensureMonthRollups(db, zone, month, onProgress);
-  const rows = await readMonthRollups(db, zone, month, onProgress);
-  const report = await reportFromRows(db, { month, timeZone: zone, rows, span: await entryIdSpan(db, zone, month) });
+  const report = await reportFromSums(db, { month, timeZone: zone, sums: await readMonthSums(db, zone, month, 'stored') });
   return { ...report, budget: await budgetSection(db, { month, period: report.period }) };
 }
 
 /**
- * The report of a month from its rollup rows, however they were read: buildReport refreshes the rollups first; the
- * admin page, which may not write, reads them current without refreshing (readMonthRollupsCurrent). Same rows, same report.
+ * The report of a month from its sums, however they were read: buildReport refreshes the rollups first; the admin
+ * page, which may not write, reads them current without refreshing (freshness 'current'). Same sums, same report.
  */
-export async function reportFromRows(
-  db: pg.Pool,
-  opts: { month: Month; timeZone: string; rows: RollupRow[]; span: { first: bigint | null; last: bigint | null } },
-): Promise<UsageReport> {
-  const { month, timeZone: zone, rows } = opts;
+export async function reportFromSums(db: pg.Pool, opts: { month: Month; timeZone: string; sums: MonthSums }): Promise<UsageReport> {
+  const { month, timeZone: zone, sums } = opts;
   const period = await monthBounds(db, zone, month);
 
   const total = new Tally();
-  const perLine = new Lines<{ line: LineType }>();
-  const byUser = new Lines<Omit<UserLine, keyof Figures>>();
-  const byDay = new Lines<Omit<DayLine, keyof Figures>>();
-  const byModel = new Lines<Omit<ModelLine, keyof Figures>>();
+  const perLine = new Map<LineType, Tally>();
   const failed = new Tally();
+  const userLines: UserLine[] = [];
+  const dayLines: DayLine[] = [];
+  const modelLines: ModelLine[] = [];
   const activeUsers = new Set<string>();
 
-  for (const r of rows) {
+  for (const r of sums.lines) {
     const line = r.entry_type;
-    total.add(r);
-    perLine.tally({ line }).add(r);
-    byUser.tally({ userId: r.user_id, line }).add(r);
-    byDay.tally({ day: r.day, kind: r.kind, line }).add(r);
-    byModel.tally({ model: r.model, kind: r.kind, line }).add(r);
-    if (line === 'usage') {
-      activeUsers.add(r.user_id);
-      if (r.status === 'failed') failed.add(r);
-    }
+    const figures = new Tally().add(r).figures();
+    if (r.cut === 'line') {
+      total.add(r);
+      perLine.set(line, new Tally().add(r));
+    } else if (r.cut === 'user' && r.user_id !== null) {
+      userLines.push({ userId: r.user_id, line, ...figures });
+      if (line === 'usage') activeUsers.add(r.user_id);
+    } else if (r.cut === 'day' && r.day !== null) dayLines.push({ day: r.day, kind: r.kind, line, ...figures });
+    else if (r.cut === 'model') modelLines.push({ model: r.model, kind: r.kind, line, ...figures });
+    else if (r.cut === 'status' && line === 'usage' && r.status === 'failed') failed.add(r);
   }
-  const { first: firstEntryId, last: lastEntryId } = opts.span;
+  const { first: firstEntryId, last: lastEntryId } = sums.span;
 
-  const userLines: UserLine[] = byUser.lines().sort((a, b) => lineOrder(a.line, b.line) || byCostDesc(a, b) || cmp(a.userId, b.userId));
-  const dayLines: DayLine[] = byDay.lines().sort((a, b) => cmp(a.day, b.day) || lineOrder(a.line, b.line) || kindOrder(a.kind, b.kind));
-  const modelLines: ModelLine[] = byModel
-    .lines()
-    .sort((a, b) => lineOrder(a.line, b.line) || byCostDesc(a, b) || cmpNullable(a.model, b.model) || kindOrder(a.kind, b.kind));
+  userLines.sort((a, b) => lineOrder(a.line, b.line) || byCostDesc(a, b) || cmp(a.userId, b.userId));
+  dayLines.sort((a, b) => cmp(a.day, b.day) || lineOrder(a.line, b.line) || kindOrder(a.kind, b.kind));
+  modelLines.sort((a, b) => lineOrder(a.line, b.line) || byCostDesc(a, b) || cmpNullable(a.model, b.model) || kindOrder(a.kind, b.kind));
 
   // Each cut re-adds its own lines: a mismatch with the totals would be a bug here, never something to print.
   for (const [cut, ls] of [
@@ -73,9 +69,9 @@ export async function reportFromRows(
     if (!equal(sum, total.cost)) throw new Error(`report by ${cut} adds up to ${toExactString(sum)}, not ${toExactString(total.cost)}`);
   }
 
-  const lineCost = (line: LineType) => perLine.tally({ line }).cost;
+  const lineCost = (line: LineType) => perLine.get(line)?.cost ?? zero();
   const spend = [lineCost('usage'), lineCost('adjustment'), lineCost('reconciliation')].reduce((a, b) => add(a, b), zero());
-  const runs = await runOutcomes(db, period.from, period.to);
+  const runs = sums.runs;
   const duplicates = await duplicateRuns(db, period.from, period.to);
   const users = BigInt(activeUsers.size);
 
@@ -116,7 +112,7 @@ export async function reportFromRows(
   };
 }
 
-/** Sums of a set of rollup rows: counts as BigInt, money as Dinero bigint. */
+/** Sums of a few summed rows: counts as BigInt, money as Dinero bigint. */
 class Tally {
   calls = 0n;
   entries = 0n;
@@ -126,7 +122,7 @@ class Tally {
   reasoningTokens = 0n;
   cost: Money = zero();
 
-  add(r: RollupRow): void {
+  add(r: SumRow): this {
     const entries = BigInt(r.entries);
     this.entries += entries;
     if (r.entry_type === 'usage') this.calls += entries;
@@ -135,6 +131,7 @@ class Tally {
     this.completionTokens += BigInt(r.completion_tokens);
     this.reasoningTokens += BigInt(r.reasoning_tokens);
     this.cost = add(this.cost, parseUsd(r.cost_usd, 'rollup cost_usd'));
+    return this;
   }
 
   figures(): Figures {
@@ -147,22 +144,6 @@ class Tally {
       reasoningTokens: toCount(this.reasoningTokens),
       costUsd: toExactString(this.cost),
     };
-  }
-}
-
-/** Lines of one cut: a Tally per distinct key, created on first sight. */
-class Lines<K> {
-  private readonly map = new Map<string, { key: K; tally: Tally }>();
-
-  tally(key: K): Tally {
-    const id = JSON.stringify(key);
-    let entry = this.map.get(id);
-    if (!entry) this.map.set(id, (entry = { key, tally: new Tally() }));
-    return entry.tally;
-  }
-
-  lines(): (K & Figures)[] {
-    return [...this.map.values()].map((v) => ({ ...v.key, ...v.tally.figures() }));
   }
 }
 

@@ -7,24 +7,31 @@ import { daysOf, shiftMonth, type Month } from './month';
 import { pendingEntries, readWatermark, type Watermark } from './rollups-read';
 
 /**
- * The write side of the daily rollups of the ledger per (zone, local day, user, model, kind, entry_type, status); see
- * migrations/003_rollups.sql for why a queue filled by a trigger, not the id sequence, decides what a refresh must recompute.
+ * The write side of the daily rollups: the ledger per (zone, local day, user, task, model, kind, entry_type, status)
+ * and the claimed runs per (zone, local day, user, task, status, tier). See migrations/003_rollups.sql and
+ * 011_rollup_queue_tasks_runs.sql for why queues filled by triggers, not the id sequence, decide what a refresh
+ * must recompute, and why the queues name no zone.
  *
  * - build:   a (zone, month) is computed in full from the raw ledger the first time a report asks for it;
- * - refresh: queued entries name the buckets they touch, and only those buckets are recomputed from the raw ledger;
+ * - refresh: queued entries and run changes name the buckets they touch in every tracked zone, and only those buckets
+ *            are recomputed from the raw ledger (the rollupRefresh schedule runs it every minute);
  * - rebuild: recomputes every bucket of a month (or of all months) from the raw ledger, deterministically.
  * A refresh and a rebuild of the same data give identical rows: both aggregate the same ledger rows the same way.
  * Reading them is rollups-read.ts.
  */
 
 export interface RefreshResult {
-  /** Queued ledger entries folded in by this refresh. */
+  /** Queued ledger entries folded in by this refresh (each into every tracked zone). */
   entries: number;
-  /** Buckets recomputed. */
+  /** Queued run changes (claims, closes, re-claims) folded in. */
+  runChanges: number;
+  /** Ledger buckets recomputed, over all zones. */
   buckets: number;
-  /** Buckets that existed already and were recomputed because an entry arrived late (or back-dated) into them. */
+  /** Ledger buckets that existed already and were recomputed because an entry arrived late (or back-dated) into them. */
   reopened: number;
-  watermark: Watermark;
+  /** The same two counts per zone. */
+  zones: Record<string, { buckets: number; reopened: number }>;
+  watermarks: Record<string, Watermark>;
 }
 
 export interface RebuildResult {
@@ -35,25 +42,33 @@ export interface RebuildResult {
 }
 
 /** Columns of usage_rollups in insert order, and the aggregate of the ledger rows `l` that fills them. */
-const ROLLUP_COLUMNS = `zone, day, user_id, model, kind, entry_type, status, entries, prompt_tokens, cached_prompt_tokens,
+const ROLLUP_COLUMNS = `zone, day, user_id, task_id, model, kind, entry_type, status, entries, prompt_tokens, cached_prompt_tokens,
   completion_tokens, reasoning_tokens, cost_usd, first_entry_id, last_entry_id`;
 const AGGREGATES = `count(*), sum(l.prompt_tokens)::bigint, sum(l.cached_prompt_tokens)::bigint,
   sum(l.completion_tokens)::bigint, sum(l.reasoning_tokens)::bigint, sum(l.cost_usd), min(l.id), max(l.id)`;
-/** The local day of a ledger row in the zone bound to $1. */
-const LOCAL_DAY = `(l.created_at at time zone $1)::date`;
+/** The local day of a ledger row (or a run's claim) in a zone, given as SQL. */
+const localDay = (zone: string, at = 'l.created_at') => `(${at} at time zone ${zone})::date`;
 /**
- * Ledger rows of local days first..last in the zone bound to $1. LOCAL_DAY decides; the instant range only lets the
- * created_at index narrow the scan. Its 3-hour margin covers days whose midnight does not exist or repeats (a DST
- * change at midnight moves the instant `day::timestamp at time zone zone` by the size of the change, at most 2 hours).
+ * Rows whose local day (of `at` in `zone`) is first..last. The local day decides; the instant range only lets an index
+ * on `at` narrow the scan. Its 3-hour margin covers days whose midnight does not exist or repeats (a DST change at
+ * midnight moves the instant `day::timestamp at time zone zone` by the size of the change, at most 2 hours).
  */
-const dayRange = (first: string, last: string) =>
-  `l.created_at >= ((${first})::timestamp at time zone $1) - interval '3 hours'
-   and l.created_at < (((${last}) + 1)::timestamp at time zone $1) + interval '3 hours'
-   and ${LOCAL_DAY} between (${first}) and (${last})`;
+const dayRange = (first: string, last: string, zone = '$1', at = 'l.created_at') =>
+  `${at} >= ((${first})::timestamp at time zone ${zone}) - interval '3 hours'
+   and ${at} < (((${last}) + 1)::timestamp at time zone ${zone}) + interval '3 hours'
+   and ${localDay(zone, at)} between (${first}) and (${last})`;
+/** A ledger row `l` in the bucket `t` (zone t.zone). */
+const inBucket = `l.user_id = t.user_id and l.task_id is not distinct from t.task_id and ${dayRange('t.day', 't.day', 't.zone')}
+  and l.model is not distinct from t.model and l.kind is not distinct from t.kind
+  and l.entry_type = t.entry_type and l.status = t.status`;
+/** A claimed run `r` in the run bucket `t` (zone t.zone): the runs_user_task_claimed index finds them. */
+const inRunBucket = `r.user_id = t.user_id and r.task_id = t.task_id and ${dayRange('t.day', 't.day', 't.zone', 'r.claimed_at')}`;
 
-/** One lock per zone: refreshes and rebuilds of a zone take turns; different zones proceed in parallel. */
-const lockZone = (db: pg.PoolClient, zone: string) =>
-  db.query(`select pg_advisory_xact_lock(hashtextextended('cronledger-rollups:' || $1, 0))`, [zone]);
+/**
+ * One lock for every write to the rollups: refreshes and builds take turns. A build that follows a refresh reads a
+ * snapshot holding every entry that refresh consumed from the queue, so a zone registered meanwhile misses nothing.
+ */
+const lockRollups = (db: pg.PoolClient) => db.query(`select pg_advisory_xact_lock(hashtextextended('cronledger-rollups', 0))`);
 
 /** Fails with a UserError unless PostgreSQL's time zone database knows the zone (Node's may be newer or older). */
 export async function assertZoneKnownToDatabase(db: pg.Pool, zone: string): Promise<void> {
@@ -67,38 +82,11 @@ export async function assertZoneKnownToDatabase(db: pg.Pool, zone: string): Prom
   }
 }
 
-/** Starts tracking a zone: from now on every new ledger entry is queued for it too. */
+/** Starts tracking a zone: from now on every refresh folds the queue into it too. */
 export async function registerZone(db: pg.Pool, zone: string): Promise<boolean> {
   await assertZoneKnownToDatabase(db, zone);
   const r = await db.query('insert into rollup_zones (zone) values ($1) on conflict do nothing', [zone]);
   return r.rowCount === 1;
-}
-
-/**
- * Waits until every transaction that was inserting into the ledger has ended. A writer whose trigger ran before a zone
- * was registered did not queue its entries for that zone, so a month is built only after such writers committed
- * (their rows are then in the build's snapshot). Without any table lock (the application role may not take one):
- * a writer holds ROW EXCLUSIVE on the ledger from before its statement's snapshot until it ends, so the writers that
- * might have missed the zone are among those holding it now; wait for each of their transactions (by virtual
- * transaction id, as CREATE INDEX CONCURRENTLY does) to end. Writers that start later see the zone.
- */
-async function waitForLedgerWriters(db: pg.Pool, onProgress?: OnProgress): Promise<void> {
-  const { rows } = await db.query<{ vxid: string }>(
-    `select distinct virtualtransaction as vxid from pg_locks
-      where locktype = 'relation' and database = (select oid from pg_database where datname = current_database())
-        and relation = 'usage_ledger'::regclass and mode = 'RowExclusiveLock' and granted and pid <> pg_backend_pid()`,
-  );
-  const writers = rows.map((r) => r.vxid);
-  for (let waited = 0; ; waited++) {
-    const open = await db.query<{ n: string }>(
-      `select count(*) as n from pg_locks where locktype = 'virtualxid' and mode = 'ExclusiveLock' and granted and virtualxid = any($1::text[])`,
-      [writers],
-    );
-    const left = Number(open.rows[0].n);
-    if (left === 0) return;
-    onProgress?.({ phase: 'waiting for ledger writers to commit', done: writers.length - left, total: writers.length });
-    await new Promise((r) => setTimeout(r, Math.min(20 * 2 ** waited, 200)));
-  }
 }
 
 /** Makes the month's rollups for a zone complete and current: builds the month once, then folds in the queue. */
@@ -115,111 +103,154 @@ export async function ensureMonthRollups(
     await rebuildMonth(db, zone, month, onProgress);
     built = true;
   }
-  const refresh = await refreshRollups(db, zone, { onProgress });
+  const refresh = await refreshRollups(db, { onProgress });
   return { built, refresh };
 }
 
 /**
- * Folds queued entries into the zone's rollups, a batch per transaction: the buckets the batch touches are deleted and
- * recomputed from the raw ledger. Safe to run concurrently (per-zone lock) and to interrupt (a batch commits whole).
+ * Folds the queued ledger entries and run changes into the rollups of every tracked zone, a batch per transaction:
+ * the buckets a batch touches are deleted and recomputed from the raw ledger (and runs), and its queue rows deleted.
+ * Safe to run concurrently (one lock) and to interrupt (a batch commits whole).
  */
-export async function refreshRollups(
-  db: pg.Pool,
-  zone: string,
-  opts: { batchSize?: number; onProgress?: OnProgress } = {},
-): Promise<RefreshResult> {
+export async function refreshRollups(db: pg.Pool, opts: { batchSize?: number; onProgress?: OnProgress } = {}): Promise<RefreshResult> {
   const batchSize = opts.batchSize ?? 5000;
-  const queued = await pendingEntries(db, zone);
-  const result = { entries: 0, buckets: 0, reopened: 0 };
+  const queued = await pendingEntries(db);
+  const result: Omit<RefreshResult, 'watermarks'> = { entries: 0, runChanges: 0, buckets: 0, reopened: 0, zones: {} };
   for (;;) {
     const batch = await inTransaction(db, async (c) => {
-      await lockZone(c, zone);
+      await lockRollups(c);
+      const zones = (await c.query<{ zone: string }>('select zone from rollup_zones order by zone')).rows.map((r) => r.zone);
       const picked = await c.query(
         `create temp table picked on commit drop as
            with taken as (
-             delete from rollup_pending
-              where zone = $1 and entry_id in (select entry_id from rollup_pending where zone = $1 order by entry_id limit $2)
+             delete from rollup_queue where entry_id in (select entry_id from rollup_queue order by entry_id limit $1)
              returning entry_id)
            select entry_id from taken`,
-        [zone, batchSize],
+        [batchSize],
+      );
+      const pickedRuns = await c.query(
+        `create temp table picked_runs on commit drop as
+           with taken as (
+             delete from run_rollup_queue where id in (select id from run_rollup_queue order by id limit $1)
+             returning claimed_at, user_id, task_id)
+           select distinct claimed_at, user_id, task_id from taken`,
+        [batchSize],
       );
       const entries = picked.rowCount ?? 0;
-      if (entries === 0) {
-        await c.query('update rollup_zones set refreshed_at = now() where zone = $1', [zone]);
-        return { entries, buckets: 0, reopened: 0 };
+      const runChanges = pickedRuns.rowCount ?? 0;
+      if (entries > 0) {
+        await c.query(
+          `create temp table touched on commit drop as
+             select distinct z.zone, ${localDay('z.zone')} as day, l.user_id, l.task_id, l.model, l.kind, l.entry_type, l.status
+               from picked p join usage_ledger l on l.id = p.entry_id cross join rollup_zones z`,
+        );
       }
-      await c.query(
-        `create temp table touched on commit drop as
-           select distinct ${LOCAL_DAY} as day, l.user_id, l.model, l.kind, l.entry_type, l.status
-             from picked p join usage_ledger l on l.id = p.entry_id`,
-        [zone],
-      );
-      const reopened = await c.query(
-        `delete from usage_rollups r using touched t
-          where r.zone = $1 and r.day = t.day and r.user_id = t.user_id and r.model is not distinct from t.model
-            and r.kind is not distinct from t.kind and r.entry_type = t.entry_type and r.status = t.status`,
-        [zone],
-      );
-      const recomputed = await c.query(
-        `insert into usage_rollups (${ROLLUP_COLUMNS})
-         select $1, t.day, t.user_id, t.model, t.kind, t.entry_type, t.status, ${AGGREGATES}
-           from touched t
-           join usage_ledger l
-             on l.user_id = t.user_id and ${dayRange('t.day', 't.day')}
-            and l.model is not distinct from t.model and l.kind is not distinct from t.kind
-            and l.entry_type = t.entry_type and l.status = t.status
-          group by t.day, t.user_id, t.model, t.kind, t.entry_type, t.status`,
-        [zone],
-      );
+      if (runChanges > 0) {
+        await c.query(
+          `create temp table touched_runs on commit drop as
+             select distinct z.zone, ${localDay('z.zone', 'p.claimed_at')} as day, p.user_id, p.task_id
+               from picked_runs p cross join rollup_zones z`,
+        );
+      }
+      const perZone = new Map<string, { buckets: number; reopened: number }>(zones.map((z) => [z, { buckets: 0, reopened: 0 }]));
+      const count = async (sql: string, field: 'buckets' | 'reopened') => {
+        const { rows } = await c.query<{ zone: string; n: string }>(
+          `with done as (${sql}) select zone, count(*) as n from done group by zone`,
+        );
+        for (const r of rows) {
+          const z = perZone.get(r.zone);
+          if (z) z[field] += Number(r.n);
+        }
+      };
+      if (entries > 0) {
+        await count(
+          `delete from usage_rollups r using touched t
+            where r.zone = t.zone and r.day = t.day and r.user_id = t.user_id and r.task_id is not distinct from t.task_id
+              and r.model is not distinct from t.model and r.kind is not distinct from t.kind
+              and r.entry_type = t.entry_type and r.status = t.status
+           returning r.zone`,
+          'reopened',
+        );
+        await count(
+          `insert into usage_rollups (${ROLLUP_COLUMNS})
+           select t.zone, t.day, t.user_id, t.task_id, t.model, t.kind, t.entry_type, t.status, ${AGGREGATES}
+             from touched t join usage_ledger l on ${inBucket}
+            group by t.zone, t.day, t.user_id, t.task_id, t.model, t.kind, t.entry_type, t.status
+           returning zone`,
+          'buckets',
+        );
+      }
+      if (runChanges > 0) {
+        await c.query(
+          `delete from run_rollups r using touched_runs t
+            where r.zone = t.zone and r.day = t.day and r.user_id = t.user_id and r.task_id = t.task_id`,
+        );
+        await c.query(
+          `insert into run_rollups (zone, day, user_id, task_id, status, tier, runs)
+           select t.zone, t.day, t.user_id, t.task_id, r.status, r.tier, count(*)
+             from touched_runs t join runs r on ${inRunBucket}
+            group by t.zone, t.day, t.user_id, t.task_id, r.status, r.tier`,
+        );
+      }
       await c.query(
         `update rollup_zones
             set refreshed_at = now(),
-                last_entry_id = greatest(last_entry_id, (select max(entry_id) from picked)),
-                entries_folded = entries_folded + $2
-          where zone = $1`,
-        [zone, entries],
+                last_entry_id = greatest(last_entry_id, coalesce((select max(entry_id) from picked), 0)),
+                entries_folded = entries_folded + $1`,
+        [entries],
       );
-      return { entries, buckets: recomputed.rowCount ?? 0, reopened: reopened.rowCount ?? 0 };
+      return { entries, runChanges, perZone };
     });
     result.entries += batch.entries;
-    result.buckets += batch.buckets;
-    result.reopened += batch.reopened;
+    result.runChanges += batch.runChanges;
+    for (const [zone, z] of batch.perZone) {
+      const sum = (result.zones[zone] ??= { buckets: 0, reopened: 0 });
+      sum.buckets += z.buckets;
+      sum.reopened += z.reopened;
+      result.buckets += z.buckets;
+      result.reopened += z.reopened;
+    }
     if (queued > 0) opts.onProgress?.({ phase: 'refreshing rollups', done: Math.min(result.entries, queued), total: queued });
-    if (batch.entries < batchSize) break;
+    if (batch.entries < batchSize && batch.runChanges < batchSize) break;
   }
-  return { ...result, watermark: await readWatermark(db, zone) };
+  const watermarks: Record<string, Watermark> = {};
+  for (const zone of Object.keys(result.zones)) watermarks[zone] = await readWatermark(db, zone);
+  return { ...result, watermarks };
 }
 
 /**
- * Recomputes every bucket of one month of one zone from the raw ledger, in one transaction (readers see the old month
- * or the new one, never a mix). Days are inserted one at a time, each through the created_at index, to show progress.
+ * Recomputes every bucket of one month of one zone from the raw ledger and runs, in one transaction (readers see the
+ * old month or the new one, never a mix). Days are inserted one at a time, each through the created_at index, to show
+ * progress. Queued entries stay queued: a later refresh recomputes their buckets again, to the same rows.
  */
 export async function rebuildMonth(db: pg.Pool, zone: string, month: Month, onProgress?: OnProgress): Promise<RebuildResult> {
   await registerZone(db, zone);
-  await waitForLedgerWriters(db, onProgress);
   const { firstDay: first, lastDay: last } = monthBoundsSql('$2', '$1');
   const days = daysOf(month);
   const phase = `rebuilding rollups ${zone} ${month}`;
   return inTransaction(db, async (c) => {
-    await lockZone(c, zone);
-    // Queued entries of this month are covered by the recomputation below, which reads later snapshots than this delete.
-    await c.query(
-      `delete from rollup_pending p using usage_ledger l
-        where p.zone = $1 and l.id = p.entry_id and ${dayRange(first, last)}`,
-      [zone, month],
-    );
+    await lockRollups(c);
     await c.query(`delete from usage_rollups where zone = $1 and day between ${first} and ${last}`, [zone, month]);
+    await c.query(`delete from run_rollups where zone = $1 and day between ${first} and ${last}`, [zone, month]);
     let buckets = 0;
     let entries = 0n;
     let lastEntryId = 0n;
     for (const [i, day] of days.entries()) {
       const inserted = await c.query<{ entries: string; last_entry_id: string }>(
         `insert into usage_rollups (${ROLLUP_COLUMNS})
-         select $1, ${LOCAL_DAY}, l.user_id, l.model, l.kind, l.entry_type, l.status, ${AGGREGATES}
+         select $1, ${localDay('$1')}, l.user_id, l.task_id, l.model, l.kind, l.entry_type, l.status, ${AGGREGATES}
            from usage_ledger l
           where ${dayRange('$2::date', '$2::date')}
-          group by 2, 3, 4, 5, 6, 7
+          group by 2, 3, 4, 5, 6, 7, 8
          returning entries, last_entry_id`,
+        [zone, day],
+      );
+      await c.query(
+        `insert into run_rollups (zone, day, user_id, task_id, status, tier, runs)
+         select $1, ${localDay('$1', 'r.claimed_at')}, r.user_id, r.task_id, r.status, r.tier, count(*)
+           from runs r
+          where ${dayRange('$2::date', '$2::date', '$1', 'r.claimed_at')}
+          group by 2, 3, 4, 5, 6`,
         [zone, day],
       );
       buckets += inserted.rowCount ?? 0;

@@ -3,6 +3,7 @@ import { TASK_SCHEDULE_PREFIX, taskScheduleId } from '../constants';
 import { reconcileSchedule } from './reconcile-schedule';
 import { resumeSchedule } from './resume-schedule';
 import { ensureReportSchedule } from './report-schedule';
+import { ensureRollupSchedule } from './rollup-schedule';
 import { isManagedTaskSchedule, scheduleOptionsFor, taskFingerprint } from './task-schedule';
 import type { Task, TasksFile } from '../tasks/tasks-file';
 
@@ -33,6 +34,8 @@ export async function applyTasks(client: Client, file: TasksFile, taskQueue: str
     const timezone = file.monthlyReport?.timezone ?? 'UTC';
     const outcome = await ensureReportSchedule(client, { timezone, taskQueue });
     changes.push({ action: outcome, scheduleId: 'report-monthly' });
+    // the reports' rollups are kept current every minute, so no report (nor the admin page) folds a backlog
+    changes.push({ action: await ensureRollupSchedule(client, { taskQueue }), scheduleId: 'rollup-refresh' });
   }
   return changes;
 }

@@ -1,3 +1,4 @@
 // Everything the worker's workflow bundle contains. Workflow code is deterministic: no Node imports, no I/O, no clocks.
 export { scheduledRun } from './scheduled-run';
 export { monthlyReport } from './monthly-report';
+export { rollupRefresh } from './rollup-refresh';

@@ -1,7 +1,7 @@
 import { WorkflowFailedError } from '@temporalio/client';
 import { Option, type Command } from 'commander';
 import { workflowUrl } from '../../config';
-import { REPORT_SCHEDULE_ID } from '../../constants';
+import { REPORT_SCHEDULE_ID, ROLLUP_SCHEDULE_ID } from '../../constants';
 import { UserError } from '../../errors';
 import { displayUsd } from '../../money';
 import { buildReport } from '../../reports/build-report';
@@ -10,6 +10,7 @@ import { parseTimeZone } from '../../time-zone';
 import { renderHtml } from '../../reports/render-html';
 import { renderCsv, renderJson, renderMarkdown, renderTable, reportForCut } from '../../reports/render';
 import { ensureReportSchedule, REPORT_CRON, reportScheduleZone } from '../../schedules/report-schedule';
+import { ensureRollupSchedule, ROLLUP_REFRESH_EVERY } from '../../schedules/rollup-schedule';
 import { terminalProgress } from '../../reports/terminal-progress';
 import type { ReportCut, ReportFormat } from '../../reports/types';
 import { monthlyReport, monthlyReportWorkflowId, type MonthlyReportInput, type MonthlyReportResult } from '../../workflows/monthly-report';
@@ -55,16 +56,20 @@ export function registerReportCommands(program: Command): void {
 
   report
     .command('schedule')
-    .description(`create or update the ${REPORT_SCHEDULE_ID} schedule (cron "${REPORT_CRON}" in the zone) that runs monthlyReport`)
+    .description(
+      `create or update the ${REPORT_SCHEDULE_ID} schedule (cron "${REPORT_CRON}" in the zone) that runs monthlyReport, and ${ROLLUP_SCHEDULE_ID} (rollupRefresh every minute)`,
+    )
     .option('--tz <zone>', 'IANA time zone of the schedule and of the report months', 'UTC')
     .option('--json', 'print JSON')
     .action(async (opts: { tz: string; json?: boolean }) => {
       const timezone = parseTimeZone(opts.tz);
       await withConnections({ temporal: true }, async ({ client, conn }) => {
         const outcome = await ensureReportSchedule(client, { timezone, taskQueue: conn.taskQueue });
+        const rollupRefresh = await ensureRollupSchedule(client, { taskQueue: conn.taskQueue });
         const next = (await client.schedule.getHandle(REPORT_SCHEDULE_ID).describe()).info.nextActionTimes.map((d) => d.toISOString());
-        if (opts.json) return printJson({ scheduleId: REPORT_SCHEDULE_ID, outcome, timezone, nextActionTimes: next });
+        if (opts.json) return printJson({ scheduleId: REPORT_SCHEDULE_ID, outcome, timezone, nextActionTimes: next, rollupRefresh });
         process.stdout.write(`${outcome.padEnd(9)} ${REPORT_SCHEDULE_ID} (${REPORT_CRON} in ${timezone})\n`);
+        process.stdout.write(`${rollupRefresh.padEnd(9)} ${ROLLUP_SCHEDULE_ID} (every ${ROLLUP_REFRESH_EVERY})\n`);
         if (next.length) process.stdout.write(`next: ${next.slice(0, 2).join(', ')}\n`);
       });
     });

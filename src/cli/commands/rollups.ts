@@ -47,11 +47,12 @@ export function registerRollupsCommands(program: Command): void {
     .option('--json', 'print JSON')
     .action(async (opts: { refresh?: boolean; json?: boolean }) => {
       await withConnections({ db: true }, async ({ pool }) => {
+        if (opts.refresh) await refreshRollups(pool);
         const zones = await trackedZones(pool);
+        // one queue for every zone: an entry waits until a refresh folds it into all of them
+        const pending = String(await pendingEntries(pool));
         const rows = [];
         for (const z of zones) {
-          if (opts.refresh) await refreshRollups(pool, z);
-          const pending = String(await pendingEntries(pool, z));
           rows.push({ ...(await readWatermark(pool, z)), pending, months: await builtMonths(pool, z) });
         }
         if (opts.json) return printJson({ zones: rows });

@@ -1,0 +1,24 @@
+import { proxyActivities } from '@temporalio/workflow';
+import type { Activities } from '../activities';
+
+/**
+ * Folds the rollup queues (ledger entries, run changes) into every tracked zone's rollups, so reports and the admin
+ * page read current rollups and no report pays for a backlog. Started every minute by the `rollup-refresh` schedule;
+ * one run drains everything queued, so overlapping runs are skipped. Deterministic: one activity, nothing else.
+ */
+export interface RollupRefreshResult {
+  entries: number;
+  runChanges: number;
+  buckets: number;
+}
+
+const rollups = proxyActivities<Activities>({
+  // a backlog (after an outage) drains in batches of 5,000 entries, each heartbeating
+  startToCloseTimeout: '30 minutes',
+  heartbeatTimeout: '2 minutes',
+  retry: { initialInterval: '5 seconds', backoffCoefficient: 2, maximumInterval: '1 minute', maximumAttempts: 5 },
+});
+
+export async function rollupRefresh(): Promise<RollupRefreshResult> {
+  return rollups.foldRollupQueues();
+}
