@@ -37,7 +37,11 @@ async function main(): Promise<void> {
       // A paused every-minute task in its own task queue; the bench backfills it, so no real slot interferes.
       await applyTasks(
         client,
-        parseTasksFile({ tasks: [{ id: taskId, cron: '* * * * *', userId: 'bench', input: 'tick', paused: true }], monthlyReport: false }),
+        parseTasksFile({
+          tasks: [{ id: taskId, cron: '* * * * *', userId: 'bench', input: 'tick', paused: true }],
+          monthlyReport: false,
+          budgetSweep: false,
+        }),
         taskQueue,
       );
       const from = new Date(Date.UTC(2026, 0, 1 + round, 0, 0));

@@ -14,6 +14,7 @@ export const SEARCH_ATTRIBUTES = {
 export const TASK_SCHEDULE_PREFIX = 'cron-';
 export const REPORT_SCHEDULE_ID = 'report-monthly';
 export const ROLLUP_SCHEDULE_ID = 'rollup-refresh';
+export const BUDGET_SWEEP_SCHEDULE_ID = 'budget-sweep';
 
 /** Memo key that marks a schedule as created by cronledger, so `tasks apply` never deletes anyone else's. */
 export const MANAGED_BY_MEMO_KEY = 'managedBy';

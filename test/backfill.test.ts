@@ -114,6 +114,7 @@ describe('backfill of a jittered task', () => {
     const file = parseTasksFile({
       tasks: [{ id: 'jittered', cron: '* * * * *', jitter: '50s', userId: 'u-jit', input: 'jittered' }],
       monthlyReport: false,
+      budgetSweep: false,
     });
     await applyTasks(ctx.client, file, ctx.taskQueue);
     const fleet = await startWorkers(ctx, 1);
@@ -169,6 +170,7 @@ describe('backfill --all', () => {
         JSON.stringify({
           tasks: [{ id: 'just-applied', cron: '0 9 * * *', userId: 'u9', input: 'x', paused: true }],
           monthlyReport: false,
+          budgetSweep: false,
         }),
       );
       const applied = await runCli(['tasks', 'apply', file], here);
@@ -202,6 +204,7 @@ describe('a failed slot', () => {
       parseTasksFile({
         tasks: [{ id: 'needs-price', cron: '0 9 * * *', userId: 'u-retry', input: 'retry me', embeddingModel: unpriced, paused: true }],
         monthlyReport: false,
+        budgetSweep: false,
       }),
       ctx.taskQueue,
     );
@@ -327,6 +330,7 @@ describe('a slot whose execution was terminated', () => {
       parseTasksFile({
         tasks: [{ id: 'terminated', cron: '0 9 * * *', userId: 'u-term', input: 'hang', paused: true }],
         monthlyReport: false,
+        budgetSweep: false,
       }),
       ctx.taskQueue,
     );

@@ -9,12 +9,15 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { budgetStatus } from '../src/budgets/budget-status';
 import { applyBudgets } from '../src/budgets/budgets-store';
 import { releaseReservations, reserveBudget } from '../src/budgets/reserve';
+import { BUDGET_SWEEP_SCHEDULE_ID } from '../src/constants';
+import { ensureBudgetSweepSchedule } from '../src/schedules/budget-sweep-schedule';
 import { worstCaseOf } from '../src/budgets/worst-case';
 import { costOfUsage } from '../src/ledger/cost';
 import { applyPrices, loadPricesFile, priceInForce } from '../src/ledger/prices';
 import { formatScaled, LEDGER_SCALE, parseUsd, toAttoUsd } from '../src/money';
 import { scheduledRun, type ScheduledRunInput } from '../src/workflows/scheduled-run';
 import { bookExactSpend } from './support/budget-spend';
+import { waitFor } from './support/wait';
 import { startFakeOpenAI } from './support/fake-openai';
 import { createTestContext, type TestContext } from './support/context';
 import { startWorkers } from './support/workers';
@@ -308,76 +311,163 @@ describe('threshold events', () => {
   });
 });
 
+/**
+ * Starts a run of `user` on a worker process whose chat call never answers, SIGKILLs that worker mid-call, then
+ * terminates the run (as a timeout would): no workflow code runs again to release, so its two reservations stay open
+ * until their expiry (`expirySeconds`) passes.
+ */
+async function runKilledMidCall(user: string, expirySeconds: number): Promise<void> {
+  const fake = await startFakeOpenAI();
+  fake.setLatency(120_000); // the model thinks for longer than the test waits
+  const dir = mkdtempSync(join(tmpdir(), 'cronledger-budget-kill-'));
+  const taskQueue = `${ctx.taskQueue}-kill-${user}`;
+  const [worker] = await startWorkerProcesses(1, {
+    target: { temporalAddress: ctx.temporalAddress, namespace: ctx.namespace, taskQueue, databaseUrl: ctx.databaseUrl },
+    bundlePath: await writeWorkflowBundle(dir),
+    logDir: dir,
+    env: () => ({
+      MODEL_PROVIDER: 'openai',
+      OPENAI_API_KEY: 'sk-fake',
+      OPENAI_BASE_URL: fake.baseURL,
+      CRONLEDGER_RESERVATION_EXPIRY_SECONDS: String(expirySeconds),
+    }),
+  });
+  try {
+    const handle = await startRun(user, taskQueue);
+    await waitFor(async () => [...fake.inFlight().values()].reduce((a, b) => a + b, 0) > 0, 60_000, 'the chat call reaching the provider');
+    await worker.kill();
+    await handle.terminate('the run is abandoned: no workflow code runs again to release');
+  } finally {
+    await worker.stop().catch(() => undefined);
+    await fake.close();
+  }
+}
+
+/** Until every reservation of the user is past its expiry, by the database's clock (the one the guard reads). */
+const waitForExpiry = (user: string) =>
+  waitFor(
+    async () =>
+      (await ctx.pool.query(`select bool_and(expires_at <= now()) as over from budget_reservations where user_id = $1`, [user])).rows[0]
+        .over === true,
+    60_000,
+    `the reservations of ${user} expiring`,
+  );
+
+const reservationStatuses = async (user: string) =>
+  (await ctx.pool.query(`select status, count(*)::int as n from budget_reservations where user_id = $1 group by 1 order by 1`, [user]))
+    .rows;
+
 describe('a worker SIGKILLed mid-call', () => {
-  it('leaves a reservation that counts until its expiry, then the sweeper releases it; none is left open', async () => {
+  it('leaves a reservation that counts until its expiry, then the next decision sweeps it; none is left open', async () => {
     const user = `killed-${randomUUID().slice(0, 6)}`;
     const w = await worstCase('openai/gpt-4o-mini');
     await budgetWithSpend(user, w * 100n, 0n);
-    const fake = await startFakeOpenAI();
-    fake.setLatency(120_000); // the model thinks for longer than the test waits
-    const dir = mkdtempSync(join(tmpdir(), 'cronledger-budget-kill-'));
-    const [worker] = await startWorkerProcesses(1, {
-      target: {
-        temporalAddress: ctx.temporalAddress,
-        namespace: ctx.namespace,
-        taskQueue: `${ctx.taskQueue}-kill`,
-        databaseUrl: ctx.databaseUrl,
-      },
-      bundlePath: await writeWorkflowBundle(dir),
-      logDir: dir,
-      env: () => ({
-        MODEL_PROVIDER: 'openai',
-        OPENAI_API_KEY: 'sk-fake',
-        OPENAI_BASE_URL: fake.baseURL,
-        CRONLEDGER_RESERVATION_EXPIRY_SECONDS: '4',
-      }),
+    await runKilledMidCall(user, 8);
+    expect(await openReservations(user)).toBe(2); // chat and embedding, reserved together
+    expect((await budgetStatus(ctx.pool, { userId: user }))[0].reservedUsd).toBe(usd(w));
+    await waitForExpiry(user);
+    // expired: no longer counted, and swept by the next decision on the user's month
+    expect((await budgetStatus(ctx.pool, { userId: user }))[0].reservedUsd).toBe(usd(0n));
+    expect(await openReservations(user)).toBe(2);
+    const probe = await reserveBudget(ctx.pool, {
+      userId: user,
+      runId: `probe-${user}`,
+      workflowId: 'probe',
+      mayDowngrade: true,
+      expirySeconds: 60,
+      calls: [
+        {
+          step: 'chat',
+          attempt: 1,
+          kind: 'chat',
+          model: 'openai/gpt-4o-mini',
+          worstCase: worstCaseOf({ prompt: PROMPT, maxOutputTokens: MAX_OUTPUT }).chat,
+        },
+      ],
     });
+    expect(probe.tier).toBe('default');
+    expect(probe.reservedUsd).toBe(usd(0n));
+    await releaseReservations(ctx.pool, `probe-${user}`);
+    expect(await openReservations(user)).toBe(0);
+    expect(await reservationStatuses(user)).toEqual([
+      { status: 'expired', n: 2 },
+      { status: 'released', n: 1 },
+    ]);
+  });
+
+  it('leaves a reservation that the budget-sweep schedule releases after its expiry, with no other run of the user', async () => {
+    const user = `swept-${randomUUID().slice(0, 6)}`;
+    await budgetWithSpend(user, (await worstCase('openai/gpt-4o-mini')) * 100n, 0n);
+    await runKilledMidCall(user, 8);
+    expect(await openReservations(user)).toBe(2);
+    await waitForExpiry(user);
+    expect(await openReservations(user)).toBe(2); // expired, but nothing has closed them yet
+    await ensureBudgetSweepSchedule(ctx.client, { taskQueue: ctx.taskQueue });
     try {
-      const handle = await startRun(user, `${ctx.taskQueue}-kill`);
-      const deadline = Date.now() + 60_000;
-      while ([...fake.inFlight().values()].reduce((a, b) => a + b, 0) === 0) {
-        if (Date.now() > deadline) throw new Error('the chat call never reached the provider');
-        await new Promise((r) => setTimeout(r, 100));
-      }
-      await worker.kill();
-      expect(await openReservations(user)).toBe(2); // chat and embedding, reserved together
-      expect((await budgetStatus(ctx.pool, { userId: user }))[0].reservedUsd).toBe(usd(w));
-      await handle.terminate('the run is abandoned: no workflow code runs again to release'); // as a timeout would
-      await new Promise((r) => setTimeout(r, 4_500));
-      // expired: no longer counted, and swept by the next decision on the user's month
-      expect((await budgetStatus(ctx.pool, { userId: user }))[0].reservedUsd).toBe(usd(0n));
-      expect(await openReservations(user)).toBe(2);
-      const probe = await reserveBudget(ctx.pool, {
-        userId: user,
-        runId: `probe-${user}`,
-        workflowId: 'probe',
-        mayDowngrade: true,
-        expirySeconds: 60,
-        calls: [
-          {
-            step: 'chat',
-            attempt: 1,
-            kind: 'chat',
-            model: 'openai/gpt-4o-mini',
-            worstCase: worstCaseOf({ prompt: PROMPT, maxOutputTokens: MAX_OUTPUT }).chat,
-          },
-        ],
+      await fleet2(async () => {
+        await ctx.client.schedule.getHandle(BUDGET_SWEEP_SCHEDULE_ID).trigger();
+        await waitFor(async () => (await openReservations(user)) === 0, 60_000, 'the sweeper closing the reservations');
       });
-      expect(probe.tier).toBe('default');
-      expect(probe.reservedUsd).toBe(usd(0n));
-      await releaseReservations(ctx.pool, `probe-${user}`);
-      expect(await openReservations(user)).toBe(0);
-      const closed = await ctx.pool.query(
-        `select status, count(*)::int as n from budget_reservations where user_id = $1 group by 1 order by 1`,
-        [user],
-      );
-      expect(closed.rows).toEqual([
-        { status: 'expired', n: 2 },
-        { status: 'released', n: 1 },
-      ]);
+      // only the killed run's two reservations ever existed: no decision swept them, the sweeper did
+      expect(await reservationStatuses(user)).toEqual([{ status: 'expired', n: 2 }]);
+      expect(await ledgerOf(user)).toEqual([]);
     } finally {
-      await worker.stop().catch(() => undefined);
-      await fake.close();
+      await ctx.client.schedule.getHandle(BUDGET_SWEEP_SCHEDULE_ID).delete();
+    }
+  });
+});
+
+describe('the budget sweeper and threshold events', () => {
+  it('delivers later, under the same event ID, an event whose webhook refused it when the run delivered it', async () => {
+    const user = `resend-${randomUUID().slice(0, 6)}`;
+    const w = await worstCase('openai/gpt-4o-mini');
+    await budgetWithSpend(user, w * 100n, w * 80n);
+    const posts: { status: number; eventId: string }[] = [];
+    let answer = 400; // refused: the run's delivery gives up at once (a 4xx is not retried)
+    const server = createServer((req, res) => {
+      let body = '';
+      req.on('data', (c: Buffer) => (body += c.toString('utf8')));
+      req.on('end', () => {
+        posts.push({ status: answer, eventId: (JSON.parse(body) as { eventId: string }).eventId });
+        res.writeHead(answer).end();
+      });
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`;
+    const deps = { budgetWebhookUrl: url, budgetEventRetrySeconds: 0 };
+    try {
+      await (
+        await startWorkers(ctx, 1, deps)
+      ).runWhile(async () => {
+        expect(await (await startRun(user)).result()).toMatchObject({ tier: 'cheap' });
+      });
+      const eventId = `budget:${user}:UTC:${(await budgetStatus(ctx.pool, { userId: user }))[0].month}:80`;
+      const mine = () => posts.filter((p) => p.eventId === eventId);
+      expect(mine()).toEqual([{ status: 400, eventId }]);
+      const event = async () =>
+        (await ctx.pool.query('select attempts, delivered_at is not null as delivered from budget_events where event_id = $1', [eventId]))
+          .rows[0];
+      expect(await event()).toEqual({ attempts: 1, delivered: false });
+
+      answer = 200;
+      await ensureBudgetSweepSchedule(ctx.client, { taskQueue: ctx.taskQueue });
+      try {
+        await (
+          await startWorkers(ctx, 1, deps)
+        ).runWhile(async () => {
+          await ctx.client.schedule.getHandle(BUDGET_SWEEP_SCHEDULE_ID).trigger();
+          await waitFor(async () => (await event()).delivered === true, 60_000, 'the sweeper delivering the event');
+        });
+      } finally {
+        await ctx.client.schedule.getHandle(BUDGET_SWEEP_SCHEDULE_ID).delete();
+      }
+      expect(mine()).toEqual([
+        { status: 400, eventId },
+        { status: 200, eventId },
+      ]);
+      expect(await event()).toEqual({ attempts: 2, delivered: true });
+    } finally {
+      server.close();
     }
   });
 });

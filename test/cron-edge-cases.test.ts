@@ -37,6 +37,7 @@ beforeAll(async () => {
       { id: 'hourly-jittered', cron: '0 * * * *', jitter: '30m', userId: 'u', input: 'x', paused: true },
     ],
     monthlyReport: false,
+    budgetSweep: false,
   });
   await applyTasks(ctx.client, file, ctx.taskQueue);
 });

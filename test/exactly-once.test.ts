@@ -17,7 +17,11 @@ beforeAll(async () => {
   await applyPrices(ctx.pool, loadPricesFile('prices/standard.json'), 'test');
   await applyTasks(
     ctx.client,
-    parseTasksFile({ tasks: [{ id: 'every-minute', cron: '* * * * *', userId: 'u1', input: 'tick', paused: true }], monthlyReport: false }),
+    parseTasksFile({
+      tasks: [{ id: 'every-minute', cron: '* * * * *', userId: 'u1', input: 'tick', paused: true }],
+      monthlyReport: false,
+      budgetSweep: false,
+    }),
     ctx.taskQueue,
   );
 });

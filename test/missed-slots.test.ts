@@ -31,7 +31,7 @@ beforeAll(async () => {
 afterAll(async () => ctx?.close());
 
 const everyMinute = (id: string) =>
-  parseTasksFile({ tasks: [{ id, cron: '* * * * *', userId: 'u-missed', input: 'catch up' }], monthlyReport: false });
+  parseTasksFile({ tasks: [{ id, cron: '* * * * *', userId: 'u-missed', input: 'catch up' }], monthlyReport: false, budgetSweep: false });
 
 const runOf = async (workflowId: string) =>
   (

@@ -176,3 +176,25 @@ describe('the report budget section', () => {
     expect(line).toMatchObject({ month: '2026-03', timeZone: 'Europe/Berlin', spentUsd: '0.600000000000000000', tier: 'default' });
   });
 });
+
+describe('cronledger runs', () => {
+  it('shows the tier each run ran at, in the table and in --json', async () => {
+    const taskOf = (userId: string) => `rb-${userId}`;
+    const expected: [string, string][] = [
+      [users.cheap, 'cheap'],
+      [users.blocked, 'blocked'],
+      [users.plain, 'default'],
+    ];
+    for (const [userId, tier] of expected) {
+      const json = await runCli(['runs', '--task', taskOf(userId), '--json'], ctx.env);
+      expect(json.code, json.stderr).toBe(0);
+      expect((JSON.parse(json.stdout).runs as { tier: string; status: string }[]).map((r) => r.tier)).toEqual([tier]);
+      const table = await runCli(['runs', '--task', taskOf(userId)], ctx.env);
+      expect(table.code, table.stderr).toBe(0);
+      const [header, , row] = table.stdout.split('\n'); // header, rule, the run
+      expect(header).toMatch(/\bSTATUS\s+TIER\s+GEN\b/);
+      const at = header.indexOf('TIER');
+      expect(row.slice(at).split(/\s+/)[0]).toBe(tier);
+    }
+  });
+});

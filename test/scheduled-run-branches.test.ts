@@ -97,6 +97,8 @@ function stubActivities(calls: Call[], over: Partial<Activities> = {}): Activiti
     })),
     releaseBudget: record('releaseBudget', async () => ({ released: 0 })),
     deliverBudgetEvent: unused('deliverBudgetEvent'),
+    sweepExpiredReservations: unused('sweepExpiredReservations'),
+    budgetEventsToRedeliver: unused('budgetEventsToRedeliver'),
     chat: record('chat', unused('chat')),
     embedMemory: record('embedMemory', unused('embedMemory')),
     resolveReportMonth: unused('resolveReportMonth'),

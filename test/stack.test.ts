@@ -83,6 +83,7 @@ describe('dev up, status and down', () => {
     expect(r.stdout).toMatch(/^PostgreSQL\s+postgres:\/\/cronledger_app:\*\*\*@127\.0\.0\.1:\d+\/cronledger\s/m);
     expect(r.stdout).toMatch(/^Workers\s+worker-1 \(started, pid \d+\)/m);
     expect(r.stdout).toMatch(/^Admin page\s+http:\/\/127\.0\.0\.1:\d+\s+\(started, pid \d+\)$/m);
+    expect(r.stdout).toMatch(/^Budget sweep schedule budget-sweep, every 1 minute \(created\)$/m);
     first = await status(a.env);
   });
 
@@ -125,6 +126,7 @@ describe('dev up, status and down', () => {
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).toMatch(/^Temporal\s+.*\(already running, pid \d+\)/m);
     expect(r.stdout).toMatch(/^PostgreSQL\s+.*\(already running, pid \d+\)/m);
+    expect(r.stdout).toMatch(/^Budget sweep schedule budget-sweep, every 1 minute \(unchanged\)$/m);
     const again = await status(a.env);
     expect([again.temporal.pid, again.postgres.pid, again.workers.map((w) => w.pid)]).toEqual([
       first.temporal.pid,

@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestContext, type TestContext } from './support/context';
 import { runCli } from './support/cli';
 import { waitFor } from './support/wait';
+import { BUDGET_SWEEP_SCHEDULE_ID } from '../src/constants';
 import { describeOrUndefined } from '../src/schedules/describe-schedule';
 import { applyPrices, loadPricesFile } from '../src/ledger/prices';
 import { startWorkers } from './support/workers';
@@ -81,7 +82,7 @@ afterAll(async () => ctx?.close());
 
 describe('tasks apply', () => {
   it('creates, then changes nothing on a second run, then updates, pauses and deletes only its own schedules', async () => {
-    const v1 = tasksFile('v1.json', { tasks: [task('alpha'), task('beta'), task('gamma')], monthlyReport: false });
+    const v1 = tasksFile('v1.json', { tasks: [task('alpha'), task('beta'), task('gamma')], monthlyReport: false, budgetSweep: false });
     const first = await runCli(['tasks', 'apply', v1], ctx.env);
     expect(first.code, first.stderr).toBe(0);
     expect(first.stdout).toMatch(/created\s+cron-alpha/);
@@ -95,6 +96,7 @@ describe('tasks apply', () => {
     const v2 = tasksFile('v2.json', {
       tasks: [task('alpha', { input: 'a new prompt' }), task('beta', { paused: true })],
       monthlyReport: false,
+      budgetSweep: false,
     });
     const second = await runCli(['tasks', 'apply', v2, '--json'], ctx.env);
     expect(second.code, second.stderr).toBe(0);
@@ -115,6 +117,7 @@ describe('tasks apply', () => {
     const file = tasksFile('concurrent.json', {
       tasks: [task('alpha'), task('delta', { timezone: 'Europe/Berlin' }), task('epsilon', { cron: '0 9 * * 1-5' })],
       monthlyReport: false,
+      budgetSweep: false,
     });
     const [a, b] = await Promise.all([runCli(['tasks', 'apply', file], ctx.env), runCli(['tasks', 'apply', file], ctx.env)]);
     expect(a.code, a.stderr).toBe(0);
@@ -169,11 +172,12 @@ describe('tasks apply', () => {
 
   it('updates a task whose change is nested inside simulate, and not one whose keys were only reordered', async () => {
     const simulate = { promptTokens: 100, completionTokens: 20 };
-    const v1 = tasksFile('simulate-v1.json', { tasks: [task('sim', { simulate })], monthlyReport: false });
+    const v1 = tasksFile('simulate-v1.json', { tasks: [task('sim', { simulate })], monthlyReport: false, budgetSweep: false });
     expect((await runCli(['tasks', 'apply', v1], ctx.env)).code).toBe(0);
     const reordered = tasksFile('simulate-reordered.json', {
       tasks: [{ simulate: { completionTokens: 20, promptTokens: 100 }, ...task('sim') }],
       monthlyReport: false,
+      budgetSweep: false,
     });
     const same = await runCli(['tasks', 'apply', reordered, '--json'], ctx.env);
     expect(same.code, same.stderr).toBe(0);
@@ -182,6 +186,7 @@ describe('tasks apply', () => {
     const v2 = tasksFile('simulate-v2.json', {
       tasks: [task('sim', { simulate: { ...simulate, completionTokens: 900 } })],
       monthlyReport: false,
+      budgetSweep: false,
     });
     const changed = await runCli(['tasks', 'apply', v2, '--json'], ctx.env);
     expect(changed.code, changed.stderr).toBe(0);
@@ -197,6 +202,7 @@ describe('tasks trigger', () => {
     const file = tasksFile('tick.json', {
       tasks: [{ id: 'tick', cron: '* * * * *', userId: 'u-tick', input: 'tick' }],
       monthlyReport: false,
+      budgetSweep: false,
     });
     const applied = await runCli(['tasks', 'apply', file], ctx.env);
     expect(applied.code, applied.stderr).toBe(0);
@@ -272,5 +278,31 @@ describe('tasks apply refuses bad input and changes nothing', () => {
     const r = await runCli(['tasks', 'apply', join(dir, 'nope.json')], ctx.env);
     expect(r.code).not.toBe(0);
     expect(r.stderr).toMatch(/cannot read tasks file .*nope\.json: ENOENT/);
+  });
+});
+
+describe('the budget-sweep schedule', () => {
+  it('is kept by tasks apply (created, then unchanged) unless the file says "budgetSweep": false', async () => {
+    const off = tasksFile('sweep-off.json', { tasks: [task('x')], monthlyReport: false, budgetSweep: false });
+    const without = await runCli(['tasks', 'apply', off, '--json'], ctx.env);
+    expect(without.code, without.stderr).toBe(0);
+    expect(await describeOrUndefined(ctx.client, BUDGET_SWEEP_SCHEDULE_ID)).toBeUndefined();
+
+    const on = tasksFile('sweep-on.json', { tasks: [task('x')], monthlyReport: false });
+    const changes = async () => {
+      const r = await runCli(['tasks', 'apply', on, '--json'], ctx.env);
+      expect(r.code, r.stderr).toBe(0);
+      return (JSON.parse(r.stdout) as { changes: { action: string; scheduleId: string }[] }).changes;
+    };
+    expect(await changes()).toContainEqual({ action: 'created', scheduleId: BUDGET_SWEEP_SCHEDULE_ID });
+    expect(await changes()).toContainEqual({ action: 'unchanged', scheduleId: BUDGET_SWEEP_SCHEDULE_ID });
+    try {
+      const d = await describeOrUndefined(ctx.client, BUDGET_SWEEP_SCHEDULE_ID);
+      expect(d?.action.type === 'startWorkflow' && [d.action.workflowType, d.action.taskQueue]).toEqual(['budgetSweep', ctx.taskQueue]);
+      expect(d?.spec.intervals?.map((i) => i.every)).toEqual([60_000]);
+      expect(d?.policies.overlap).toBe('SKIP');
+    } finally {
+      await ctx.client.schedule.getHandle(BUDGET_SWEEP_SCHEDULE_ID).delete();
+    }
   });
 });

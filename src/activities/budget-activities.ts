@@ -1,7 +1,7 @@
 import { ApplicationFailure, log } from '@temporalio/activity';
 import type pg from 'pg';
-import { reserveBudget, releaseReservations, type PlannedCall, type ReserveDecision } from '../budgets/reserve';
-import { budgetEvent, recordEventDelivery } from '../budgets/threshold-events';
+import { reserveBudget, releaseReservations, sweepAllExpired, type PlannedCall, type ReserveDecision } from '../budgets/reserve';
+import { budgetEvent, recordEventDelivery, undeliveredEvents } from '../budgets/threshold-events';
 import { worstCaseOf } from '../budgets/worst-case';
 import { DEFAULT_MAX_OUTPUT_TOKENS } from '../constants';
 import type { SimulateProfile } from '../models/simulate-profile';
@@ -14,12 +14,23 @@ import { postJson, WebhookRejectedError, webhookTarget } from '../reports/delive
  */
 export const DEFAULT_RESERVATION_EXPIRY_SECONDS = 6 * 3600;
 
+/**
+ * How long the sweeper leaves an undelivered threshold event to the run that recorded it, and then the first pause
+ * between its own attempts (doubling after each failure, at most an hour).
+ */
+export const DEFAULT_EVENT_RETRY_SECONDS = 60;
+
+/** Events the sweeper delivers in one pass at most; the next pass takes the rest. */
+const EVENTS_PER_SWEEP = 100;
+
 export interface BudgetActivityDeps {
   pool: pg.Pool;
   /** Default: $CRONLEDGER_RESERVATION_EXPIRY_SECONDS, else DEFAULT_RESERVATION_EXPIRY_SECONDS. */
   reservationExpirySeconds?: number;
   /** Default: $BUDGET_WEBHOOK_URL, else $REPORT_WEBHOOK_URL; empty or unset: events are recorded, not posted. */
   budgetWebhookUrl?: string;
+  /** Default: $CRONLEDGER_BUDGET_EVENT_RETRY_SECONDS, else DEFAULT_EVENT_RETRY_SECONDS. */
+  budgetEventRetrySeconds?: number;
 }
 
 export interface ReserveRunInput {
@@ -38,6 +49,10 @@ export interface ReserveRunInput {
 export const createBudgetActivities = (deps: BudgetActivityDeps) => {
   const expirySeconds = (): number =>
     deps.reservationExpirySeconds ?? (Number(process.env.CRONLEDGER_RESERVATION_EXPIRY_SECONDS) || DEFAULT_RESERVATION_EXPIRY_SECONDS);
+  const eventRetrySeconds = (): number => {
+    const fromEnv = Number.parseInt(process.env.CRONLEDGER_BUDGET_EVENT_RETRY_SECONDS ?? '', 10);
+    return deps.budgetEventRetrySeconds ?? (Number.isInteger(fromEnv) && fromEnv >= 0 ? fromEnv : DEFAULT_EVENT_RETRY_SECONDS);
+  };
   const webhookUrl = (): string => deps.budgetWebhookUrl ?? (process.env.BUDGET_WEBHOOK_URL || process.env.REPORT_WEBHOOK_URL || '');
   return {
     /**
@@ -74,6 +89,17 @@ export const createBudgetActivities = (deps: BudgetActivityDeps) => {
     /** Every exit that did not book releases what the run still holds (failure, cancellation). Idempotent. */
     async releaseBudget(input: { runId: string }): Promise<{ released: number }> {
       return { released: await releaseReservations(deps.pool, input.runId) };
+    },
+
+    /** The sweeper: reservations past their expiry stop counting, in every month (a dead run's, a terminated one's). */
+    async sweepExpiredReservations(): Promise<{ expired: number }> {
+      return { expired: await sweepAllExpired(deps.pool) };
+    },
+
+    /** The sweeper: threshold events no run delivered that are due for another attempt (none without a webhook). */
+    async budgetEventsToRedeliver(): Promise<{ eventIds: string[] }> {
+      if (!webhookUrl()) return { eventIds: [] };
+      return { eventIds: await undeliveredEvents(deps.pool, { retryAfterSeconds: eventRetrySeconds(), limit: EVENTS_PER_SWEEP }) };
     },
 
     /**

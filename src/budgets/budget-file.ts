@@ -89,6 +89,7 @@ export const budgetsFileSchema = z
     downgrade: downgradeSectionSchema.optional(),
     tasks: z.unknown().optional(),
     monthlyReport: z.unknown().optional(),
+    budgetSweep: z.unknown().optional(),
   })
   .strict();
 

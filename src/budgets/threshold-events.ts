@@ -13,6 +13,7 @@ export interface BudgetEventRow {
   created_at: Date;
   delivered_at: Date | null;
   attempts: number;
+  last_attempt_at: Date | null;
 }
 
 /**
@@ -36,7 +37,7 @@ export async function recordEventDelivery(
   outcome: { ok: true } | { ok: false; error: string },
 ): Promise<void> {
   await db.query(
-    `update budget_events set attempts = attempts + 1,
+    `update budget_events set attempts = attempts + 1, last_attempt_at = now(),
             delivered_at = case when $2 then coalesce(delivered_at, now()) else delivered_at end,
             last_error = case when $2 then last_error else $3 end
       where event_id = $1`,
@@ -44,9 +45,20 @@ export async function recordEventDelivery(
   );
 }
 
-/** Events recorded and never delivered (a run that died before delivering): for a sweeper to deliver. */
-export async function undeliveredEvents(db: pg.Pool): Promise<string[]> {
-  return (
-    await db.query<{ event_id: string }>('select event_id from budget_events where delivered_at is null order by created_at')
-  ).rows.map((r) => r.event_id);
+/**
+ * Events recorded and never delivered (a run that died before delivering, a webhook that was down or refused), due for
+ * another attempt: the first `retryAfterSeconds` after the event (the run that recorded it delivers it first), then
+ * twice as long after each failed attempt, at most an hour apart, so a webhook that stays down is not hammered.
+ * Oldest first, at most `limit`: the budget sweeper delivers them under their own event IDs.
+ */
+export async function undeliveredEvents(db: pg.Pool, opts: { retryAfterSeconds: number; limit: number }): Promise<string[]> {
+  const { rows } = await db.query<{ event_id: string }>(
+    `select event_id from budget_events
+      where delivered_at is null
+        and coalesce(last_attempt_at, created_at)
+            + least(make_interval(secs => $1::integer * (1 << least(attempts, 12))), interval '1 hour') <= now()
+      order by created_at, event_id limit $2`,
+    [opts.retryAfterSeconds, opts.limit],
+  );
+  return rows.map((r) => r.event_id);
 }

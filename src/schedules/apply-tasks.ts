@@ -1,5 +1,6 @@
 import { ScheduleNotFoundError, type Client } from '@temporalio/client';
-import { TASK_SCHEDULE_PREFIX, taskScheduleId } from '../constants';
+import { BUDGET_SWEEP_SCHEDULE_ID, TASK_SCHEDULE_PREFIX, taskScheduleId } from '../constants';
+import { ensureBudgetSweepSchedule } from './budget-sweep-schedule';
 import { reconcileSchedule } from './reconcile-schedule';
 import { resumeSchedule } from './resume-schedule';
 import { ensureReportSchedule } from './report-schedule';
@@ -36,6 +37,9 @@ export async function applyTasks(client: Client, file: TasksFile, taskQueue: str
     changes.push({ action: outcome, scheduleId: 'report-monthly' });
     // the reports' rollups are kept current every minute, so no report (nor the admin page) folds a backlog
     changes.push({ action: await ensureRollupSchedule(client, { taskQueue }), scheduleId: 'rollup-refresh' });
+  }
+  if (file.budgetSweep !== false) {
+    changes.push({ action: await ensureBudgetSweepSchedule(client, { taskQueue }), scheduleId: BUDGET_SWEEP_SCHEDULE_ID });
   }
   return changes;
 }

@@ -97,9 +97,15 @@ export interface RangeRetry {
   /** The claim's state before; `unclaimed` when the slot never ran (backfill runs those, not retry). */
   state: ClaimState | 'unclaimed';
   retry?: RetryResult;
+  /** Why a retryable slot was not run again (e.g. an execution under its ID is running): the message, with its fix. */
+  refused?: string;
 }
 
-/** `runs retry --task --from --to`: every slot of the range whose claim failed, was cancelled or is stale, run again. */
+/**
+ * `runs retry --task --from --to`: every slot of the range whose claim failed, was cancelled or is stale, run again. A
+ * slot that is refused (a UserError: its ID has a running execution, its task lost its schedule) is reported with the
+ * reason, and the other slots are still retried.
+ */
 export async function retryRange(client: Client, pool: pg.Pool, taskId: string, from: Date, to: Date): Promise<RangeRetry[]> {
   const out: RangeRetry[] = [];
   for (const slot of await slotTimes(client, taskScheduleId(taskId), from, to)) {
@@ -110,12 +116,17 @@ export async function retryRange(client: Client, pool: pg.Pool, taskId: string, 
       continue;
     }
     const state = await claimState(client, claim);
-    out.push({
-      slot: slotText,
-      workflowId: claim.workflow_id,
-      state,
-      ...(isRetryable(state) ? { retry: await retrySlot(client, claim, state) } : {}),
-    });
+    const base = { slot: slotText, workflowId: claim.workflow_id, state };
+    if (!isRetryable(state)) {
+      out.push(base);
+      continue;
+    }
+    try {
+      out.push({ ...base, retry: await retrySlot(client, claim, state) });
+    } catch (err) {
+      if (!(err instanceof UserError)) throw err;
+      out.push({ ...base, refused: err.message });
+    }
   }
   return out;
 }

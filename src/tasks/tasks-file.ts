@@ -36,6 +36,8 @@ export const tasksFileSchema = z
     tasks: z.array(taskSchema),
     /** The monthly report schedule `tasks apply` keeps; false leaves it alone. */
     monthlyReport: z.union([z.literal(false), z.object({ timezone: z.string().default('UTC') }).strict()]).optional(),
+    /** The `budget-sweep` schedule `tasks apply` keeps (expired reservations, undelivered budget events); false leaves it alone. */
+    budgetSweep: z.literal(false).optional(),
     /** Monthly USD limits per user and a default (see src/budgets/budget-file.ts), applied with the tasks. */
     budgets: budgetsSectionSchema.optional(),
     /** Each default model's cheap model, used from 80 % of a user's budget. */

@@ -35,6 +35,7 @@ export async function createTaskSchedule(env: ChaosEnv, fields: Record<string, u
   const [task] = parseTasksFile({
     tasks: [{ userId: 'u-chaos', input: 'Summarise the incident.', ...fields }],
     monthlyReport: false,
+    budgetSweep: false,
   }).tasks;
   await env.client.schedule.create(scheduleOptionsFor(task, taskQueue));
   return task;

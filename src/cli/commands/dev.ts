@@ -1,12 +1,14 @@
 import type { Command } from 'commander';
 import { dataDir, redactDatabaseUrl, type TemporalMode } from '../../config';
-import { DEFAULT_TASK_QUEUE } from '../../constants';
+import { BUDGET_SWEEP_SCHEDULE_ID, DEFAULT_TASK_QUEUE } from '../../constants';
 import { ensurePostgresBinDir } from '../../dev/postgres';
 import { requireStackFile } from '../../dev/stack-file';
 import { stackStatus, startStack, stopStack, type StackStatus } from '../../dev/stack';
 import { resolveTemporalCli } from '../../dev/temporal-cli';
 import { resolveTemporalServerBinaries } from '../../dev/temporal-server-binaries';
 import { UserError } from '../../errors';
+import { BUDGET_SWEEP_EVERY, ensureBudgetSweepSchedule } from '../../schedules/budget-sweep-schedule';
+import { withConnections } from '../connect';
 import { printJson, printTable } from '../output';
 
 const DEFAULT_WORKERS = 2;
@@ -36,6 +38,10 @@ export function registerDevCommands(program: Command): void {
         externalOwnerDatabaseUrl: process.env.DATABASE_OWNER_URL,
         taskQueue: process.env.CRONLEDGER_TASK_QUEUE ?? DEFAULT_TASK_QUEUE,
       });
+      // The sweeper of budget reservations and events runs whether or not a tasks file was ever applied.
+      const sweep = await withConnections({ temporal: true }, ({ client }) =>
+        ensureBudgetSweepSchedule(client, { taskQueue: up.taskQueue }),
+      );
       const state = (alreadyRunning: boolean, pid?: number) =>
         `${alreadyRunning ? 'already running' : 'started'}${pid ? `, pid ${pid}` : ''}`;
       const lines = [
@@ -57,6 +63,7 @@ export function registerDevCommands(program: Command): void {
         }`,
         `Workers      ${up.workers.length ? up.workers.map((w) => `${w.id} (${state(w.alreadyRunning, w.pid)})`).join(', ') : 'none'}` +
           (up.workers.length ? ` on task queue ${up.taskQueue}` : ''),
+        `Budget sweep schedule ${BUDGET_SWEEP_SCHEDULE_ID}, every ${BUDGET_SWEEP_EVERY} (${sweep})`,
         `Data dir     ${dir} (logs in ${dir}/logs)`,
         '',
         'Every cronledger command in this checkout finds this stack through the data dir. Elsewhere (psql too):',

@@ -15,7 +15,9 @@ export function registerRunsCommand(program: Command): void {
   // A group whose default action is the list, so `runs --task X` keeps working next to `runs retry`.
   const runs = program
     .command('runs')
-    .description('claimed runs with status, scheduled minute, workflow ID and Web UI link; `runs retry` runs a failed slot again')
+    .description(
+      'claimed runs with status, budget tier, scheduled minute, workflow ID and Web UI link; `runs retry` runs a failed slot again',
+    )
     .enablePositionalOptions()
     .option('--task <id>', 'only this task')
     .option('--limit <n>', 'how many, newest first', '50')
@@ -42,6 +44,8 @@ async function listAction(opts: { task?: string; limit: string; json?: boolean }
       taskId: r.task_id,
       scheduledMinute: `${r.scheduled_minute.toISOString().slice(0, 16)}Z`,
       status: states[i],
+      // the budget tier the run ran at; null before the budget guard, or a run that stopped before its decision
+      tier: r.tier,
       generation: r.generation,
       manual: r.manual,
       workflowId: r.workflow_id,
@@ -53,8 +57,8 @@ async function listAction(opts: { task?: string; limit: string; json?: boolean }
     }));
     if (opts.json) return printJson({ runs: rows });
     printTable(
-      ['SCHEDULED', 'TASK', 'STATUS', 'GEN', 'WORKFLOW ID', 'WEB UI'],
-      rows.map((r) => [r.scheduledMinute, r.taskId, r.status, String(r.generation), r.workflowId, r.url ?? '-']),
+      ['SCHEDULED', 'TASK', 'STATUS', 'TIER', 'GEN', 'WORKFLOW ID', 'WEB UI'],
+      rows.map((r) => [r.scheduledMinute, r.taskId, r.status, r.tier ?? '-', String(r.generation), r.workflowId, r.url ?? '-']),
     );
     if (states.includes('stale')) {
       process.stdout.write(
@@ -109,17 +113,21 @@ async function retryAction(opts: { task?: string; from?: string; to?: string; wo
       for (const s of slots) {
         const what = s.retry
           ? retryLine(s.retry)
-          : s.state === 'unclaimed'
-            ? 'never ran: run it with `cronledger backfill`'
-            : `${s.state}: not retried`;
+          : s.refused !== undefined
+            ? `refused: ${s.refused}`
+            : s.state === 'unclaimed'
+              ? 'never ran: run it with `cronledger backfill`'
+              : `${s.state}: not retried`;
         process.stdout.write(`${s.slot}  ${what}  ${s.workflowId}\n`);
       }
       const retried = slots.filter((s) => s.retry);
+      const refused = slots.filter((s) => s.refused !== undefined).length;
       process.stdout.write(
-        `slots: ${slots.length}, retried: ${retried.length}, completed: ${retried.filter((s) => s.retry?.outcome === 'completed').length}\n`,
+        `slots: ${slots.length}, retried: ${retried.length}, completed: ${retried.filter((s) => s.retry?.outcome === 'completed').length}` +
+          `${refused ? `, refused: ${refused}` : ''}\n`,
       );
     }
-    if (slots.some((s) => s.retry && s.retry.outcome !== 'completed')) process.exitCode = 1;
+    if (slots.some((s) => s.refused !== undefined || (s.retry && s.retry.outcome !== 'completed'))) process.exitCode = 1;
   });
 }
 
