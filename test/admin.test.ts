@@ -35,7 +35,10 @@ let ctx: TestContext;
 let readonly: pg.Pool;
 let admin: RunningAdmin;
 let browser: BrowserContext;
+/** The same browser ignoring the CSP: a request to another origin then reaches the route check instead of being blocked. */
+let withoutCsp: BrowserContext;
 let profile: string;
+let profileWithoutCsp: string;
 let realRun: { workflowId: string; runId: string };
 
 beforeAll(async () => {
@@ -75,11 +78,14 @@ beforeAll(async () => {
   });
   profile = mkdtempSync(join(tmpdir(), 'cronledger-admin-chromium-'));
   browser = await launchChromium(profile, { width: 1280, height: 900 });
+  profileWithoutCsp = mkdtempSync(join(tmpdir(), 'cronledger-admin-chromium-'));
+  withoutCsp = await launchChromium(profileWithoutCsp, { width: 1280, height: 900 }, { bypassCSP: true });
 });
 
 afterAll(async () => {
   await browser?.close();
-  if (profile) rmSync(profile, { recursive: true, force: true });
+  await withoutCsp?.close();
+  for (const dir of [profile, profileWithoutCsp]) if (dir) rmSync(dir, { recursive: true, force: true });
   await admin?.close();
   await readonly?.end();
   await ctx?.close();
@@ -323,12 +329,16 @@ describe('safety', () => {
     }
   });
 
-  it('sends a Content-Security-Policy that allows only its own origin', async () => {
+  it('sends a Content-Security-Policy that allows only its own origin, on every response', async () => {
     const res = await fetch(`${admin.url}/?month=${MONTH}`);
-    const csp = res.headers.get('content-security-policy')!;
+    const csp = res.headers.get('content-security-policy');
+    expect(csp, 'the page has a CSP header').toBeTruthy();
     expect(csp).toContain("default-src 'none'");
     expect(csp).toContain("script-src 'self'");
-    expect(csp).not.toMatch(/unsafe-inline|unsafe-eval|https?:/);
+    expect(csp).not.toMatch(/unsafe-inline|unsafe-eval|https?:|\*/);
+    for (const path of ['/users', '/tasks', '/api/overview', '/assets/admin.js', '/metrics', '/login', '/no-such-page', '/api/nothing']) {
+      expect([path, (await fetch(`${admin.url}${path}`)).headers.get('content-security-policy')]).toEqual([path, csp]);
+    }
   });
 });
 
@@ -454,8 +464,8 @@ interface Opened {
   problems: string[];
 }
 
-async function open(path: string, screenshot?: string): Promise<Opened> {
-  const page = await browser.newPage();
+async function open(path: string, screenshot?: string, context = browser): Promise<Opened> {
+  const page = await context.newPage();
   const foreign: string[] = [];
   const problems: string[] = [];
   const origin = new URL(admin.url).origin;
@@ -514,6 +524,16 @@ describe('pages in headless Chromium', () => {
       expect(canvases).toHaveLength(charts);
       for (const c of canvases) expect(c.inked, c.id).toBeGreaterThan(500);
       expect(await page.evaluate(() => (window as unknown as { __pwned?: number }).__pwned)).toBeUndefined();
+    } finally {
+      await page.close();
+    }
+  });
+
+  it.each(pages)('%s requests nothing from another origin even with its CSP bypassed', async (path) => {
+    const { page, foreign, problems } = await open(path, undefined, withoutCsp);
+    try {
+      expect(foreign).toEqual([]);
+      expect(problems).toEqual([]);
     } finally {
       await page.close();
     }

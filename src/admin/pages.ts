@@ -136,9 +136,10 @@ function missedSlotsSection(v: MissedSlotsView): Raw {
       <p class="error">Not checked: ${v.error}</p>
     </section>`;
   if (flagged.length === 0) {
+    const active = v.tasks.filter((t) => t.state === 'active').length;
     return html`<section id="missed-slots">
       ${heading}
-      <p>None: every due slot of the ${v.tasks.filter((t) => t.state === 'active').length} active tasks was claimed.</p>
+      <p>${v.tasks.length === 0 ? 'None: no task has a schedule.' : `None: every due slot of the ${active} active tasks was claimed.`}</p>
     </section>`;
   }
   return html`<section id="missed-slots">
