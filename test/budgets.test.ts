@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { budgetStatus } from '../src/budgets/budget-status';
 import { applyBudgets } from '../src/budgets/budgets-store';
+import { reserveBudget } from '../src/budgets/reserve';
 import { adjustEntry, creditUser } from '../src/ledger/entries';
 import { applyPrices, loadPricesFile } from '../src/ledger/prices';
 import { bookCompletion, bookExactSpend } from './support/budget-spend';
@@ -197,11 +198,11 @@ describe('month-to-date summary', () => {
 
 describe('thresholds compare exact decimals', () => {
   it.each([
-    ['79.999999 %', '0.79999999', 'default'],
-    ['exactly 80 %', '0.8', 'cheap'],
-    ['99.9999999 %', '0.999999999', 'cheap'],
-    ['exactly 100 %', '1', 'blocked'],
-  ])('%s of a one-dollar limit (spent %s) is %s', async (_what, spent, tier) => {
+    ['79.999999 %', '0.79999999', 'default', 'default'],
+    ['exactly 80 %', '0.8', 'cheap', 'cheap'],
+    ['99.9999999 %', '0.999999999', 'cheap', 'blocked'],
+    ['exactly 100 %', '1', 'blocked', 'blocked'],
+  ])('%s of a one-dollar limit (spent %s) is %s, and the guard decides %s for a one-token call', async (_what, spent, tier, decided) => {
     const user = `threshold-${++keys}`;
     const at = new Date('2026-07-15T00:00:00Z');
     await applyBudgets(
@@ -213,5 +214,24 @@ describe('thresholds compare exact decimals', () => {
     const s = await budgetStatus(ctx.pool, { userId: user, at });
     expect(s[0].spentUsd).toBe((await ctx.pool.query('select $1::numeric(38,18)::text as v', [spent])).rows[0].v);
     expect(s[0].tier).toBe(tier);
+    // The decision itself (reserve_budget, in SQL) draws the same lines: a one-token call ($0.00000015) fits below 100 %.
+    const decision = await reserveBudget(ctx.pool, {
+      userId: user,
+      runId: `threshold-run-${keys}`,
+      workflowId: `threshold-run-${keys}`,
+      mayDowngrade: true,
+      expirySeconds: 60,
+      at,
+      calls: [
+        {
+          step: 'chat',
+          attempt: 1,
+          kind: 'chat',
+          model: 'openai/gpt-4o-mini',
+          worstCase: { promptTokens: 1, cachedPromptTokens: 0, completionTokens: 0, reasoningTokens: 0 },
+        },
+      ],
+    });
+    expect(decision.tier).toBe(decided);
   });
 });
