@@ -7,6 +7,7 @@ import { parse } from 'yaml';
 import { repoRoot, TEMPORAL_SERVICES, type StackFile } from '../src/config';
 import { SEARCH_ATTRIBUTES } from '../src/constants';
 import { TEMPORAL_CONFIG_DIR, TEMPORAL_CONFIG_ENV, temporalServerEnvironment, temporalServiceArgs } from '../src/dev/temporal-cluster';
+import { DEV_SERVER_DYNAMIC_CONFIG } from '../src/dev/temporal-server';
 import { findTemporalServerBinaries, TEMPORAL_SERVER_VERSION, TEMPORAL_UI_VERSION } from '../src/dev/temporal-server-binaries';
 
 /**
@@ -234,6 +235,11 @@ describe('docker-compose.yml', () => {
       }
       expect(composeEnvironment().DYNAMIC_CONFIG_FILE_PATH).toBe('/etc/cronledger/config/dynamicconfig.yaml');
       expect(devEnvironment().DYNAMIC_CONFIG_FILE_PATH).toMatch(/\/dynamicconfig\.yaml$/);
+    });
+
+    it("raises the schedules' start rate as `dev up` does for the dev server, so both modes run under the same rule", () => {
+      const dynamic = parse(readFileSync(join(TEMPORAL_CONFIG_DIR, 'dynamicconfig.yaml'), 'utf8')) as Record<string, { value: unknown }[]>;
+      for (const [key, value] of Object.entries(DEV_SERVER_DYNAMIC_CONFIG)) expect([key, dynamic[key]]).toEqual([key, [{ value }]]);
     });
 
     it('sets every variable the config needs, in both places, and none it does not read', () => {

@@ -1,17 +1,10 @@
-import { TestWorkflowEnvironment } from '@temporalio/testing';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterAll, beforeAll, expect, inject, it } from 'vitest';
-import type { Client } from '@temporalio/client';
 import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
-import { freePort } from '../src/dev/ports';
-import { devServerTuningArgs } from '../src/dev/temporal-server';
 import { applyTasks } from '../src/schedules/apply-tasks';
-import { TASK_ID_KEY, TIER_KEY, USER_ID_KEY } from '../src/schedules/task-schedule';
 import { parseTasksFile } from '../src/tasks/tasks-file';
 import { applyPrices, loadPricesFile } from '../src/ledger/prices';
 import { createTestContext, type TestContext } from './support/context';
+import { startPrivateTemporal } from './support/private-temporal';
 import { waitFor } from './support/wait';
 import { startWorkers } from './support/workers';
 
@@ -60,41 +53,31 @@ it('with every worker down, the server still starts the slot, and it runs once a
   expect(`${run.scheduled_minute.toISOString().slice(0, 19)}Z`).toBe(workflowId.slice('cron-no-worker-'.length));
 });
 
-it('with the Temporal server down across a slot, a restart on the same SQLite file catches the slot up', async () => {
-  const dbFilename = join(mkdtempSync(join(tmpdir(), 'cronledger-restart-')), 'temporal.db');
-  const port = await freePort();
-  const server = {
-    executable: { type: 'existing-path' as const, path: inject('stack').temporalCli },
-    dbFilename,
-    port,
-    ip: '127.0.0.1',
-    searchAttributes: [TASK_ID_KEY, USER_ID_KEY, TIER_KEY],
-    log: { format: 'pretty', level: 'error' },
-    // as `dev up` runs it (WAL, synchronous=normal): the catch-up must survive a restart on a WAL-mode file
-    extraArgs: devServerTuningArgs(),
-  };
-
-  const first = await TestWorkflowEnvironment.createLocal({ server });
-  await applyTasks(first.client as Client, everyMinute('server-down'), ctx.taskQueue);
-  // a slot at least 10 s away, so the server is surely down (teardown takes about a second) before it arrives
-  const upcoming = (await first.client.schedule.getHandle('cron-server-down').describe()).info.nextActionTimes;
-  const next = upcoming.find((t) => t.getTime() - Date.now() > 10_000);
-  if (!next) throw new Error(`no upcoming slot 10 s away among ${upcoming.map((t) => t.toISOString()).join(', ')}`);
-  await first.teardown(); // the server is down before the next slot arrives
-
-  await waitFor(async () => Date.now() > next.getTime() + 3_000, 90_000, 'the slot passed while the server was down');
-  const restartedAt = new Date(); // the server is started after this instant (same machine, same clock)
-  const second = await TestWorkflowEnvironment.createLocal({ server });
+it('with the Temporal server down across a slot, a restart on the same persistence catches the slot up', async () => {
+  // The suite's kind of server: the dev server as `dev up` runs it (a WAL-mode SQLite file, synchronous=normal), or with
+  // CRONLEDGER_TEST_TEMPORAL=server the Temporal server (its four services stopped and started on the same databases).
+  const { temporalMode, temporalCli } = inject('stack');
+  const temporal = await startPrivateTemporal(temporalMode, temporalCli);
   try {
+    await applyTasks(temporal.client, everyMinute('server-down'), ctx.taskQueue);
+    // a slot at least 10 s away, so the server is surely down (teardown takes about a second) before it arrives
+    const upcoming = (await temporal.client.schedule.getHandle('cron-server-down').describe()).info.nextActionTimes;
+    const next = upcoming.find((t) => t.getTime() - Date.now() > 10_000);
+    if (!next) throw new Error(`no upcoming slot 10 s away among ${upcoming.map((t) => t.toISOString()).join(', ')}`);
+    await temporal.stop(); // the server is down before the next slot arrives
+
+    await waitFor(async () => Date.now() > next.getTime() + 3_000, 90_000, 'the slot passed while the server was down');
+    const restartedAt = new Date(); // the server is started after this instant (same machine, same clock)
+    await temporal.start();
     const workflowId = `cron-server-down-${next.toISOString().replace('.000', '')}`;
-    const fleet = await startWorkers({ ...ctx, temporalAddress: `127.0.0.1:${port}`, namespace: 'default' }, 1);
+    const fleet = await startWorkers({ ...ctx, temporalAddress: temporal.address, namespace: 'default' }, 1);
     await fleet.runWhile(async () => {
       await waitFor(async () => (await runOf(workflowId)).some((r) => r.status === 'completed'), 90_000, `${workflowId} completed`);
       // the run row completes one workflow task before the workflow itself closes: wait for that too
-      await second.client.workflow.getHandle(workflowId).result();
+      await temporal.client.workflow.getHandle(workflowId).result();
     });
-    await second.client.schedule.getHandle('cron-server-down').pause('test done');
-    const described = await second.client.workflow.getHandle(workflowId).describe();
+    await temporal.client.schedule.getHandle('cron-server-down').pause('test done');
+    const described = await temporal.client.workflow.getHandle(workflowId).describe();
     expect(described.status.name).toBe('COMPLETED');
     // The slot was missed and caught up: its run started only after the restart, well past its nominal time.
     expect(described.startTime.getTime()).toBeGreaterThanOrEqual(restartedAt.getTime());
@@ -103,6 +86,6 @@ it('with the Temporal server down across a slot, a restart on the same SQLite fi
     const stamped = described.typedSearchAttributes.get(TEMPORAL_SCHEDULED_START_TIME);
     expect(stamped?.toISOString()).toBe(next.toISOString());
   } finally {
-    await second.teardown();
+    await temporal.teardown();
   }
 });

@@ -1,7 +1,11 @@
+import type { TemporalMode } from '../../src/config';
+
 /** What the global setup hands every test file through `inject('stack')`. */
 export interface TestStack {
-  /** gRPC address of the one Temporal dev server the suite shares (one namespace per test file). */
+  /** gRPC address of the one Temporal the suite shares (one namespace per test file). */
   temporalAddress: string;
+  /** `dev`: the dev server (default); `server`: the Temporal server on PostgreSQL (CRONLEDGER_TEST_TEMPORAL=server). */
+  temporalMode: TemporalMode;
   uiUrl: string;
   /** Absolute path of the temporal binary, for tests that start a server of their own. */
   temporalCli: string;
