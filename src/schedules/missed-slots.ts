@@ -19,6 +19,7 @@ export const DEFAULT_MISSED_SLOT_GRACE_MS = 15 * 60_000;
 export const DEFAULT_MISSED_SLOT_WINDOW_MS = 24 * 60 * 60_000;
 /** The newest missed slots listed per task; the count covers them all. */
 const LISTED = 20;
+const MINUTE = 60_000;
 
 export interface MissedSlotOptions {
   graceMs: number;
@@ -69,22 +70,10 @@ async function checkTask(
   const to = new Date(now.getTime() - opts.graceMs);
   if (to < from) return { ...unchecked, state: 'active' };
 
-  // With jitter the server lists the jittered fire times, while claims name the nominal minute. A slot fires at or
-  // after its nominal time and before the next nominal time (the server caps the jitter there), so slot i's claim is
-  // the one in (fire time i-1, fire time i]. Times listed before `from` serve only as that lower bound.
   const jitterMs = d.spec.jitter ?? 0;
   const times = await matchingTimes(client, d.scheduleId, new Date(from.getTime() - jitterMs), to);
-  const claims = await slotClaimMinutes(pool, taskId, new Date(from.getTime() - jitterMs - 60_000), to);
-  const missed: Date[] = [];
-  let due = 0;
-  let c = 0; // both lists are in time order, and so are the slots' lower bounds: one pass
-  times.forEach((fires, i) => {
-    if (fires < from) return;
-    due++;
-    const after = jitterMs === 0 ? fires.getTime() - 1 : i > 0 ? times[i - 1].getTime() : from.getTime() - jitterMs - 1;
-    while (c < claims.length && claims[c].getTime() <= after) c++;
-    if (!(c < claims.length && claims[c] <= fires)) missed.push(fires);
-  });
+  const claims = await slotClaimMinutes(pool, taskId, new Date(from.getTime() - jitterMs - MINUTE), to);
+  const { due, missed } = unclaimedSlots({ times, claims, from, createdAt: d.info.createdAt, jitterMs });
   return {
     taskId,
     state: 'active',
@@ -94,4 +83,35 @@ async function checkTask(
     missedCount: missed.length,
     missed: missed.reverse().slice(0, LISTED).map(iso),
   };
+}
+
+/**
+ * The due slots among `times` (the schedule's fire times from `from - jitterMs` on, ascending) and those with no claim
+ * among `claims` (claimed nominal minutes, ascending). Only times at or after `from` are slots; earlier ones are bounds.
+ *
+ * With jitter the server lists the jittered fire times, while claims name the nominal minute. A slot fires at or after
+ * its nominal time, less than the jitter later and before the next nominal time (the server caps the jitter there), so
+ * its nominal minute lies in (max(previous fire time, fire time - jitter), fire time], and so does its claim. The
+ * server only fires nominal times after the schedule's creation, and a jittered slot that fires after it may have its
+ * nominal minute before it: with jitter under a minute that interval holds one minute, which decides; with more, a slot
+ * whose interval straddles the creation can't be told and is left unchecked.
+ */
+export function unclaimedSlots(s: { times: Date[]; claims: Date[]; from: Date; createdAt: Date; jitterMs: number }): {
+  due: number;
+  missed: Date[];
+} {
+  const missed: Date[] = [];
+  let due = 0;
+  let c = 0; // both lists are in time order, and so are the slots' lower bounds: one pass
+  s.times.forEach((fires, i) => {
+    if (fires < s.from) return;
+    const after =
+      s.jitterMs === 0 ? fires.getTime() - 1 : Math.max(i > 0 ? s.times[i - 1].getTime() : -Infinity, fires.getTime() - s.jitterMs);
+    const earliestNominal = Math.floor(after / MINUTE) * MINUTE + MINUTE;
+    if (earliestNominal <= s.createdAt.getTime()) return;
+    due++;
+    while (c < s.claims.length && s.claims[c].getTime() <= after) c++;
+    if (!(c < s.claims.length && s.claims[c] <= fires)) missed.push(fires);
+  });
+  return { due, missed };
 }
