@@ -2,6 +2,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ROLLUP_SCHEDULE_ID } from '../src/constants';
 import { applyPrices, loadPricesFile } from '../src/ledger/prices';
 import { recordUsage } from '../src/ledger/record-usage';
+import { builtMonths } from '../src/reports/rollups-read';
+import { ensureMonthRollups } from '../src/reports/rollups-write';
 import { ensureRollupSchedule } from '../src/schedules/rollup-schedule';
 import type { RollupRefreshResult } from '../src/workflows/rollup-refresh';
 import { createTestContext, type TestContext } from './support/context';
@@ -63,6 +65,7 @@ describe('the rollup-refresh schedule', () => {
     // Booked now and back-dated into last week; a run claimed, then closed.
     const users = ['refresh-a', 'refresh-b'];
     const now = new Date();
+    const currentMonth = (await ctx.pool.query<{ m: string }>(`select to_char(now() at time zone 'UTC', 'YYYY-MM') as m`)).rows[0].m;
     await recordUsage(ctx.pool, booking('refresh-1', users[0], now));
     await recordUsage(ctx.pool, booking('refresh-2', users[1], new Date(now.getTime() - 6 * 86_400_000)));
     await ctx.pool.query(
@@ -83,6 +86,8 @@ describe('the rollup-refresh schedule', () => {
         const result = (await ctx.client.workflow.getHandle(run.workflowId).result()) as RollupRefreshResult;
         expect(result.entries).toBe(2);
         expect(result.runChanges).toBeGreaterThanOrEqual(1);
+        // the month under way in UTC was not built: the schedule built it, so no report will
+        expect(result.monthsBuilt).toEqual([`UTC ${currentMonth}`]);
       });
     } finally {
       await handle.delete();
@@ -95,6 +100,9 @@ describe('the rollup-refresh schedule', () => {
     expect(folded.runRollups).toEqual(folded.runs);
     expect(folded.runRollups).toEqual([expect.stringContaining('"status":"completed"')]);
     expect((await ctx.client.workflow.count(`WorkflowType = 'monthlyReport'`)).count).toBe(0);
+    expect(await builtMonths(ctx.pool, 'UTC')).toEqual([currentMonth]);
+    // A report of the month now finds it built and current: it builds nothing.
+    expect((await ensureMonthRollups(ctx.pool, 'UTC', currentMonth)).built).toBe(false);
   });
 });
 

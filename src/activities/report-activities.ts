@@ -3,7 +3,7 @@ import type pg from 'pg';
 import { UserError } from '../errors';
 import { reportsDir, writeArtifacts } from '../reports/artifacts';
 import { buildReport } from '../reports/build-report';
-import { refreshRollups } from '../reports/rollups-write';
+import { buildCurrentMonths, refreshRollups } from '../reports/rollups-write';
 import { deliverOnce, parseWebhookUrl, WebhookRejectedError } from '../reports/delivery';
 import { parseMonth, previousMonthOf } from '../reports/month';
 import { parseTimeZone } from '../time-zone';
@@ -41,10 +41,20 @@ export const createReportActivities = (deps: ReportActivityDeps) => ({
     }));
   },
 
-  /** Folds the rollup queues into every tracked zone (the rollupRefresh schedule's one step), heartbeating per batch. */
+  /**
+   * The rollupRefresh schedule's one step: folds the rollup queues into every tracked zone and builds the month under
+   * way where it is not built yet (cheap at its start), heartbeating per batch.
+   */
   async foldRollupQueues(): Promise<RollupRefreshResult> {
-    const folded = await refreshRollups(deps.pool, { onProgress: (p) => Context.current().heartbeat(p) });
-    return { entries: folded.entries, runChanges: folded.runChanges, buckets: folded.buckets };
+    const onProgress = (p: unknown) => Context.current().heartbeat(p);
+    const folded = await refreshRollups(deps.pool, { onProgress });
+    const built = await buildCurrentMonths(deps.pool, onProgress);
+    return {
+      entries: folded.entries,
+      runChanges: folded.runChanges,
+      buckets: folded.buckets,
+      monthsBuilt: built.map((b) => `${b.zone} ${b.month}`),
+    };
   },
 
   /** Refreshes the rollups, aggregates the month with Dinero and writes usage.{json,csv,md,html}. */

@@ -219,6 +219,21 @@ export async function refreshRollups(db: pg.Pool, opts: { batchSize?: number; on
 }
 
 /**
+ * Builds the month now under way in each tracked zone if it is not built yet: done by the rollupRefresh schedule in
+ * the first minute of a month, when the month holds a minute of entries, so no report pays for building a month from
+ * the raw ledger. From then on the queue keeps it current. Returns the (zone, month) pairs it built.
+ */
+export async function buildCurrentMonths(db: pg.Pool, onProgress?: OnProgress): Promise<{ zone: string; month: Month }[]> {
+  const { rows } = await db.query<{ zone: string; month: string }>(
+    `select z.zone, to_char(now() at time zone z.zone, 'YYYY-MM') as month from rollup_zones z
+      where not exists (select 1 from rollup_months m where m.zone = z.zone and m.month = to_char(now() at time zone z.zone, 'YYYY-MM'))
+      order by z.zone`,
+  );
+  for (const r of rows) await rebuildMonth(db, r.zone, r.month, onProgress);
+  return rows;
+}
+
+/**
  * Recomputes every bucket of one month of one zone from the raw ledger and runs, in one transaction (readers see the
  * old month or the new one, never a mix). Days are inserted one at a time, each through the created_at index, to show
  * progress. Queued entries stay queued: a later refresh recomputes their buckets again, to the same rows.

@@ -2,14 +2,17 @@ import { proxyActivities } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 
 /**
- * Folds the rollup queues (ledger entries, run changes) into every tracked zone's rollups, so reports and the admin
- * page read current rollups and no report pays for a backlog. Started every minute by the `rollup-refresh` schedule;
+ * Folds the rollup queues (ledger entries, run changes) into every tracked zone's rollups, and builds the month under
+ * way (in its first minute, while it is nearly empty), so reports and the admin page read current rollups and no
+ * report pays for a backlog or for building a month from the raw ledger. Started every minute by the `rollup-refresh` schedule;
  * one run drains everything queued, so overlapping runs are skipped. Deterministic: one activity, nothing else.
  */
 export interface RollupRefreshResult {
   entries: number;
   runChanges: number;
   buckets: number;
+  /** Months under way that were not built yet and were built by this run, as `<zone> <YYYY-MM>`. */
+  monthsBuilt: string[];
 }
 
 const rollups = proxyActivities<Activities>({
