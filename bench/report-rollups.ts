@@ -1,92 +1,140 @@
 /**
- * How reading daily rollups compares with scanning the raw ledger for a month's report, and what keeping the
- * rollups current costs. Figures are ratios within one run (the machine is shared and noisy), printed with the
+ * P3, reports at scale: the monthly report and the admin overview from the rollups against the raw scan of the
+ * month's ledger, what keeping the rollups current costs, and a month-to-date lookup for one user at 1,000 rows
+ * and at the large size. Figures are ratios within one run (the machine is shared and noisy), printed with the
  * command that produced them.
  *
- *   npx cronledger dev up --workers 0      # or set BENCH_ADMIN_DATABASE_URL to a role that may create databases
- *   node --import tsx bench/report-rollups.ts [--entries 200000]
- * It creates a scratch database owned by cronledger_owner, migrates it as the owner and runs as cronledger_app,
- * like the real thing.
+ *   npx cronledger dev up --workers 0
+ *   node --import tsx bench/report-rollups.ts [--entries 10000000]
+ *
+ * It works in databases of its own on the local stack's PostgreSQL (migrated as the owner, used as cronledger_app,
+ * the overview read as cronledger_readonly in read-only sessions) and drops them at the end. The month is bulk
+ * loaded (bench/synthetic-ledger.ts: triggers off, then the derived tables rebuilt); check free disk first
+ * (10,000,000 entries and their 5,000,000 runs take about 5 GB).
  */
 import { performance } from 'node:perf_hooks';
 import pg from 'pg';
-import { readStackFile } from '../src/config';
-import { migrateDatabase } from '../src/db/migrate';
-import { createPool } from '../src/db/pool';
-import { OWNER_ROLE } from '../src/db/roles';
-import { databaseUrlFor } from '../src/dev/postgres';
-import { applyPrices, loadPricesFile } from '../src/ledger/prices';
-import { buildReport } from '../src/reports/build-report';
+import { overview } from '../src/admin/admin-data';
+import { monthFigures } from '../src/budgets/budget-status';
+import { createPool, readOnlySessionUrl } from '../src/db/pool';
+import { budgetSection } from '../src/reports/budget-section';
+import { buildReport, reportFromSums } from '../src/reports/build-report';
+import { readMonthSums } from '../src/reports/rollups-read';
+import { rebuildMonth, refreshRollups } from '../src/reports/rollups-write';
+import { scratchDatabase, type ScratchDatabase } from './scratch-database';
+import { bulkLoadMonth, insertLedgerSql, SYNTHETIC_MONTH as MONTH } from './synthetic-ledger';
 
-const entries = Number(process.argv[process.argv.indexOf('--entries') + 1] ?? 0) || 200_000;
-const MONTH = '2026-06';
+const arg = (name: string, fallback: number): number => {
+  const i = process.argv.indexOf(`--${name}`);
+  return i > 0 ? Number(process.argv[i + 1]) : fallback;
+};
+const entries = arg('entries', 1_000_000);
+const SMALL = 1_000;
 const command = `node --import tsx bench/report-rollups.ts --entries ${entries}`;
 
-/** Synthetic usage spread over the month: 500 users, two models, exact numeric costs computed by PostgreSQL. */
-const insertSql = (from: number, to: number) => `
-  insert into usage_ledger (idempotency_key, entry_type, user_id, run_id, task_id, model, kind, status, attempt,
-                            prompt_tokens, completion_tokens, cost_usd, price_version, created_at)
-  select 'bench:' || g, 'usage', 'user-' || (g % 500), 'run-' || (g / 2), 'task-' || (g % 50),
-         case when g % 2 = 0 then 'openai/gpt-4o-mini' else 'openai/text-embedding-3-small' end,
-         case when g % 2 = 0 then 'chat' else 'embedding' end,
-         case when g % 97 = 0 then 'failed' else 'ok' end, 1,
-         100 + g % 3000, case when g % 2 = 0 then 20 + g % 700 else 0 end,
-         case when g % 2 = 0 then (100 + g % 3000) * 0.15 / 1000000 + (20 + g % 700) * 0.60 / 1000000
-              else (100 + g % 3000) * 0.02 / 1000000 end,
-         'v1', timestamptz '2026-06-01 00:00:00+00' + (g % 2592000) * interval '1 second'
-    from generate_series(${from}, ${to}) g`;
-
-async function timed<T>(fn: () => Promise<T>): Promise<number> {
+async function timed(fn: () => Promise<unknown>): Promise<number> {
   const start = performance.now();
   await fn();
   return performance.now() - start;
 }
 
-async function main(): Promise<void> {
-  const stack = readStackFile()?.postgres;
-  const passwords = stack?.passwords;
-  const adminUrl =
-    process.env.BENCH_ADMIN_DATABASE_URL ??
-    (stack && passwords ? databaseUrlFor(stack.port, 'superuser', passwords, 'postgres') : undefined);
-  if (!adminUrl || !stack || !passwords) throw new Error('no local stack: run `npx cronledger dev up --workers 0` first');
-  const name = `cronledger_bench_${process.pid}`;
-  const admin = new pg.Client({ connectionString: adminUrl });
-  await admin.connect();
-  await admin.query(`create database ${name} owner ${OWNER_ROLE}`);
-  const url = new URL(databaseUrlFor(stack.port, 'app', passwords, name));
-  const pool = createPool(url.toString());
+async function best(fn: () => Promise<unknown>, times = 3): Promise<number> {
+  let min = Infinity;
+  for (let i = 0; i < times; i++) min = Math.min(min, await timed(fn));
+  return min;
+}
+
+async function median(fn: () => Promise<unknown>, times: number): Promise<number> {
+  const all: number[] = [];
+  for (let i = 0; i < times; i++) all.push(await timed(fn));
+  return all.sort((a, b) => a - b)[Math.floor(times / 2)];
+}
+
+/** A scratch database holding the month bulk loaded, its rollups rebuilt; returns how long each step took. */
+async function loaded(db: ScratchDatabase, n: number): Promise<{ loadMs: number; rebuildMs: number }> {
+  const owner = new pg.Client({ connectionString: db.urlAs('owner') });
+  await owner.connect();
   try {
-    await migrateDatabase(databaseUrlFor(stack.port, 'owner', passwords, name));
-    await applyPrices(pool, loadPricesFile('prices/standard.json'), 'bench');
-    await pool.query(insertSql(1, entries));
-    await pool.query('analyze usage_ledger');
+    const loadMs = await timed(() =>
+      bulkLoadMonth(owner, n, (done) => n >= 1_000_000 && process.stderr.write(`\rloaded ${done} of ${n} entries`)),
+    );
+    if (n >= 1_000_000) process.stderr.write('\n');
+    const rebuildMs = await timed(() => rebuildMonth(db.pool, 'UTC', MONTH));
+    return { loadMs, rebuildMs };
+  } finally {
+    await owner.end();
+  }
+}
+
+/** The month-to-date lookup of the budget guard (one summary row), median of 200, for the busiest user. */
+const lookup = (pool: pg.Pool) => median(() => monthFigures(pool, 'user-1', 'UTC', new Date('2026-06-20T12:00:00Z')), 200);
+
+async function main(): Promise<void> {
+  const big = await scratchDatabase('cronledger_bench_p3', 4);
+  const small = await scratchDatabase('cronledger_bench_p3_small', 4);
+  const readonly = createPool(readOnlySessionUrl(big.urlAs('readonly')), 4);
+  try {
+    const { loadMs, rebuildMs } = await loaded(big, entries);
+    await loaded(small, SMALL);
 
     const rawScan = () =>
-      pool.query(`select user_id, model, kind, entry_type, status, (created_at at time zone 'UTC')::date as day,
-                         count(*), sum(prompt_tokens), sum(completion_tokens), sum(cost_usd)
-                    from usage_ledger where created_at >= '2026-06-01Z' and created_at < '2026-07-01Z' group by 1, 2, 3, 4, 5, 6`);
-    const report = () => buildReport(pool, { month: MONTH, timeZone: 'UTC' });
-    const raw = Math.min(await timed(rawScan), await timed(rawScan), await timed(rawScan));
-    const firstBuild = await timed(report);
-    const current = Math.min(await timed(report), await timed(report), await timed(report));
-    const late = Math.max(1, Math.floor(entries / 100));
-    await pool.query(insertSql(entries + 1, entries + late)); // 1% late entries, spread over the whole month
-    const incremental = await timed(report);
+      big.pool.query(`select user_id, model, kind, entry_type, status, (created_at at time zone 'UTC')::date as day,
+                             count(*), sum(prompt_tokens), sum(completion_tokens), sum(cost_usd)
+                        from usage_ledger where created_at >= '2026-06-01Z' and created_at < '2026-07-01Z' group by 1, 2, 3, 4, 5, 6`);
+    const report = () => buildReport(big.pool, { month: MONTH, timeZone: 'UTC' });
+    const page = () => overview(readonly, { month: MONTH, zone: 'UTC' });
+    const raw = await best(rawScan);
+    const current = await best(report);
+    // the report's two parts: the usage figures from the rollups, and the budget section (src/reports/budget-section.ts)
+    const sums = () =>
+      readMonthSums(big.pool, 'UTC', MONTH, 'stored').then((s) => reportFromSums(big.pool, { month: MONTH, timeZone: 'UTC', sums: s }));
+    const figures = await best(sums);
+    const sample = await buildReport(big.pool, { month: MONTH, timeZone: 'UTC' });
+    const budget = await best(() =>
+      budgetSection(big.pool, { month: MONTH, period: sample.period, runs: { blocked: 0n, downgraded: 0n } }),
+    );
+    const admin = await best(page);
 
-    const rows: [string, number][] = [
-      ['raw ledger group-by for the month (SQL only, best of 3)', raw],
-      ['report, first time: builds the month rollups', firstBuild],
-      ['report, rollups current (best of 3)', current],
-      [`report after ${late} late entries (1%): refresh + read`, incremental],
-    ];
-    process.stdout.write(`$ ${command}\n${entries} ledger entries in ${MONTH}, PostgreSQL ${url.host}\n\n`);
-    for (const [what, ms] of rows) {
-      process.stdout.write(`${what.padEnd(58)} ${ms.toFixed(0).padStart(7)} ms  ${(ms / raw).toFixed(2).padStart(6)}x raw scan\n`);
+    const late = Math.max(1, Math.floor(entries / 100));
+    for (let from = entries + 1; from <= entries + late; from += 100_000) {
+      await big.pool.query(insertLedgerSql(from, Math.min(entries + late, from + 99_999), entries, true)); // through the triggers
     }
+    const adminQueued = await timed(page); // reads the queued buckets current, without writing
+    const refresh = await timed(() => refreshRollups(big.pool)); // what the rollup-refresh schedule pays for them
+    const afterLate = await best(report);
+
+    const lookupSmall = await lookup(small.pool);
+    const lookupBig = await lookup(big.pool);
+
+    const lines: [string, number, string][] = [
+      [`bulk load (triggers off, month summary rebuilt)`, loadMs, ''],
+      [`rebuild of the month's rollups after the load`, rebuildMs, ''],
+      ['raw ledger group-by for the month (SQL only, best of 3)', raw, '1.00x'],
+      ['report from rollups, current (best of 3)', current, `${(raw / current).toFixed(1)}x faster than raw`],
+      ['  of which: usage figures from the rollups, summed in SQL (best of 3)', figures, `${(raw / figures).toFixed(1)}x faster than raw`],
+      ['  of which: budget section (best of 3)', budget, ''],
+      ['admin overview, read-only (best of 3)', admin, `${(raw / admin).toFixed(1)}x faster than raw`],
+      [`admin overview with ${late} late entries queued (1%)`, adminQueued, `${(raw / adminQueued).toFixed(1)}x faster than raw`],
+      [`refresh folding the ${late} late entries (the schedule's run)`, refresh, ''],
+      ['report after that refresh (best of 3)', afterLate, `${(raw / afterLate).toFixed(1)}x faster than raw`],
+      [`month-to-date lookup, one user, ${SMALL} rows (median of 200)`, lookupSmall, ''],
+      [
+        `month-to-date lookup, one user, ${entries} rows (median of 200)`,
+        lookupBig,
+        `${(lookupBig / lookupSmall).toFixed(2)}x the ${SMALL}-row lookup`,
+      ],
+    ];
+    process.stdout.write(
+      `$ ${command}\n${entries} ledger entries and ${Math.floor(entries / 2) + 1} runs in ${MONTH}, spread over the month\n\n`,
+    );
+    for (const [what, ms, ratio] of lines) {
+      process.stdout.write(`${what.padEnd(72)} ${ms.toFixed(ms < 10 ? 2 : 0).padStart(9)} ms  ${ratio}\n`);
+    }
+    process.stdout.write(`\noverview / report: ${(admin / current).toFixed(2)}x\n`);
   } finally {
-    await pool.end();
-    await admin.query(`drop database if exists ${name} with (force)`);
-    await admin.end();
+    await readonly.end().catch(() => undefined);
+    await small.close();
+    await big.close();
   }
 }
 

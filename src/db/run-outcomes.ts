@@ -23,16 +23,3 @@ export async function duplicateRuns(db: pg.Pool, from: string, to: string): Prom
   );
   return { runs: BigInt(rows[0].runs), cost: parseUsd(rows[0].cost) };
 }
-
-/**
- * Runs that claimed their slot inside the month and met the budget guard: blocked (no model call) and downgraded (ran
- * on the cheap models, whatever their outcome).
- */
-export async function budgetRunOutcomes(db: pg.Pool, from: string, to: string): Promise<{ blocked: bigint; downgraded: bigint }> {
-  const { rows } = await db.query<{ blocked: string; downgraded: string }>(
-    `select count(*) filter (where status = 'blocked') as blocked, count(*) filter (where tier = 'cheap') as downgraded
-       from runs where claimed_at >= $1 and claimed_at < $2`,
-    [from, to],
-  );
-  return { blocked: BigInt(rows[0].blocked), downgraded: BigInt(rows[0].downgraded) };
-}

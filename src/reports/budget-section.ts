@@ -2,9 +2,9 @@ import type pg from 'pg';
 import { budgetStatus } from '../budgets/budget-status';
 import { anyBudget } from '../budgets/budgets-store';
 import { downgradeSavings } from '../budgets/downgrade-savings';
-import { budgetRunOutcomes } from '../db/run-outcomes';
 import { parseUsd, toAttoUsd } from '../money';
 import type { Month } from './month';
+import type { MonthSums } from './rollups-read';
 import type { BudgetSection, UsageReport } from './types';
 
 /**
@@ -12,13 +12,16 @@ import type { BudgetSection, UsageReport } from './types';
  * the month's last instant (or now, while it runs); then the runs the guard blocked or downgraded in the month (by
  * claim time, as the unit economics count runs) and what the downgrades saved. Money stays exact decimal strings.
  */
-export async function budgetSection(db: pg.Pool, opts: { month: Month; period: UsageReport['period'] }): Promise<BudgetSection> {
+export async function budgetSection(
+  db: pg.Pool,
+  opts: { month: Month; period: UsageReport['period']; runs: Pick<MonthSums['runs'], 'blocked' | 'downgraded'> },
+): Promise<BudgetSection> {
   const { from, to } = opts.period;
   const now = (await db.query<{ now: Date }>('select now() as now')).rows[0].now;
   const end = new Date(new Date(to).getTime() - 1);
   const at = now < end ? now : end;
   const status = await budgetStatus(db, { at, month: opts.month });
-  const runs = await budgetRunOutcomes(db, from, to);
+  const runs = opts.runs; // from the run rollups, not a scan of the month's runs
   const savings = await downgradeSavings(db, from, to);
   return {
     configured: await anyBudget(db),

@@ -20,8 +20,9 @@ import type { DayLine, Figures, LineType, ModelLine, UsageReport, UserLine } fro
 export async function buildReport(db: pg.Pool, opts: { month: Month; timeZone: string; onProgress?: OnProgress }): Promise<UsageReport> {
   const { month, timeZone: zone, onProgress } = opts;
   await ensureMonthRollups(db, zone, month, onProgress);
-  const report = await reportFromSums(db, { month, timeZone: zone, sums: await readMonthSums(db, zone, month, 'stored') });
-  return { ...report, budget: await budgetSection(db, { month, period: report.period }) };
+  const sums = await readMonthSums(db, zone, month, 'stored');
+  const report = await reportFromSums(db, { month, timeZone: zone, sums });
+  return { ...report, budget: await budgetSection(db, { month, period: report.period, runs: sums.runs }) };
 }
 
 /**

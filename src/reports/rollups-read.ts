@@ -34,8 +34,8 @@ export interface SumRow {
 
 export interface MonthSums {
   lines: SumRow[];
-  /** Runs that claimed their slot inside the month, by outcome. */
-  runs: { completed: bigint; failed: bigint };
+  /** Runs that claimed their slot inside the month: by outcome, blocked by the budget guard, downgraded to the cheap tier. */
+  runs: { completed: bigint; failed: bigint; blocked: bigint; downgraded: bigint };
   /** The lowest and highest ledger id of the month: with the entry count, a fingerprint of the month's rows. */
   span: { first: bigint | null; last: bigint | null };
   /** 'ledger' when the zone never built the month and its rows were aggregated from the raw ledger. */
@@ -192,9 +192,11 @@ export async function readMonthSums(db: pg.Pool, zone: string, month: Month, fre
       group by grouping sets ((entry_type), (user_id, entry_type), (day, kind, entry_type), (model, kind, entry_type), (entry_type, status))`,
     params,
   );
-  const { rows: runs } = await db.query<{ completed: string; failed: string }>(
+  const { rows: runs } = await db.query<{ completed: string; failed: string; blocked: string; downgraded: string }>(
     `select coalesce(sum(runs) filter (where status = 'completed'), 0)::text as completed,
-            coalesce(sum(runs) filter (where status = 'failed'), 0)::text as failed
+            coalesce(sum(runs) filter (where status = 'failed'), 0)::text as failed,
+            coalesce(sum(runs) filter (where status = 'blocked'), 0)::text as blocked,
+            coalesce(sum(runs) filter (where tier = 'cheap'), 0)::text as downgraded
        from (${runRowsSql(built, freshness)}) s`,
     params,
   );
@@ -209,7 +211,12 @@ export async function readMonthSums(db: pg.Pool, zone: string, month: Month, fre
   }
   return {
     lines,
-    runs: { completed: BigInt(runs[0].completed), failed: BigInt(runs[0].failed) },
+    runs: {
+      completed: BigInt(runs[0].completed),
+      failed: BigInt(runs[0].failed),
+      blocked: BigInt(runs[0].blocked),
+      downgraded: BigInt(runs[0].downgraded),
+    },
     span: { first, last },
     source: built ? 'rollups' : 'ledger',
   };
