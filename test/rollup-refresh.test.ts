@@ -5,7 +5,7 @@ import { recordUsage } from '../src/ledger/record-usage';
 import { builtMonths } from '../src/reports/rollups-read';
 import { ensureMonthRollups } from '../src/reports/rollups-write';
 import { ensureRollupSchedule } from '../src/schedules/rollup-schedule';
-import type { RollupRefreshResult } from '../src/workflows/rollup-refresh';
+import type { RollupRefreshResult } from '../src/reports/types';
 import { createTestContext, type TestContext } from './support/context';
 import { waitFor } from './support/wait';
 import { startWorkers } from './support/workers';

@@ -7,8 +7,7 @@ import { buildCurrentMonths, refreshRollups } from '../reports/rollups-write';
 import { deliverOnce, parseWebhookUrl, WebhookRejectedError } from '../reports/delivery';
 import { parseMonth, previousMonthOf } from '../reports/month';
 import { parseTimeZone } from '../time-zone';
-import type { DeliveryOutcome, GeneratedReport } from '../reports/types';
-import type { RollupRefreshResult } from '../workflows/rollup-refresh';
+import type { DeliveryOutcome, GeneratedReport, RollupRefreshResult } from '../reports/types';
 
 /** Optional settings of the report activities; unset ones are read from the worker's environment at call time. */
 export interface ReportActivityOptions {

@@ -134,3 +134,12 @@ export type DeliveryOutcome =
   | { status: 'posted'; target: string; attempt: number }
   | { status: 'already-delivered'; deliveredAt: string }
   | { status: 'not-configured' };
+
+/** What one rollupRefresh run folded in (the rollup-refresh schedule's workflow). */
+export interface RollupRefreshResult {
+  entries: number;
+  runChanges: number;
+  buckets: number;
+  /** Months under way that were not built yet and were built by this run, as `<zone> <YYYY-MM>`. */
+  monthsBuilt: string[];
+}
