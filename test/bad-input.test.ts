@@ -402,6 +402,18 @@ const cases: BadInput[] = [
     names: 'TEMPORAL_ADDRESS',
     fix: /host:port|127\.0\.0\.1:7233/,
   },
+  {
+    what: 'an admin missed-slot grace that is not a duration',
+    args: () => ['admin', '--port', '0', '--missed-slot-grace', '15 minutes'],
+    names: '"15 minutes"',
+    fix: /15m, 1h30m or 90s/,
+  },
+  {
+    what: 'an admin missed-slot window of zero',
+    args: () => ['admin', '--port', '0', '--missed-slot-window', '0s'],
+    names: '--missed-slot-window 0',
+    fix: /such as 24h/,
+  },
 ];
 
 describe('bad input, as a catalogue', () => {
