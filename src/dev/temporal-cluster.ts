@@ -306,7 +306,10 @@ function checkServicesAlive(dataDir: string): void {
  * query that uses them succeeds: a new namespace reaches the services' caches only after a refresh.
  */
 async function registerNamespaces(connection: Connection, namespaces: string[]): Promise<void> {
-  for (const namespace of namespaces) {
+  const names = Object.values(SEARCH_ATTRIBUTES);
+  const query = names.map((n) => `${n} = 'ready'`).join(' and ');
+  // Each step is retried: a frontend that just started may answer before history and matching have joined it.
+  const ensure = async (namespace: string) => {
     try {
       await connection.workflowService.registerNamespace({
         namespace,
@@ -315,25 +318,24 @@ async function registerNamespaces(connection: Connection, namespaces: string[]):
     } catch (err) {
       if (!(isGrpcServiceError(err) && err.code === GRPC_ALREADY_EXISTS)) throw err;
     }
-  }
-  const names = Object.values(SEARCH_ATTRIBUTES);
-  const query = names.map((n) => `${n} = 'ready'`).join(' and ');
+    const { customAttributes } = await connection.operatorService.listSearchAttributes({ namespace });
+    const missing = names.filter((n) => !(n in (customAttributes ?? {})));
+    if (missing.length > 0) {
+      await connection.operatorService.addSearchAttributes({
+        namespace,
+        searchAttributes: Object.fromEntries(missing.map((n) => [n, INDEXED_VALUE_TYPE_KEYWORD])),
+      });
+    }
+    await connection.workflowService.countWorkflowExecutions({ namespace, query });
+  };
   const deadline = Date.now() + READY_TIMEOUT_MS;
   let pending = [...namespaces];
   let lastError = '';
-  while (pending.length > 0) {
+  for (;;) {
     const still: string[] = [];
     for (const namespace of pending) {
       try {
-        const { customAttributes } = await connection.operatorService.listSearchAttributes({ namespace });
-        const missing = names.filter((n) => !(n in (customAttributes ?? {})));
-        if (missing.length > 0) {
-          await connection.operatorService.addSearchAttributes({
-            namespace,
-            searchAttributes: Object.fromEntries(missing.map((n) => [n, INDEXED_VALUE_TYPE_KEYWORD])),
-          });
-        }
-        await connection.workflowService.countWorkflowExecutions({ namespace, query });
+        await ensure(namespace);
       } catch (err) {
         lastError = `${namespace}: ${err instanceof Error ? err.message : String(err)}`;
         still.push(namespace);
