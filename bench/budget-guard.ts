@@ -1,27 +1,27 @@
 /**
- * The budget guard's cost: the decision with its reservation (reserveBudget) for one user with 1,000 and with
- * 10,000,000 ledger rows of their own this month (the summary row makes it a lookup, not a scan), and the booking
- * rate with the guard on (reserve, then book, which settles) against the guard off (book only, user without a budget).
+ * The budget guard's cost: the decision with its reservation (reserveBudget, one statement) for one user with 1,000
+ * and with 10,000,000 ledger rows of their own this month (the summary row makes it a lookup, not a scan), and the
+ * booking rate with the guard on against the guard off, in the shape of a real run: with the guard a run reserves its
+ * chat and embedding calls together once, then books the two calls (each booking settles its reservation); without
+ * it the run books the two calls only. Both are measured for 8 runs at a time of one user (all on one month row) and
+ * of 8 users (one each), alternating off and on for --rounds rounds so drift on the shared machine hits both alike.
  *
  *   npx cronledger dev up --workers 0
- *   node --import tsx bench/budget-guard.ts [--rows 10000000] [--decisions 300] [--bookings 2000]
+ *   node --import tsx bench/budget-guard.ts [--rows 10000000] [--decisions 300] [--runs 1000] [--rounds 3]
  *
- * It works in a database of its own on the local stack's PostgreSQL and drops it at the end. The big ledger is made
- * by the owner in one INSERT ... SELECT generate_series with the summary trigger off, then the user's summary is
- * rebuilt by one group-by (what a bulk load must do); check free disk first (10,000,000 rows take about 4 GB).
+ * It works in a database of its own on the local stack's PostgreSQL and drops it at the end. The big ledger is bulk
+ * loaded by the owner the way a restore would: the ledger's triggers off and its secondary indexes and unique key
+ * dropped, rows made by INSERT ... SELECT generate_series in batches of 1,000,000, then the indexes and the key rebuilt,
+ * the triggers back on and the user's summary row rebuilt by one group-by. (The rollup queue is not filled for these
+ * rows: reports are not measured here.) Check free disk first: 10,000,000 rows take about 4 GB.
  */
 import { performance } from 'node:perf_hooks';
 import pg from 'pg';
 import { applyBudgets } from '../src/budgets/budgets-store';
 import { releaseReservations, reserveBudget, type PlannedCall } from '../src/budgets/reserve';
 import { worstCaseOf } from '../src/budgets/worst-case';
-import { readStackFile } from '../src/config';
-import { migrateDatabase } from '../src/db/migrate';
-import { createPool } from '../src/db/pool';
-import { OWNER_ROLE } from '../src/db/roles';
-import { databaseUrlFor } from '../src/dev/postgres';
-import { applyPrices, loadPricesFile } from '../src/ledger/prices';
 import { recordUsage } from '../src/ledger/record-usage';
+import { scratchDatabase } from './scratch-database';
 
 const arg = (name: string, fallback: number): number => {
   const i = process.argv.indexOf(`--${name}`);
@@ -30,10 +30,15 @@ const arg = (name: string, fallback: number): number => {
 const BIG = arg('rows', 10_000_000);
 const SMALL = 1_000;
 const DECISIONS = arg('decisions', 300);
-const BOOKINGS = arg('bookings', 2_000);
+const RUNS = arg('runs', 1_000);
+const ROUNDS = arg('rounds', 3);
+const BATCH = 1_000_000;
 const CONCURRENCY = 8;
 const USER = 'bench-user';
-const command = `node --import tsx bench/budget-guard.ts --rows ${BIG} --decisions ${DECISIONS} --bookings ${BOOKINGS}`;
+/** A user with SMALL rows of their own this month, measured side by side with USER once USER has BIG. */
+const SMALL_USER = 'bench-user-small';
+const command = `node --import tsx bench/budget-guard.ts --rows ${BIG} --decisions ${DECISIONS} --runs ${RUNS} --rounds ${ROUNDS}`;
+const log = (line: string) => process.stderr.write(`${line}\n`);
 
 const worst = worstCaseOf({ prompt: 'Summarise the day for the team.', maxOutputTokens: 1024 });
 const calls: PlannedCall[] = [
@@ -41,125 +46,174 @@ const calls: PlannedCall[] = [
   { step: 'embed', attempt: 1, kind: 'embedding', model: 'openai/text-embedding-3-small', worstCase: worst.embedding },
 ];
 
-/** `count` usage rows for the user this month, ids from `from`, costs exact numerics computed by PostgreSQL. */
-const ledgerRows = (from: number, count: number) => `
-  insert into usage_ledger (idempotency_key, entry_type, user_id, run_id, model, kind, status, attempt,
-                            prompt_tokens, completion_tokens, cost_usd, price_version, created_at)
-  select 'bench:' || g, 'usage', '${USER}', 'bench-run-' || g, 'openai/gpt-4o-mini', 'chat', 'ok', 1, 100, 20,
-         0.000027, 'v1', date_trunc('month', now()) + (g % 86400) * interval '1 second'
+/** `count` usage rows for the user, spread over the month so far, ids from `from`, exact numeric costs. */
+const ledgerRows = (from: number, count: number, user = USER) => `
+  insert into usage_ledger (idempotency_key, entry_type, user_id, run_id, workflow_id, task_id, model, provider_model, kind,
+                            status, attempt, prompt_tokens, completion_tokens, cost_usd, price_version, created_at)
+  select 'bench:' || g, 'usage', '${user}', 'bench-run-' || g, 'cron-bench-' || g, 'bench-task', 'openai/gpt-4o-mini',
+         'gpt-4o-mini', 'chat', 'ok', 1, 100 + g % 900, 20 + g % 200, (100 + g % 900) * 0.00000015 + (20 + g % 200) * 0.0000006,
+         'v1', date_trunc('month', now()) + (g % greatest(1, extract(epoch from now() - date_trunc('month', now()))::bigint)) * interval '1 second'
     from generate_series(${from}, ${from + count - 1}) g`;
 
-/** Mean milliseconds of one decision with its reservation (released after each, so reserved stays flat). */
-async function decisionCost(pool: pg.Pool, label: string): Promise<number> {
-  for (let i = 0; i < 20; i++) await decide(pool, `warm-${label}-${i}`);
-  const start = performance.now();
-  for (let i = 0; i < DECISIONS; i++) await decide(pool, `${label}-${i}`);
-  return (performance.now() - start) / DECISIONS;
+/** Bulk load as a restore does it: no triggers, no secondary indexes while the rows go in; rebuilt after. */
+async function bulkLoad(owner: pg.Client, from: number, count: number): Promise<void> {
+  const { rows: constraints } = await owner.query<{ name: string; def: string }>(
+    `select conname as name, pg_get_constraintdef(oid) as def from pg_constraint where conrelid = 'usage_ledger'::regclass and contype = 'u'`,
+  );
+  const { rows: indexes } = await owner.query<{ name: string; def: string }>(
+    `select c.relname as name, pg_get_indexdef(i.indexrelid) as def from pg_index i join pg_class c on c.oid = i.indexrelid
+      where i.indrelid = 'usage_ledger'::regclass and not i.indisprimary
+        and not exists (select 1 from pg_constraint k where k.conindid = i.indexrelid)`,
+  );
+  await owner.query('alter table usage_ledger disable trigger user');
+  for (const c of constraints) await owner.query(`alter table usage_ledger drop constraint ${c.name}`);
+  for (const i of indexes) await owner.query(`drop index ${i.name}`);
+  await owner.query('set synchronous_commit = off');
+  for (let at = from; at < from + count; at += BATCH) {
+    const t = performance.now();
+    await owner.query(ledgerRows(at, Math.min(BATCH, from + count - at)));
+    log(`  rows ${at + Math.min(BATCH, from + count - at) - 1} of ${from + count - 1} (${((performance.now() - t) / 1000).toFixed(0)} s)`);
+  }
+  await owner.query(`set maintenance_work_mem = '512MB'`);
+  const t = performance.now();
+  for (const c of constraints) await owner.query(`alter table usage_ledger add constraint ${c.name} ${c.def}`);
+  for (const i of indexes) await owner.query(i.def);
+  log(`  indexes rebuilt (${((performance.now() - t) / 1000).toFixed(0)} s)`);
+  await owner.query('alter table usage_ledger enable trigger user');
+  await owner.query(`delete from budget_months where user_id = '${USER}'`);
+  await owner.query(
+    `insert into budget_months (user_id, time_zone, month, spent_usd)
+     select user_id, z.time_zone, (date_trunc('month', created_at at time zone z.time_zone))::date, sum(cost_usd)
+       from usage_ledger, budget_zones z where user_id = '${USER}' group by 1, 2, 3`,
+  );
+  await owner.query('vacuum analyze usage_ledger');
 }
 
-async function decide(pool: pg.Pool, runId: string): Promise<void> {
-  const d = await reserveBudget(pool, { userId: USER, runId, workflowId: runId, calls, mayDowngrade: true, expirySeconds: 3600 });
-  if (d.tier === 'blocked') throw new Error('the bench user was blocked: raise its limit');
-  await releaseReservations(pool, runId);
+/**
+ * Mean milliseconds of one decision with its reservation for each user, the users taking turns decision by decision
+ * so that the shared machine's drift hits them alike. Each reservation is released after (untimed), so reserved stays
+ * flat. The first 20 rounds warm up.
+ */
+async function decisionCosts(pool: pg.Pool, label: string, users: string[]): Promise<number[]> {
+  const totals = users.map(() => 0);
+  for (let i = -20; i < DECISIONS; i++) {
+    for (const [u, userId] of users.entries()) {
+      const runId = `${label}-${userId}-${i}`;
+      const start = performance.now();
+      const d = await reserveBudget(pool, { userId, runId, workflowId: runId, calls, mayDowngrade: true, expirySeconds: 3600 });
+      if (i >= 0) totals[u] += performance.now() - start;
+      if (d.tier === 'blocked') throw new Error(`${userId} was blocked: raise its limit`);
+      await releaseReservations(pool, runId);
+    }
+  }
+  return totals.map((t) => t / DECISIONS);
 }
 
-/** Bookings per second, CONCURRENCY at a time: with the guard, each run reserves first and its booking settles. */
-async function bookingRate(pool: pg.Pool, userId: string, guard: boolean): Promise<number> {
+/** Runs `count` runs, CONCURRENCY at a time, each on its lane's user; returns seconds. */
+async function runs(pool: pg.Pool, label: string, count: number, userOf: (lane: number) => string, guard: boolean): Promise<number> {
   let next = 0;
-  const one = async (i: number) => {
-    const runId = `rate-${userId}-${i}`;
-    if (guard)
-      await reserveBudget(pool, { userId, runId, workflowId: runId, calls: calls.slice(0, 1), mayDowngrade: true, expirySeconds: 3600 });
-    await recordUsage(pool, {
+  const book = (runId: string, userId: string, c: PlannedCall) =>
+    recordUsage(pool, {
       runId,
-      step: 'chat',
+      workflowId: runId,
+      step: c.step,
       attempt: 1,
       userId,
-      taskId: null,
-      model: 'openai/gpt-4o-mini',
-      kind: 'chat',
+      taskId: 'bench-task',
+      model: c.model,
+      kind: c.kind,
       status: 'ok',
-      usage: { promptTokens: 100, cachedPromptTokens: 0, completionTokens: 20, reasoningTokens: 0 },
+      usage:
+        c.kind === 'chat'
+          ? { promptTokens: 120, cachedPromptTokens: 0, completionTokens: 300, reasoningTokens: 0 }
+          : { promptTokens: 300, cachedPromptTokens: 0, completionTokens: 0, reasoningTokens: 0 },
       providerModel: null,
       providerRequestId: null,
       workerId: 'bench',
+      usageReceivedAt: new Date(),
     });
-  };
   const start = performance.now();
   await Promise.all(
-    Array.from({ length: CONCURRENCY }, async () => {
-      for (let i = next++; i < BOOKINGS; i = next++) await one(i);
+    Array.from({ length: CONCURRENCY }, async (_, lane) => {
+      const userId = userOf(lane);
+      for (let i = next++; i < count; i = next++) {
+        const runId = `${label}-${i}`;
+        if (guard) {
+          const d = await reserveBudget(pool, { userId, runId, workflowId: runId, calls, mayDowngrade: true, expirySeconds: 3600 });
+          if (d.tier === 'blocked') throw new Error(`${userId} was blocked: raise its limit`);
+        }
+        for (const c of calls) await book(runId, userId, c);
+      }
     }),
   );
-  return BOOKINGS / ((performance.now() - start) / 1000);
+  return (performance.now() - start) / 1000;
 }
 
 async function main(): Promise<void> {
-  const stack = readStackFile()?.postgres;
-  const passwords = stack?.passwords;
-  if (!stack || !passwords) throw new Error('no local stack: run `npx cronledger dev up --workers 0` first');
-  const name = `cronledger_bench_budget_${process.pid}`;
-  const admin = new pg.Client({ connectionString: databaseUrlFor(stack.port, 'superuser', passwords, 'postgres') });
-  await admin.connect();
-  await admin.query(`create database ${name} owner ${OWNER_ROLE}`);
-  const ownerUrl = databaseUrlFor(stack.port, 'owner', passwords, name);
-  const pool = createPool(databaseUrlFor(stack.port, 'app', passwords, name), CONCURRENCY + 2);
-  const owner = new pg.Client({ connectionString: ownerUrl });
+  const db = await scratchDatabase('cronledger_bench_budget', CONCURRENCY + 2);
+  const { pool } = db;
+  const owner = new pg.Client({ connectionString: db.urlAs('owner') });
   try {
-    await migrateDatabase(ownerUrl);
     await owner.connect();
-    await applyPrices(pool, loadPricesFile('prices/standard.json'), 'bench');
     const monthStart = (await pool.query<{ m: Date }>(`select date_trunc('month', now()) as m`)).rows[0].m;
+    const guarded = [USER, SMALL_USER, 'rate-on', ...Array.from({ length: CONCURRENCY }, (_, i) => `rate-on-${i}`)];
     await applyBudgets(
       pool,
       {
-        budgets: [
-          { userId: USER, monthlyLimitUsd: '1000000', timeZone: 'UTC', effectiveFrom: monthStart },
-          { userId: 'rate-guarded', monthlyLimitUsd: '1000000', timeZone: 'UTC', effectiveFrom: monthStart },
-        ],
+        budgets: guarded.map((userId) => ({ userId, monthlyLimitUsd: '1000000', timeZone: 'UTC', effectiveFrom: monthStart })),
         downgrade: { 'openai/gpt-4o-mini': 'openai/gpt-4.1-nano' },
       },
       'bench',
     );
 
     await owner.query(ledgerRows(1, SMALL));
+    await owner.query(ledgerRows(SMALL + 1, SMALL, SMALL_USER));
     await owner.query('analyze');
-    const small = await decisionCost(pool, 'small');
+    const [before] = await decisionCosts(pool, 'before', [USER]);
 
+    log(`loading ${BIG - SMALL} more rows`);
     const t0 = performance.now();
-    await owner.query('alter table usage_ledger disable trigger usage_ledger_budget_months');
-    await owner.query(ledgerRows(SMALL + 1, BIG - SMALL));
-    await owner.query('alter table usage_ledger enable trigger usage_ledger_budget_months');
-    await owner.query(`delete from budget_months where user_id = '${USER}'`);
-    await owner.query(
-      `insert into budget_months (user_id, time_zone, month, spent_usd)
-       select user_id, z.time_zone, (date_trunc('month', created_at at time zone z.time_zone))::date, sum(cost_usd)
-         from usage_ledger, budget_zones z where user_id = '${USER}' group by 1, 2, 3`,
-    );
-    await owner.query('analyze');
+    await bulkLoad(owner, 2 * SMALL + 1, BIG - SMALL);
     const loadSeconds = (performance.now() - t0) / 1000;
-    const rows = (await pool.query<{ n: string }>('select count(*) as n from usage_ledger where user_id = $1', [USER])).rows[0].n;
-    const big = await decisionCost(pool, 'big');
+    const count = async (userId: string) =>
+      (await pool.query<{ n: string }>('select count(*) as n from usage_ledger where user_id = $1', [userId])).rows[0].n;
+    const rows = await count(USER);
+    const smallRows = await count(SMALL_USER);
+    const [big, small] = await decisionCosts(pool, 'after', [USER, SMALL_USER]);
 
-    const off = await bookingRate(pool, 'rate-unguarded', false);
-    const on = await bookingRate(pool, 'rate-guarded', true);
+    const perRound = Math.ceil(RUNS / ROUNDS);
+    const seconds = { offOne: 0, onOne: 0, offMany: 0, onMany: 0 };
+    for (let r = 0; r < ROUNDS; r++) {
+      seconds.offOne += await runs(pool, `off-one-${r}`, perRound, () => 'rate-off', false);
+      seconds.onOne += await runs(pool, `on-one-${r}`, perRound, () => 'rate-on', true);
+      seconds.offMany += await runs(pool, `off-many-${r}`, perRound, (lane) => `rate-off-${lane}`, false);
+      seconds.onMany += await runs(pool, `on-many-${r}`, perRound, (lane) => `rate-on-${lane}`, true);
+    }
+    const bookings = perRound * ROUNDS * calls.length;
+    const rate = (s: number) => (bookings / s).toFixed(0).padStart(8);
 
-    process.stdout.write(
-      `$ ${command}\nPostgreSQL ${new URL(databaseUrlFor(stack.port, 'app', passwords, name)).host}, ${rows} ledger rows for ${USER} (loaded in ${loadSeconds.toFixed(0)} s)\n\n`,
-    );
-    process.stdout.write(`decision + reservation at ${SMALL} rows        ${small.toFixed(3).padStart(8)} ms  (mean of ${DECISIONS})\n`);
-    process.stdout.write(`decision + reservation at ${rows} rows    ${big.toFixed(3).padStart(8)} ms  (mean of ${DECISIONS})\n`);
-    process.stdout.write(`ratio                                      ${(big / small).toFixed(2).padStart(8)}    (goal <= 1.5)\n\n`);
-    process.stdout.write(
-      `bookings/s, guard off (book only)          ${off.toFixed(0).padStart(8)}    (${BOOKINGS}, ${CONCURRENCY} at a time)\n`,
-    );
-    process.stdout.write(`bookings/s, guard on (reserve, book+settle)${on.toFixed(0).padStart(8)}\n`);
-    process.stdout.write(`ratio                                      ${(on / off).toFixed(2).padStart(8)}    (goal >= 0.8)\n`);
+    const out = [
+      `$ ${command}`,
+      `PostgreSQL 127.0.0.1:${db.port}, ${rows} ledger rows for ${USER} (bulk loaded in ${loadSeconds.toFixed(0)} s)`,
+      '',
+      `decision + reservation, users taking turns, mean of ${DECISIONS} each:`,
+      `  ${SMALL_USER}, ${smallRows} rows of their own          ${small.toFixed(3).padStart(8)} ms`,
+      `  ${USER}, ${rows} rows of their own          ${big.toFixed(3).padStart(8)} ms`,
+      `  ratio                                            ${(big / small).toFixed(2).padStart(8)}    (goal <= 1.5)`,
+      `(before the load, ${USER} at ${SMALL} rows in a ${2 * SMALL}-row ledger: ${before.toFixed(3)} ms, so ${(big / before).toFixed(2)} times that)`,
+      '',
+      `runs of a chat and an embedding call, ${CONCURRENCY} at a time, ${perRound * ROUNDS} runs (${bookings} bookings) per line, ${ROUNDS} rounds alternating`,
+      `bookings/s, one user,  guard off (book, book)              ${rate(seconds.offOne)}`,
+      `bookings/s, one user,  guard on  (reserve both, book, book)${rate(seconds.onOne)}`,
+      `ratio                                                      ${(seconds.offOne / seconds.onOne).toFixed(2).padStart(8)}    (goal >= 0.8)`,
+      `bookings/s, ${CONCURRENCY} users,  guard off                            ${rate(seconds.offMany)}`,
+      `bookings/s, ${CONCURRENCY} users,  guard on                             ${rate(seconds.onMany)}`,
+      `ratio                                                      ${(seconds.offMany / seconds.onMany).toFixed(2).padStart(8)}    (goal >= 0.8)`,
+    ];
+    process.stdout.write(`${out.join('\n')}\n`);
   } finally {
     await owner.end().catch(() => undefined);
-    await pool.end();
-    await admin.query(`drop database if exists ${name} with (force)`);
-    await admin.end();
+    await db.close();
   }
 }
 
