@@ -27,6 +27,7 @@ import { dataDir } from '../src/config';
 import { createPool } from '../src/db/pool';
 import { findPostgresBinDir, postgresPid } from '../src/dev/postgres';
 import { recordUsage } from '../src/ledger/record-usage';
+import { sampleWaits, topWaits } from './postgres-waits';
 import { scratchDatabase, type ScratchDatabase } from './scratch-database';
 
 const arg = (name: string, fallback: number): number => {
@@ -87,28 +88,6 @@ function postgresCpuSeconds(postmaster: number): number {
     }
   }
   return total / 100; // USER_HZ
-}
-
-/** Samples what the scratch database's active backends wait on until stop() is called. */
-function sampleWaits(superuser: pg.Client, database: string) {
-  const waits = new Map<string, number>();
-  let running = true;
-  const loop = (async () => {
-    while (running) {
-      const { rows } = await superuser.query<{ w: string }>(
-        `select coalesce(wait_event_type || ':' || wait_event, 'CPU') as w from pg_stat_activity
-          where datname = $1 and state = 'active' and backend_type = 'client backend' and pid <> pg_backend_pid()`,
-        [database],
-      );
-      for (const r of rows) waits.set(r.w, (waits.get(r.w) ?? 0) + 1);
-      await new Promise((resolve) => setTimeout(resolve, 20));
-    }
-  })();
-  return async (): Promise<Map<string, number>> => {
-    running = false;
-    await loop;
-    return waits;
-  };
 }
 
 async function measure(db: ScratchDatabase, superuser: pg.Client, postmaster: number, run: () => Promise<number>): Promise<Phase> {
@@ -226,12 +205,7 @@ function describe(phases: Phase[]): string {
   const seconds = sum(phases, (p) => p.seconds);
   const waits = new Map<string, number>();
   for (const p of phases) for (const [w, n] of p.waits) waits.set(w, (waits.get(w) ?? 0) + n);
-  const samples = [...waits.values()].reduce((a, b) => a + b, 0) || 1;
-  const top = [...waits.entries()]
-    .sort((a, b) => b[1] - a[1])
-    .slice(0, 3)
-    .map(([w, n]) => `${w} ${Math.round((100 * n) / samples)}%`)
-    .join(', ');
+  const top = topWaits(waits, 3);
   return `${(sum(phases, (p) => p.perSecond * p.seconds) / seconds).toFixed(0).padStart(7)}/s   postgres CPU ${(sum(phases, (p) => p.postgresCpu) / seconds).toFixed(2)}  node CPU ${(sum(phases, (p) => p.nodeCpu) / seconds).toFixed(2)}   waits: ${top}`;
 }
 

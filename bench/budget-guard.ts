@@ -20,7 +20,9 @@ import pg from 'pg';
 import { applyBudgets } from '../src/budgets/budgets-store';
 import { releaseReservations, reserveBudget, type PlannedCall } from '../src/budgets/reserve';
 import { worstCaseOf } from '../src/budgets/worst-case';
+import { claimRun, completeRun } from '../src/db/runs';
 import { recordUsage } from '../src/ledger/record-usage';
+import { sampleWaits, topWaits } from './postgres-waits';
 import { scratchDatabase } from './scratch-database';
 
 const arg = (name: string, fallback: number): number => {
@@ -109,8 +111,18 @@ async function decisionCosts(pool: pg.Pool, label: string, users: string[]): Pro
   return totals.map((t) => t / DECISIONS);
 }
 
-/** Runs `count` runs, CONCURRENCY at a time, each on its lane's user; returns seconds. */
-async function runs(pool: pg.Pool, label: string, count: number, userOf: (lane: number) => string, guard: boolean): Promise<number> {
+/**
+ * Runs `count` runs, CONCURRENCY at a time, each on its lane's user; returns seconds. `whole`: also the run's claim
+ * before and its completion after, the rest of a run's database work (the model calls themselves are left out).
+ */
+async function runs(
+  pool: pg.Pool,
+  label: string,
+  count: number,
+  userOf: (lane: number) => string,
+  guard: boolean,
+  whole = false,
+): Promise<number> {
   let next = 0;
   const book = (runId: string, userId: string, c: PlannedCall) =>
     recordUsage(pool, {
@@ -138,11 +150,23 @@ async function runs(pool: pg.Pool, label: string, count: number, userOf: (lane: 
       const userId = userOf(lane);
       for (let i = next++; i < count; i = next++) {
         const runId = `${label}-${i}`;
+        const claim = { idempotencyKey: `cron:${runId}`, temporalRunId: runId };
+        if (whole) {
+          await claimRun(pool, {
+            ...claim,
+            taskId: 'bench-task',
+            userId,
+            workflowId: runId,
+            scheduledMinute: new Date().toISOString(),
+            workerId: 'bench',
+          });
+        }
         if (guard) {
           const d = await reserveBudget(pool, { userId, runId, workflowId: runId, calls, mayDowngrade: true, expirySeconds: 3600 });
           if (d.tier === 'blocked') throw new Error(`${userId} was blocked: raise its limit`);
         }
         for (const c of calls) await book(runId, userId, c);
+        if (whole) await completeRun(pool, { ...claim, status: 'completed', tier: guard ? 'default' : undefined });
       }
     }),
   );
@@ -153,8 +177,10 @@ async function main(): Promise<void> {
   const db = await scratchDatabase('cronledger_bench_budget', CONCURRENCY + 2);
   const { pool } = db;
   const owner = new pg.Client({ connectionString: db.urlAs('owner') });
+  const superuser = new pg.Client({ connectionString: db.urlAs('superuser', 'postgres') });
   try {
     await owner.connect();
+    await superuser.connect();
     const monthStart = (await pool.query<{ m: Date }>(`select date_trunc('month', now()) as m`)).rows[0].m;
     const guarded = [USER, SMALL_USER, 'rate-on', ...Array.from({ length: CONCURRENCY }, (_, i) => `rate-on-${i}`)];
     await applyBudgets(
@@ -182,12 +208,28 @@ async function main(): Promise<void> {
     const [big, small] = await decisionCosts(pool, 'after', [USER, SMALL_USER]);
 
     const perRound = Math.ceil(RUNS / ROUNDS);
-    const seconds = { offOne: 0, onOne: 0, offMany: 0, onMany: 0 };
+    const seconds = { offOne: 0, onOne: 0, offMany: 0, onMany: 0, offWhole: 0, onWhole: 0 };
+    const waits = Object.fromEntries(Object.keys(seconds).map((k) => [k, new Map<string, number>()])) as Record<
+      keyof typeof seconds,
+      Map<string, number>
+    >;
+    // the claim's and the completion's statements (their COMMIT included) are 'run'
+    const statement = (query: string) => (query.includes('reserve_budget') ? 'reserve' : query.includes('book_usage') ? 'book' : 'run');
+    const phase = async (key: keyof typeof seconds, run: () => Promise<number>) => {
+      const stop = sampleWaits(superuser, db.name, statement);
+      try {
+        seconds[key] += await run();
+      } finally {
+        for (const [w, n] of await stop()) waits[key].set(w, (waits[key].get(w) ?? 0) + n);
+      }
+    };
     for (let r = 0; r < ROUNDS; r++) {
-      seconds.offOne += await runs(pool, `off-one-${r}`, perRound, () => 'rate-off', false);
-      seconds.onOne += await runs(pool, `on-one-${r}`, perRound, () => 'rate-on', true);
-      seconds.offMany += await runs(pool, `off-many-${r}`, perRound, (lane) => `rate-off-${lane}`, false);
-      seconds.onMany += await runs(pool, `on-many-${r}`, perRound, (lane) => `rate-on-${lane}`, true);
+      await phase('offOne', () => runs(pool, `off-one-${r}`, perRound, () => 'rate-off', false));
+      await phase('onOne', () => runs(pool, `on-one-${r}`, perRound, () => 'rate-on', true));
+      await phase('offMany', () => runs(pool, `off-many-${r}`, perRound, (lane) => `rate-off-${lane}`, false));
+      await phase('onMany', () => runs(pool, `on-many-${r}`, perRound, (lane) => `rate-on-${lane}`, true));
+      await phase('offWhole', () => runs(pool, `off-whole-${r}`, perRound, (lane) => `rate-off-${lane}`, false, true));
+      await phase('onWhole', () => runs(pool, `on-whole-${r}`, perRound, (lane) => `rate-on-${lane}`, true, true));
     }
     const bookings = perRound * ROUNDS * calls.length;
     const rate = (s: number) => (bookings / s).toFixed(0).padStart(8);
@@ -206,13 +248,24 @@ async function main(): Promise<void> {
       `bookings/s, one user,  guard off (book, book)              ${rate(seconds.offOne)}`,
       `bookings/s, one user,  guard on  (reserve both, book, book)${rate(seconds.onOne)}`,
       `ratio                                                      ${(seconds.offOne / seconds.onOne).toFixed(2).padStart(8)}    (goal >= 0.8)`,
+      `  waits off: ${topWaits(waits.offOne, 4)}`,
+      `  waits on:  ${topWaits(waits.onOne, 5)}`,
       `bookings/s, ${CONCURRENCY} users,  guard off                            ${rate(seconds.offMany)}`,
       `bookings/s, ${CONCURRENCY} users,  guard on                             ${rate(seconds.onMany)}`,
       `ratio                                                      ${(seconds.offMany / seconds.onMany).toFixed(2).padStart(8)}    (goal >= 0.8)`,
+      `  waits off: ${topWaits(waits.offMany, 4)}`,
+      `  waits on:  ${topWaits(waits.onMany, 5)}`,
+      `whole run's database work, ${CONCURRENCY} users (claim, [reserve], book, book, complete):`,
+      `bookings/s, guard off                                      ${rate(seconds.offWhole)}`,
+      `bookings/s, guard on                                       ${rate(seconds.onWhole)}`,
+      `ratio                                                      ${(seconds.offWhole / seconds.onWhole).toFixed(2).padStart(8)}    (goal >= 0.8)`,
+      `  waits off: ${topWaits(waits.offWhole, 4)}`,
+      `  waits on:  ${topWaits(waits.onWhole, 5)}`,
     ];
     process.stdout.write(`${out.join('\n')}\n`);
   } finally {
     await owner.end().catch(() => undefined);
+    await superuser.end().catch(() => undefined);
     await db.close();
   }
 }
