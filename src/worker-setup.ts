@@ -14,10 +14,20 @@ export interface CronledgerWorkerOptions {
 }
 
 /**
- * How much one worker process takes on at once. The SDK's defaults, except where the fan-out benchmark (1,000 runs
- * firing in one minute on 3 workers, bench/fan-out.ts, BENCHMARKS.md) measured a difference; each value says why.
+ * How much one worker process takes on at once, from the fan-out benchmark (bench/fan-out.ts, BENCHMARKS.md): 1,000
+ * runs firing in one minute on 3 workers, on the dev server and on the Temporal server, each worker's SDK metrics
+ * scraped every half second. No kind of slot ran out: the fewest free on any worker were 7 of 40 workflow task slots,
+ * 73 of 100 activity slots (500 ms model calls) and 80 of 100 local activity slots, while the Temporal server's CPU
+ * set the pace. So these stay at the SDK's defaults, written out so that an SDK upgrade can't change them unseen; raise
+ * maxConcurrentActivityTaskExecutions first for slow real models (a call holds its slot for the provider's latency).
+ * The sticky cache (maxCachedWorkflows) keeps the SDK's default, sized from the heap (about 2,300 runs with Node's
+ * default heap here, far above the ~333 open runs per worker of such a burst); pollers keep theirs too (10 each).
  */
-export const WORKER_TUNING = {} satisfies Partial<WorkerOptions>;
+export const WORKER_TUNING = {
+  maxConcurrentWorkflowTaskExecutions: 40,
+  maxConcurrentActivityTaskExecutions: 100,
+  maxConcurrentLocalActivityExecutions: 100,
+} satisfies Partial<WorkerOptions>;
 
 /** A worker polling the task queue with every cronledger workflow and activity. N of them share the work. */
 export async function createCronledgerWorker(opts: CronledgerWorkerOptions): Promise<Worker> {

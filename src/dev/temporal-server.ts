@@ -22,8 +22,8 @@ export function temporalRunning(stack: StackFile): boolean {
 
 /**
  * SQLite in write-ahead-log mode with `synchronous=normal`: each commit appends to the WAL instead of rewriting the
- * rollback journal and syncing twice, which made the dev server (and every run on it) 1.6 to 2.3 times faster here
- * (BENCHMARKS.md, fan-out). A commit is still atomic and the file never corrupts; what `normal` gives up is only the
+ * rollback journal and syncing twice; issue 12 measured cronledger and a bare workflow 1.6 to 2.3 times faster on
+ * the dev server with it (BENCHMARKS.md, fan-out, runs with it). A commit is still atomic and the file never corrupts; what `normal` gives up is only the
  * last commits before a power loss (not a process crash: the WAL is in the OS page cache), and a dev server's history
  * is not a production store. The missed-slot and restart tests (test/missed-slots, test/fault/temporal-restart) kill
  * and restart the server on its file with these settings.

@@ -1,0 +1,32 @@
+/**
+ * The bare workflow P1 (bench/fan-out.ts) compares scheduledRun against: the same Temporal steps as scheduledRun since
+ * the `local-bookkeeping` patch, in the same order and with the same options, and activities that do nothing. What
+ * scheduledRun costs beyond it is cronledger's own work (PostgreSQL, the model client, payloads).
+ */
+import { patched, proxyActivities, proxyLocalActivities, upsertSearchAttributes } from '@temporalio/workflow';
+import { LOCAL_BOOKKEEPING_OPTIONS, MODEL_CALL_OPTIONS } from '../src/workflows/scheduled-run';
+import type { createBareActivities } from './bare-worker';
+
+type BareActivities = ReturnType<typeof createBareActivities>;
+
+// scheduledRun's own activity options, so the two can't drift apart
+const bookkeeping = proxyLocalActivities<BareActivities>(LOCAL_BOOKKEEPING_OPTIONS);
+const modelCalls = proxyActivities<BareActivities>(MODEL_CALL_OPTIONS);
+
+/** claim, reserve, (Tier), chat + book, embedding + book, memory, complete: scheduledRun's commands, nothing done. */
+export async function bareRun(): Promise<string> {
+  // scheduledRun records three patch markers; they travel in the same workflow task completions
+  patched('call-then-book');
+  patched('local-bookkeeping');
+  await bookkeeping.claim();
+  patched('budget-guard');
+  await bookkeeping.reserve();
+  upsertSearchAttributes([{ key: { name: 'Tier', type: 'KEYWORD' }, value: 'default' }]);
+  await modelCalls.call();
+  await bookkeeping.book();
+  await modelCalls.call();
+  await bookkeeping.book();
+  await bookkeeping.store();
+  await bookkeeping.complete();
+  return 'completed';
+}

@@ -1,0 +1,46 @@
+/**
+ * A worker process for bench/bare-run-workflow.ts, started by bench/fan-out.ts like cronledger's own worker
+ * (src/worker.ts): same environment variables, same worker tuning, activities that do nothing. BARE_CALL_MS makes
+ * the two call activities wait that long, as a model call would.
+ */
+import { NativeConnection, Runtime, Worker } from '@temporalio/worker';
+import { fileURLToPath } from 'node:url';
+import { WORKER_TUNING } from '../src/worker-setup';
+
+export const createBareActivities = (callMs: number) => ({
+  async claim(): Promise<void> {},
+  async reserve(): Promise<void> {},
+  async call(): Promise<void> {
+    if (callMs > 0) await new Promise((r) => setTimeout(r, callMs));
+  },
+  async book(): Promise<void> {},
+  async store(): Promise<void> {},
+  async complete(): Promise<void> {},
+});
+
+async function main(): Promise<void> {
+  const metricsAddress = process.env.CRONLEDGER_WORKER_METRICS_ADDRESS;
+  if (metricsAddress) Runtime.install({ telemetryOptions: { metrics: { prometheus: { bindAddress: metricsAddress } } } });
+  const connection = await NativeConnection.connect({ address: process.env.TEMPORAL_ADDRESS ?? '127.0.0.1:7233' });
+  const worker = await Worker.create({
+    ...WORKER_TUNING,
+    connection,
+    namespace: process.env.TEMPORAL_NAMESPACE ?? 'default',
+    taskQueue: process.env.CRONLEDGER_TASK_QUEUE ?? 'bare',
+    identity: process.env.CRONLEDGER_WORKER_ID ?? `bare-${process.pid}`,
+    workflowsPath: fileURLToPath(new URL('./bare-run-workflow.ts', import.meta.url)),
+    activities: createBareActivities(Number(process.env.BARE_CALL_MS ?? 0)),
+  });
+  try {
+    await worker.run();
+  } finally {
+    await connection.close();
+  }
+}
+
+if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
+  main().catch((err) => {
+    process.stderr.write(`bare worker failed: ${err instanceof Error ? err.message : String(err)}\n`);
+    process.exit(1);
+  });
+}

@@ -1,0 +1,393 @@
+/**
+ * P1 fan-out: N tasks (1,000) whose Temporal Schedules fire in the same minute, run by 3 worker processes, on a private
+ * stack started as `dev up` starts it (its Temporal server flags, its PostgreSQL), in a temp dir. Phases, each on its
+ * own task queue and its own N schedules (real schedules firing at a real minute, not a backfill):
+ *
+ *   bare    the bare workflow (bench/bare-run-workflow.ts): scheduledRun's Temporal steps, activities doing nothing
+ *   mock    cronledger's scheduledRun with the offline mock model
+ *   openai  scheduledRun through the openai provider against the fake OpenAI server, which takes --call-ms per request
+ *   jitter  as mock, with `jitter: 60s` on every task: starts spread over the minute, and nothing runs twice
+ *
+ * Each prints the time from the slot to the last closed run, runs per second over that time, the peak starts per
+ * second, claims and ledger rows (cronledger phases), and the CPU each process group used while the phase drained,
+ * so the figure says what limited it. mock/bare is the throughput ratio measured in the same run on the same server.
+ *
+ *   node --import tsx bench/fan-out.ts [--tasks 1000] [--workers 3] [--only bare,mock,openai,jitter] [--call-ms 500] [--lead 75]
+ *        [--temporal dev|server]
+ *
+ * --temporal: the stack's Temporal, as `dev up --temporal` (dev: the dev server on SQLite; server: the Temporal server's
+ * services on the stack's PostgreSQL).
+ * --lead: seconds from start of a phase to its slot at least (its N schedules are created in between).
+ */
+import type { Client } from '@temporalio/client';
+import { randomUUID } from 'node:crypto';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type pg from 'pg';
+import { connectClient } from '../src/client';
+import { createPool } from '../src/db/pool';
+import { freePorts } from '../src/dev/ports';
+import { startStack, stopStack } from '../src/dev/stack';
+import { applyPrices, loadPricesFile } from '../src/ledger/prices';
+import { scheduleOptionsFor } from '../src/schedules/task-schedule';
+import { parseTasksFile } from '../src/tasks/tasks-file';
+import { startFakeOpenAI, type FakeOpenAI } from '../test/support/fake-openai';
+import { startWorkerProcesses, stopWorkerProcesses, writeWorkflowBundle, type WorkerProcess } from '../test/support/worker-processes';
+
+const arg = (name: string, fallback: string): string => {
+  const i = process.argv.indexOf(`--${name}`);
+  return i > 0 && process.argv[i + 1] ? process.argv[i + 1] : fallback;
+};
+const taskCount = Number(arg('tasks', '1000'));
+const workerCount = Number(arg('workers', '3'));
+const phases = arg('only', 'bare,mock,openai,jitter').split(',') as Phase[];
+const callMs = Number(arg('call-ms', '500'));
+const leadS = Number(arg('lead', '75'));
+const temporalMode = arg('temporal', 'dev') as 'dev' | 'server';
+const command = `node --import tsx bench/fan-out.ts ${process.argv.slice(2).join(' ')}`.trim();
+const DRAIN_TIMEOUT_MS = 15 * 60_000;
+const WARM_UP_TASKS = 30;
+
+type Phase = 'bare' | 'mock' | 'openai' | 'jitter';
+
+const log = (line: string): void => void process.stderr.write(`${new Date().toISOString()} ${line}\n`);
+
+interface Stack {
+  dir: string;
+  client: Client;
+  pool: pg.Pool;
+  temporalAddress: string;
+  namespace: string;
+  databaseUrl: string;
+  bundlePath: string;
+  fake: FakeOpenAI;
+  /** The Temporal server's processes (one dev server, or the real server's services) and the postmaster. */
+  pids: { temporal: number[]; postgres: number };
+}
+
+interface PhaseFigures {
+  phase: Phase;
+  runs: number;
+  /** Slot to the last run closed (ms). */
+  drainMs: number;
+  /** Slot to the median run closed (ms). */
+  medianMs: number;
+  /** Slot to the first run started (ms). */
+  firstStartMs: number;
+  peakStartsPerSecond: number;
+  /** cronledger phases: claims (runs rows), completed claims, duplicates recorded, ledger rows. */
+  claims?: { rows: number; completed: number; duplicates: number; ledgerRows: number };
+  /** Share of one core each group used from the slot to the last close, and the whole machine's (of all cores). */
+  cpu: Record<string, number>;
+  /** The fewest free task slots any one worker had while the phase drained, by kind (0: that limit was reached). */
+  fewestFreeSlots: Record<string, number>;
+}
+
+async function main(): Promise<void> {
+  const dir = mkdtempSync(join(tmpdir(), 'cronledger-fan-out-'));
+  log(`private stack in ${dir}`);
+  let stack: Stack | undefined;
+  const results: PhaseFigures[] = [];
+  try {
+    const up = await startStack({ dataDir: dir, workers: 0, admin: false, log, temporal: temporalMode });
+    const s = up.stack;
+    const pool = createPool(s.postgres.databaseUrl);
+    await applyPrices(pool, loadPricesFile('prices/standard.json'), 'bench');
+    const fake = await startFakeOpenAI();
+    fake.setLatency(callMs);
+    stack = {
+      dir,
+      client: await connectClient({ temporalAddress: s.temporal.address, namespace: s.namespace }),
+      pool,
+      temporalAddress: s.temporal.address,
+      namespace: s.namespace,
+      databaseUrl: s.postgres.databaseUrl,
+      bundlePath: await writeWorkflowBundle(dir),
+      fake,
+      pids: {
+        temporal: up.temporal.pids ? Object.values(up.temporal.pids) : [up.temporal.pid],
+        postgres: Number(readFileSync(join(s.postgres.clusterDir, 'postmaster.pid'), 'utf8').split('\n')[0]),
+      },
+    };
+    // A freshly started server was slow to fire its first schedules (9 of 60 started 66 s late in a trial run): a small
+    // unmeasured round first, so that every measured phase meets a warm server.
+    log(`warm-up: ${WARM_UP_TASKS} bare tasks, not measured`);
+    await runPhase(stack, 'bare', WARM_UP_TASKS);
+    for (const phase of phases) {
+      const figures = await runPhase(stack, phase, taskCount);
+      results.push(figures);
+      log(JSON.stringify(figures));
+    }
+  } finally {
+    await stack?.fake.close();
+    await stack?.pool.end();
+    await stack?.client.connection.close();
+    await stopStack(dir);
+    rmSync(dir, { recursive: true, force: true });
+  }
+  process.stdout.write(report(results));
+}
+
+async function runPhase(stack: Stack, phase: Phase, taskCount: number): Promise<PhaseFigures> {
+  const id = `${phase}-${randomUUID().slice(0, 4)}`;
+  const taskQueue = `fan-${id}`;
+  log(`${phase}: starting ${workerCount} workers on ${taskQueue}`);
+  const metricsPorts = await freePorts(workerCount);
+  let started = 0;
+  const workers = await startWorkerProcesses(workerCount, {
+    target: { temporalAddress: stack.temporalAddress, namespace: stack.namespace, taskQueue, databaseUrl: stack.databaseUrl },
+    bundlePath: stack.bundlePath,
+    logDir: join(stack.dir, 'logs'),
+    ...(phase === 'bare' ? { script: 'bench/bare-worker.ts' } : {}),
+    env: () => ({
+      // each worker's SDK metrics, scraped while the phase drains: did any kind of task slot run out?
+      CRONLEDGER_WORKER_METRICS_ADDRESS: `127.0.0.1:${metricsPorts[started++ % workerCount]}`,
+      ...(phase === 'openai' ? { MODEL_PROVIDER: 'openai', OPENAI_API_KEY: 'sk-fake-bench', OPENAI_BASE_URL: stack.fake.baseURL } : {}),
+    }),
+  });
+  try {
+    const slot = new Date(Math.ceil((Date.now() + leadS * 1000) / 60_000) * 60_000);
+    await createSchedules(stack.client, phase, id, taskQueue, slot, taskCount);
+    if (Date.now() > slot.getTime() - 2_000) throw new Error(`${phase}: the schedules took past the slot; run with a longer --lead`);
+    log(`${phase}: ${taskCount} schedules fire at ${slot.toISOString()}`);
+    await sleepUntil(slot.getTime());
+    const cpuBefore = sampleCpu(stack, workers);
+    const closed = `TaskQueue = '${taskQueue}' AND ExecutionStatus != 'Running'`;
+    const deadline = Date.now() + DRAIN_TIMEOUT_MS;
+    const slots = new SlotWatch(metricsPorts);
+    for (let n = 0; n < taskCount; n = (await stack.client.workflow.count(closed)).count) {
+      if (Date.now() > deadline)
+        throw new Error(`${phase}: only ${n} of ${taskCount} runs closed within ${DRAIN_TIMEOUT_MS / 60_000} minutes`);
+      await slots.scrape();
+      await sleep(500);
+    }
+    const cpuAfter = sampleCpu(stack, workers);
+    const runs = await executions(stack.client, taskQueue);
+    const failed = runs.filter((r) => r.status !== 'COMPLETED');
+    if (failed.length > 0)
+      throw new Error(`${phase}: ${failed.length} runs did not complete (${failed[0].workflowId}: ${failed[0].status})`);
+    const drainMs = Math.max(...runs.map((r) => r.closeTime)) - slot.getTime();
+    const perSecond = new Map<number, number>();
+    for (const r of runs) perSecond.set(Math.floor(r.startTime / 1000), (perSecond.get(Math.floor(r.startTime / 1000)) ?? 0) + 1);
+    const sinceSlot = runs.map((r) => r.closeTime - slot.getTime()).sort((a, b) => a - b);
+    return {
+      phase,
+      runs: runs.length,
+      drainMs,
+      medianMs: sinceSlot[Math.floor(sinceSlot.length / 2)],
+      firstStartMs: Math.min(...runs.map((r) => r.startTime)) - slot.getTime(),
+      peakStartsPerSecond: Math.max(...perSecond.values()),
+      ...(phase === 'bare' ? {} : { claims: await claimCounts(stack.pool, id) }),
+      cpu: cpuShares(cpuBefore, cpuAfter),
+      fewestFreeSlots: slots.fewest,
+    };
+  } finally {
+    await stopWorkerProcesses(workers);
+  }
+}
+
+/**
+ * N tasks at one daily minute, the slot, created through the same schedule options as `tasks apply`; the bare phase
+ * swaps the action's workflow for the bare one. Left in place afterwards: they fire again only tomorrow, and the stack
+ * is deleted at the end.
+ */
+async function createSchedules(client: Client, phase: Phase, id: string, taskQueue: string, slot: Date, taskCount: number): Promise<void> {
+  const { tasks } = parseTasksFile({
+    tasks: Array.from({ length: taskCount }, (_, i) => ({
+      id: `fan-${id}-${i + 1}`,
+      cron: `${slot.getUTCMinutes()} ${slot.getUTCHours()} * * *`,
+      userId: `u${(i % 100) + 1}`,
+      input: 'Summarise my inbox.',
+      ...(phase === 'jitter' ? { jitter: '60s' } : {}),
+    })),
+    monthlyReport: false,
+  });
+  const started = Date.now();
+  let next = 0;
+  const createNext = async (): Promise<void> => {
+    for (let i = next++; i < tasks.length; i = next++) {
+      const options = scheduleOptionsFor(tasks[i], taskQueue);
+      await client.schedule.create(
+        phase === 'bare' ? { ...options, action: { ...options.action, workflowType: 'bareRun', args: [] } } : options,
+      );
+    }
+  };
+  await Promise.all(Array.from({ length: 16 }, createNext));
+  log(`${phase}: created ${tasks.length} schedules in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+}
+
+interface Execution {
+  workflowId: string;
+  status: string;
+  startTime: number;
+  closeTime: number;
+}
+
+async function executions(client: Client, taskQueue: string): Promise<Execution[]> {
+  const out: Execution[] = [];
+  for await (const w of client.workflow.list({ query: `TaskQueue = '${taskQueue}'` })) {
+    out.push({
+      workflowId: w.workflowId,
+      status: w.status.name,
+      startTime: w.startTime.getTime(),
+      closeTime: w.closeTime?.getTime() ?? NaN,
+    });
+  }
+  return out;
+}
+
+/** Nothing ran twice: one claim per slot, each completed, no duplicate recorded, two ledger rows (chat, embedding) per run. */
+async function claimCounts(pool: pg.Pool, id: string): Promise<NonNullable<PhaseFigures['claims']>> {
+  const prefix = `fan-${id}-%`;
+  const runs = await pool.query<{ rows: string; completed: string }>(
+    `select count(*) as rows, count(*) filter (where status = 'completed') as completed from runs where task_id like $1`,
+    [prefix],
+  );
+  const duplicates = await pool.query<{ n: string }>('select count(*) as n from run_duplicates where task_id like $1', [prefix]);
+  const ledger = await pool.query<{ n: string }>('select count(*) as n from usage_ledger where task_id like $1', [prefix]);
+  return {
+    rows: Number(runs.rows[0].rows),
+    completed: Number(runs.rows[0].completed),
+    duplicates: Number(duplicates.rows[0].n),
+    ledgerRows: Number(ledger.rows[0].n),
+  };
+}
+
+// --- task slots, from each worker's SDK metrics (temporal_worker_task_slots_available by worker_type) ----------
+
+class SlotWatch {
+  readonly fewest: Record<string, number> = {};
+  constructor(private readonly ports: number[]) {}
+
+  async scrape(): Promise<void> {
+    await Promise.all(
+      this.ports.map(async (port) => {
+        const text = await fetch(`http://127.0.0.1:${port}/metrics`, { signal: AbortSignal.timeout(2_000) })
+          .then((r) => r.text())
+          .catch(() => ''); // a scrape that fails under load is skipped
+        for (const m of text.matchAll(/^temporal_worker_task_slots_available\{[^}]*worker_type="(\w+)"[^}]*\} (\d+)/gm)) {
+          this.fewest[m[1]] = Math.min(this.fewest[m[1]] ?? Infinity, Number(m[2]));
+        }
+      }),
+    );
+  }
+}
+
+// --- CPU, from /proc: which process group was busy while a phase drained --------------------------------------
+
+interface CpuSample {
+  at: number;
+  /** Clock ticks (1/100 s) per group. */
+  ticks: Record<string, number>;
+  machine: { busy: number; total: number };
+}
+
+const TICKS_PER_SECOND = 100;
+
+function sampleCpu(stack: Stack, workers: WorkerProcess[]): CpuSample {
+  const parents = parentsOfAll();
+  const tree = (root: number): number => treeTicks(root, parents);
+  const [cpu] = readFileSync('/proc/stat', 'utf8').split('\n');
+  const fields = cpu.split(/\s+/).slice(1).map(Number);
+  const idle = fields[3] + fields[4];
+  const total = fields.slice(0, 8).reduce((a, b) => a + b, 0);
+  return {
+    at: Date.now(),
+    ticks: {
+      temporal: stack.pids.temporal.reduce((sum, pid) => sum + tree(pid), 0),
+      postgres: tree(stack.pids.postgres),
+      workers: workers.reduce((sum, w) => sum + (w.pid ? tree(w.pid) : 0), 0),
+      'bench (fake OpenAI)': ownTicks(process.pid),
+    },
+    machine: { busy: total - idle, total },
+  };
+}
+
+function cpuShares(a: CpuSample, b: CpuSample): Record<string, number> {
+  const seconds = (b.at - a.at) / 1000;
+  const shares = Object.fromEntries(Object.keys(a.ticks).map((k) => [k, (b.ticks[k] - a.ticks[k]) / TICKS_PER_SECOND / seconds]));
+  return { ...shares, 'machine (all cores, every user)': (b.machine.busy - a.machine.busy) / (b.machine.total - a.machine.total) };
+}
+
+/** utime + stime of a process, and of its children it has waited for. */
+function ownTicks(pid: number): number {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const f = stat
+      .slice(stat.lastIndexOf(')') + 2)
+      .split(' ')
+      .map(Number);
+    return f[11] + f[12] + f[13] + f[14];
+  } catch {
+    return 0; // gone since the scan
+  }
+}
+
+function parentsOfAll(): Map<number, number> {
+  const parents = new Map<number, number>();
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const stat = readFileSync(`/proc/${name}/stat`, 'utf8');
+      parents.set(Number(name), Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]));
+    } catch {
+      // exited while listing
+    }
+  }
+  return parents;
+}
+
+function treeTicks(root: number, parents: Map<number, number>): number {
+  let sum = ownTicks(root);
+  for (const [pid, parent] of parents) if (parent === root) sum += treeTicks(pid, parents);
+  return sum;
+}
+
+// --- output ---------------------------------------------------------------------------------------------------
+
+function report(results: PhaseFigures[]): string {
+  const lines = [
+    `$ ${command}`,
+    `${taskCount} tasks firing in one minute, ${workerCount} worker processes, Temporal ${temporalMode === 'dev' ? 'dev server' : 'server on PostgreSQL'}, calls ${callMs} ms in the openai phase`,
+    '',
+  ];
+  const s = (ms: number): string => `${(ms / 1000).toFixed(1)} s`;
+  for (const r of results) {
+    lines.push(
+      `${r.phase.padEnd(7)} last run closed ${s(r.drainMs).padStart(7)} after the slot (median ${s(r.medianMs)}, first start ${s(r.firstStartMs)}), ` +
+        `${((r.runs / r.drainMs) * 1000).toFixed(1)} runs/s, peak ${r.peakStartsPerSecond} starts/s`,
+    );
+    if (r.claims) {
+      const c = r.claims;
+      lines.push(
+        `        claims ${c.rows} (completed ${c.completed}), duplicates ${c.duplicates}, ledger rows ${c.ledgerRows} (2 per run)`,
+      );
+    }
+    const slotText = Object.entries(r.fewestFreeSlots).map(([k, v]) => `${k} ${v}`);
+    lines.push(`        fewest free task slots on a worker: ${slotText.join(', ') || 'not scraped'}`);
+    lines.push(
+      `        cpu while draining: ${Object.entries(r.cpu)
+        .map(([k, v]) => `${k} ${(v * 100).toFixed(0)}%`)
+        .join(', ')}`,
+    );
+  }
+  const find = (p: Phase) => results.find((r) => r.phase === p);
+  const bare = find('bare');
+  const mock = find('mock');
+  if (bare && mock) lines.push('', `mock / bare throughput: ${(bare.drainMs / mock.drainMs).toFixed(2)}x (goal >= 0.9)`);
+  if (mock) lines.push(`mock drain: ${s(mock.drainMs)} (goal <= 60 s)`);
+  const openai = find('openai');
+  if (openai) lines.push(`openai (${callMs} ms calls): slowest run closed ${s(openai.drainMs)} after its slot (goal <= 90 s)`);
+  const jitter = find('jitter');
+  if (jitter && mock) lines.push(`jitter 60s: peak starts/s ${jitter.peakStartsPerSecond} vs ${mock.peakStartsPerSecond} without`);
+  return `${lines.join('\n')}\n`;
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+const sleepUntil = (t: number): Promise<void> => sleep(Math.max(0, t - Date.now()));
+
+main().catch((err) => {
+  process.stderr.write(`bench failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+  process.exit(1);
+});
