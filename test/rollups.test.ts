@@ -193,6 +193,12 @@ describe('the rollup queue', () => {
       expect((await snapshot(zone)).some((r) => r.includes('"user-queue"'))).toBe(true);
       expect(await snapshot(zone)).toEqual(await fromLedger(zone));
     }
+
+    // A rebuild while entries wait in the queue: its snapshot holds them, and they are added to no bucket twice.
+    await recordUsage(ctx.pool, call('queued-during-rebuild', new Date('2026-06-12T08:00:00Z'), 'user-queue'));
+    await rebuildMonth(ctx.pool, 'UTC', MONTH);
+    await refreshRollups(ctx.pool);
+    for (const zone of ['UTC', 'Europe/Berlin', 'America/New_York']) expect(await snapshot(zone)).toEqual(await fromLedger(zone));
   });
 });
 

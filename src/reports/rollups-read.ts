@@ -111,8 +111,8 @@ const LEDGER_BUCKET = 'user_id, task_id, model, kind, entry_type, status';
 /**
  * SQL of the ledger rollup rows of zone $1 for local days $2..$3 (one month's), with the columns of usage_rollups
  * from `day` on. Stored: the rows as kept. Current: as a refresh would leave them, without writing (the admin page's
- * role may only read): buckets that queued entries touch are recomputed from the raw ledger. A month the zone never
- * built is aggregated from the raw ledger the way a build would.
+ * role may only read): queued entries are added to their buckets. A month the zone never built is aggregated from the
+ * raw ledger the way a build would.
  */
 function ledgerRowsSql(built: boolean, freshness: Freshness): string {
   if (!built) {
@@ -123,22 +123,18 @@ function ledgerRowsSql(built: boolean, freshness: Freshness): string {
                          cost_usd, first_entry_id, last_entry_id
                     from usage_rollups r where r.zone = $1 and r.day between $2::date and $3::date`;
   if (freshness === 'stored') return stored;
-  const cols = ['day', ...LEDGER_BUCKET.split(', ')];
-  // jsonb keys: hashable, and null stays distinct from any value (model and kind are null on credits)
-  const key = (t: string) => `jsonb_build_array(${cols.map((c) => `${t}.${c}`).join(', ')})`;
-  return `with touched as materialized (
-            select distinct ${localDay('l.created_at')} as day, ${LEDGER_BUCKET.replace(/(\w+)/g, 'l.$1')}
-              from rollup_queue q join usage_ledger l on l.id = q.entry_id
-             where ${localDay('l.created_at')} between $2::date and $3::date)
-          select * from (${stored}) r where ${key('r')} not in (select ${key('t')} from touched t)
-          union all
-          select t.day, ${LEDGER_BUCKET.replace(/(\w+)/g, 't.$1')}, ${LEDGER_SUMS}
-            from touched t
-            join usage_ledger l
-              on l.user_id = t.user_id and ${inDays('l.created_at', 't.day', 't.day')}
-             and l.task_id is not distinct from t.task_id and l.model is not distinct from t.model
-             and l.kind is not distinct from t.kind and l.entry_type = t.entry_type and l.status = t.status
-           group by ${cols.map((c) => `t.${c}`).join(', ')}`;
+  // queued entries are added to their buckets, as a refresh would add them
+  return `select day, ${LEDGER_BUCKET}, sum(entries) as entries, sum(prompt_tokens) as prompt_tokens,
+                 sum(cached_prompt_tokens) as cached_prompt_tokens, sum(completion_tokens) as completion_tokens,
+                 sum(reasoning_tokens) as reasoning_tokens, sum(cost_usd) as cost_usd,
+                 min(first_entry_id) as first_entry_id, max(last_entry_id) as last_entry_id
+            from (${stored}
+                  union all
+                  select ${localDay('l.created_at')}, ${LEDGER_BUCKET.replace(/(\w+)/g, 'l.$1')}, ${LEDGER_SUMS}
+                    from rollup_queue q join usage_ledger l on l.id = q.entry_id
+                   where ${localDay('l.created_at')} between $2::date and $3::date
+                   group by 1, 2, 3, 4, 5, 6, 7) x
+           group by day, ${LEDGER_BUCKET}`;
 }
 
 /** SQL of the run rollup rows (day, user_id, task_id, status, tier, runs) of zone $1 for local days $2..$3, like ledgerRowsSql. */

@@ -13,8 +13,8 @@ import { pendingEntries, readWatermark, type Watermark } from './rollups-read';
  * must recompute, and why the queues name no zone.
  *
  * - build:   a (zone, month) is computed in full from the raw ledger the first time a report asks for it;
- * - refresh: queued entries and run changes name the buckets they touch in every tracked zone, and only those buckets
- *            are recomputed from the raw ledger (the rollupRefresh schedule runs it every minute);
+ * - refresh: queued entries are added to their buckets in every tracked zone, and the run buckets that queued run
+ *            changes touch are recomputed (the rollupRefresh schedule runs it every minute);
  * - rebuild: recomputes every bucket of a month (or of all months) from the raw ledger, deterministically.
  * A refresh and a rebuild of the same data give identical rows: both aggregate the same ledger rows the same way.
  * Reading them is rollups-read.ts.
@@ -57,16 +57,13 @@ const dayRange = (first: string, last: string, zone = '$1', at = 'l.created_at')
   `${at} >= ((${first})::timestamp at time zone ${zone}) - interval '3 hours'
    and ${at} < (((${last}) + 1)::timestamp at time zone ${zone}) + interval '3 hours'
    and ${localDay(zone, at)} between (${first}) and (${last})`;
-/** A ledger row `l` in the bucket `t` (zone t.zone). */
-const inBucket = `l.user_id = t.user_id and l.task_id is not distinct from t.task_id and ${dayRange('t.day', 't.day', 't.zone')}
-  and l.model is not distinct from t.model and l.kind is not distinct from t.kind
-  and l.entry_type = t.entry_type and l.status = t.status`;
 /** A claimed run `r` in the run bucket `t` (zone t.zone): the runs_user_task_claimed index finds them. */
 const inRunBucket = `r.user_id = t.user_id and r.task_id = t.task_id and ${dayRange('t.day', 't.day', 't.zone', 'r.claimed_at')}`;
 
 /**
  * One lock for every write to the rollups: refreshes and builds take turns. A build that follows a refresh reads a
  * snapshot holding every entry that refresh consumed from the queue, so a zone registered meanwhile misses nothing.
+ * (rebuildMonth takes the same key as a session lock, to take its repeatable-read snapshot after it.)
  */
 const lockRollups = (db: pg.PoolClient) => db.query(`select pg_advisory_xact_lock(hashtextextended('cronledger-rollups', 0))`);
 
@@ -107,9 +104,101 @@ export async function ensureMonthRollups(
   return { built, refresh };
 }
 
+type Folded = { entries: number; runChanges: number; perZone: Map<string, { buckets: number; reopened: number }> };
+
 /**
- * Folds the queued ledger entries and run changes into the rollups of every tracked zone, a batch per transaction:
- * the buckets a batch touches are deleted and recomputed from the raw ledger (and runs), and its queue rows deleted.
+ * Folds queued entries (at most `limit`, or all visible) and run changes into every tracked zone, in the caller's
+ * transaction, and deletes their queue rows: exactly once, since the deletion commits with the fold. Entries are
+ * added to their buckets as deltas (sums add, the id span widens), so a late entry costs its own row, not a
+ * recomputation of its bucket. Runs change status, so their buckets (one user's task on one day) are recomputed.
+ */
+async function foldQueues(c: pg.PoolClient, limit: number | null): Promise<Folded> {
+  const zones = (await c.query<{ zone: string }>('select zone from rollup_zones order by zone')).rows.map((r) => r.zone);
+  const take = (table: string, key: string) => (limit === null ? table : `(select * from ${table} order by ${key} limit ${limit})`);
+  const picked = await c.query(
+    `create temp table picked on commit drop as
+       with taken as (
+         delete from rollup_queue where entry_id in (select entry_id from ${take('rollup_queue', 'entry_id')} q) returning entry_id)
+       select entry_id from taken`,
+  );
+  const pickedRuns = await c.query(
+    `create temp table picked_runs on commit drop as
+       with taken as (
+         delete from run_rollup_queue where id in (select id from ${take('run_rollup_queue', 'id')} q) returning claimed_at, user_id, task_id)
+       select distinct claimed_at, user_id, task_id from taken`,
+  );
+  const entries = picked.rowCount ?? 0;
+  const runChanges = pickedRuns.rowCount ?? 0;
+  const perZone = new Map<string, { buckets: number; reopened: number }>(zones.map((z) => [z, { buckets: 0, reopened: 0 }]));
+  if (entries > 0) {
+    // The application role may insert and delete rollup rows, not update them: a bucket that exists already is
+    // deleted and inserted again with the batch's sums added.
+    await c.query(
+      `create temp table delta on commit drop as
+         select z.zone, ${localDay('z.zone')} as day, l.user_id, l.task_id, l.model, l.kind, l.entry_type, l.status,
+                count(*) as entries, sum(l.prompt_tokens)::bigint as prompt_tokens, sum(l.cached_prompt_tokens)::bigint as cached_prompt_tokens,
+                sum(l.completion_tokens)::bigint as completion_tokens, sum(l.reasoning_tokens)::bigint as reasoning_tokens,
+                sum(l.cost_usd) as cost_usd, min(l.id) as first_entry_id, max(l.id) as last_entry_id
+           from picked p join usage_ledger l on l.id = p.entry_id cross join rollup_zones z
+          group by 1, 2, 3, 4, 5, 6, 7, 8`,
+    );
+    await c.query(
+      `create temp table reopened on commit drop as
+         with gone as (
+           delete from usage_rollups r using delta t
+            where r.zone = t.zone and r.day = t.day and r.user_id = t.user_id and r.task_id is not distinct from t.task_id
+              and r.model is not distinct from t.model and r.kind is not distinct from t.kind
+              and r.entry_type = t.entry_type and r.status = t.status
+           returning r.*)
+         select * from gone`,
+    );
+    await c.query(
+      `insert into usage_rollups (${ROLLUP_COLUMNS})
+       select t.zone, t.day, t.user_id, t.task_id, t.model, t.kind, t.entry_type, t.status,
+              t.entries + coalesce(o.entries, 0), t.prompt_tokens + coalesce(o.prompt_tokens, 0),
+              t.cached_prompt_tokens + coalesce(o.cached_prompt_tokens, 0), t.completion_tokens + coalesce(o.completion_tokens, 0),
+              t.reasoning_tokens + coalesce(o.reasoning_tokens, 0), t.cost_usd + coalesce(o.cost_usd, 0),
+              least(t.first_entry_id, o.first_entry_id), greatest(t.last_entry_id, o.last_entry_id)
+         from delta t
+         left join reopened o
+           on o.zone = t.zone and o.day = t.day and o.user_id = t.user_id and o.task_id is not distinct from t.task_id
+          and o.model is not distinct from t.model and o.kind is not distinct from t.kind
+          and o.entry_type = t.entry_type and o.status = t.status`,
+    );
+    const { rows } = await c.query<{ zone: string; buckets: string; reopened: string }>(
+      `select t.zone, count(*) as buckets, (select count(*) from reopened o where o.zone = t.zone) as reopened from delta t group by t.zone`,
+    );
+    for (const r of rows) perZone.set(r.zone, { buckets: Number(r.buckets), reopened: Number(r.reopened) });
+  }
+  if (runChanges > 0) {
+    await c.query(
+      `create temp table touched_runs on commit drop as
+         select distinct z.zone, ${localDay('z.zone', 'p.claimed_at')} as day, p.user_id, p.task_id
+           from picked_runs p cross join rollup_zones z`,
+    );
+    await c.query(
+      `delete from run_rollups r using touched_runs t
+        where r.zone = t.zone and r.day = t.day and r.user_id = t.user_id and r.task_id = t.task_id`,
+    );
+    await c.query(
+      `insert into run_rollups (zone, day, user_id, task_id, status, tier, runs)
+       select t.zone, t.day, t.user_id, t.task_id, r.status, r.tier, count(*)
+         from touched_runs t join runs r on ${inRunBucket}
+        group by t.zone, t.day, t.user_id, t.task_id, r.status, r.tier`,
+    );
+  }
+  await c.query(
+    `update rollup_zones
+        set refreshed_at = now(),
+            last_entry_id = greatest(last_entry_id, coalesce((select max(entry_id) from picked), 0)),
+            entries_folded = entries_folded + $1`,
+    [entries],
+  );
+  return { entries, runChanges, perZone };
+}
+
+/**
+ * Folds the queued ledger entries and run changes into the rollups of every tracked zone, a batch per transaction.
  * Safe to run concurrently (one lock) and to interrupt (a batch commits whole).
  */
 export async function refreshRollups(db: pg.Pool, opts: { batchSize?: number; onProgress?: OnProgress } = {}): Promise<RefreshResult> {
@@ -119,87 +208,7 @@ export async function refreshRollups(db: pg.Pool, opts: { batchSize?: number; on
   for (;;) {
     const batch = await inTransaction(db, async (c) => {
       await lockRollups(c);
-      const zones = (await c.query<{ zone: string }>('select zone from rollup_zones order by zone')).rows.map((r) => r.zone);
-      const picked = await c.query(
-        `create temp table picked on commit drop as
-           with taken as (
-             delete from rollup_queue where entry_id in (select entry_id from rollup_queue order by entry_id limit $1)
-             returning entry_id)
-           select entry_id from taken`,
-        [batchSize],
-      );
-      const pickedRuns = await c.query(
-        `create temp table picked_runs on commit drop as
-           with taken as (
-             delete from run_rollup_queue where id in (select id from run_rollup_queue order by id limit $1)
-             returning claimed_at, user_id, task_id)
-           select distinct claimed_at, user_id, task_id from taken`,
-        [batchSize],
-      );
-      const entries = picked.rowCount ?? 0;
-      const runChanges = pickedRuns.rowCount ?? 0;
-      if (entries > 0) {
-        await c.query(
-          `create temp table touched on commit drop as
-             select distinct z.zone, ${localDay('z.zone')} as day, l.user_id, l.task_id, l.model, l.kind, l.entry_type, l.status
-               from picked p join usage_ledger l on l.id = p.entry_id cross join rollup_zones z`,
-        );
-      }
-      if (runChanges > 0) {
-        await c.query(
-          `create temp table touched_runs on commit drop as
-             select distinct z.zone, ${localDay('z.zone', 'p.claimed_at')} as day, p.user_id, p.task_id
-               from picked_runs p cross join rollup_zones z`,
-        );
-      }
-      const perZone = new Map<string, { buckets: number; reopened: number }>(zones.map((z) => [z, { buckets: 0, reopened: 0 }]));
-      const count = async (sql: string, field: 'buckets' | 'reopened') => {
-        const { rows } = await c.query<{ zone: string; n: string }>(
-          `with done as (${sql}) select zone, count(*) as n from done group by zone`,
-        );
-        for (const r of rows) {
-          const z = perZone.get(r.zone);
-          if (z) z[field] += Number(r.n);
-        }
-      };
-      if (entries > 0) {
-        await count(
-          `delete from usage_rollups r using touched t
-            where r.zone = t.zone and r.day = t.day and r.user_id = t.user_id and r.task_id is not distinct from t.task_id
-              and r.model is not distinct from t.model and r.kind is not distinct from t.kind
-              and r.entry_type = t.entry_type and r.status = t.status
-           returning r.zone`,
-          'reopened',
-        );
-        await count(
-          `insert into usage_rollups (${ROLLUP_COLUMNS})
-           select t.zone, t.day, t.user_id, t.task_id, t.model, t.kind, t.entry_type, t.status, ${AGGREGATES}
-             from touched t join usage_ledger l on ${inBucket}
-            group by t.zone, t.day, t.user_id, t.task_id, t.model, t.kind, t.entry_type, t.status
-           returning zone`,
-          'buckets',
-        );
-      }
-      if (runChanges > 0) {
-        await c.query(
-          `delete from run_rollups r using touched_runs t
-            where r.zone = t.zone and r.day = t.day and r.user_id = t.user_id and r.task_id = t.task_id`,
-        );
-        await c.query(
-          `insert into run_rollups (zone, day, user_id, task_id, status, tier, runs)
-           select t.zone, t.day, t.user_id, t.task_id, r.status, r.tier, count(*)
-             from touched_runs t join runs r on ${inRunBucket}
-            group by t.zone, t.day, t.user_id, t.task_id, r.status, r.tier`,
-        );
-      }
-      await c.query(
-        `update rollup_zones
-            set refreshed_at = now(),
-                last_entry_id = greatest(last_entry_id, coalesce((select max(entry_id) from picked), 0)),
-                entries_folded = entries_folded + $1`,
-        [entries],
-      );
-      return { entries, runChanges, perZone };
+      return foldQueues(c, batchSize);
     });
     result.entries += batch.entries;
     result.runChanges += batch.runChanges;
@@ -243,8 +252,29 @@ export async function rebuildMonth(db: pg.Pool, zone: string, month: Month, onPr
   const { firstDay: first, lastDay: last } = monthBoundsSql('$2', '$1');
   const days = daysOf(month);
   const phase = `rebuilding rollups ${zone} ${month}`;
-  return inTransaction(db, async (c) => {
-    await lockRollups(c);
+  // One snapshot for the whole rebuild (repeatable read), taken after the lock: every queued entry it sees is folded
+  // (into every zone) and dequeued first, then the month is recomputed from the same snapshot, so an entry is counted
+  // once whether it committed before the snapshot (rebuilt, dequeued) or after (left queued for the next refresh).
+  const c = await db.connect();
+  try {
+    await c.query(`select pg_advisory_lock(hashtextextended('cronledger-rollups', 0))`);
+    try {
+      await c.query('begin isolation level repeatable read');
+      const result = await rebuildInSnapshot(c);
+      await c.query('commit');
+      return result;
+    } catch (err) {
+      await c.query('rollback').catch(() => undefined);
+      throw err;
+    } finally {
+      await c.query(`select pg_advisory_unlock(hashtextextended('cronledger-rollups', 0))`).catch(() => undefined);
+    }
+  } finally {
+    c.release();
+  }
+
+  async function rebuildInSnapshot(c: pg.PoolClient): Promise<RebuildResult> {
+    await foldQueues(c, null);
     await c.query(`delete from usage_rollups where zone = $1 and day between ${first} and ${last}`, [zone, month]);
     await c.query(`delete from run_rollups where zone = $1 and day between ${first} and ${last}`, [zone, month]);
     let buckets = 0;
@@ -285,7 +315,7 @@ export async function rebuildMonth(db: pg.Pool, zone: string, month: Month, onPr
       lastEntryId.toString(),
     ]);
     return { zone, month, buckets, entries: entries.toString() };
-  });
+  }
 }
 
 /**
