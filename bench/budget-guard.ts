@@ -8,6 +8,11 @@
  *
  *   npx cronledger dev up --workers 0
  *   node --import tsx bench/budget-guard.ts [--rows 10000000] [--decisions 300] [--runs 1000] [--rounds 3]
+ *   node --import tsx bench/budget-guard.ts --rate-only [--runs 1000] [--rounds 3]    (the booking rates only)
+ *
+ * The whole run's database work is measured too: guard off claims, books twice and completes; guard on claims and
+ * reserves in one statement (claimAndReserve), books twice and completes; one user and 8 users; and, for reference,
+ * guard on with the claim and the reservation as two transactions (before the claim-with-reserve patch).
  *
  * It works in a database of its own on the local stack's PostgreSQL and drops it at the end. The big ledger is bulk
  * loaded by the owner the way a restore would: the ledger's triggers off and its secondary indexes and unique key
@@ -18,7 +23,7 @@
 import { performance } from 'node:perf_hooks';
 import pg from 'pg';
 import { applyBudgets } from '../src/budgets/budgets-store';
-import { releaseReservations, reserveBudget, type PlannedCall } from '../src/budgets/reserve';
+import { claimAndReserve, releaseReservations, reserveBudget, type PlannedCall } from '../src/budgets/reserve';
 import { worstCaseOf } from '../src/budgets/worst-case';
 import { claimRun, completeRun } from '../src/db/runs';
 import { recordUsage } from '../src/ledger/record-usage';
@@ -39,7 +44,11 @@ const CONCURRENCY = 8;
 const USER = 'bench-user';
 /** A user with SMALL rows of their own this month, measured side by side with USER once USER has BIG. */
 const SMALL_USER = 'bench-user-small';
-const command = `node --import tsx bench/budget-guard.ts --rows ${BIG} --decisions ${DECISIONS} --runs ${RUNS} --rounds ${ROUNDS}`;
+/** Only the booking rates (guard on against off): no big ledger load, no decision costs. */
+const RATE_ONLY = process.argv.includes('--rate-only');
+const command = RATE_ONLY
+  ? `node --import tsx bench/budget-guard.ts --rate-only --runs ${RUNS} --rounds ${ROUNDS}`
+  : `node --import tsx bench/budget-guard.ts --rows ${BIG} --decisions ${DECISIONS} --runs ${RUNS} --rounds ${ROUNDS}`;
 const log = (line: string) => process.stderr.write(`${line}\n`);
 
 const worst = worstCaseOf({ prompt: 'Summarise the day for the team.', maxOutputTokens: 1024 });
@@ -113,7 +122,9 @@ async function decisionCosts(pool: pg.Pool, label: string, users: string[]): Pro
 
 /**
  * Runs `count` runs, CONCURRENCY at a time, each on its lane's user; returns seconds. `whole`: also the run's claim
- * before and its completion after, the rest of a run's database work (the model calls themselves are left out).
+ * before and its completion after, the rest of a run's database work (the model calls themselves are left out); with
+ * the guard on, 'folded' claims and reserves in one statement (claimAndReserve, what a run does since the
+ * claim-with-reserve patch), 'split' claims and then reserves (before it).
  */
 async function runs(
   pool: pg.Pool,
@@ -121,7 +132,7 @@ async function runs(
   count: number,
   userOf: (lane: number) => string,
   guard: boolean,
-  whole = false,
+  whole: false | 'folded' | 'split' = false,
 ): Promise<number> {
   let next = 0;
   const book = (runId: string, userId: string, c: PlannedCall) =>
@@ -151,17 +162,21 @@ async function runs(
       for (let i = next++; i < count; i = next++) {
         const runId = `${label}-${i}`;
         const claim = { idempotencyKey: `cron:${runId}`, temporalRunId: runId };
-        if (whole) {
-          await claimRun(pool, {
-            ...claim,
-            taskId: 'bench-task',
-            userId,
-            workflowId: runId,
-            scheduledMinute: new Date().toISOString(),
-            workerId: 'bench',
-          });
+        const request = {
+          ...claim,
+          taskId: 'bench-task',
+          userId,
+          workflowId: runId,
+          scheduledMinute: new Date().toISOString(),
+          workerId: 'bench',
+        };
+        if (whole === 'folded' && guard) {
+          const { decision } = await claimAndReserve(pool, request, { calls, expirySeconds: 3600 });
+          if (decision?.tier !== 'default' && decision?.tier !== 'cheap') throw new Error(`${userId} was blocked: raise its limit`);
+        } else if (whole) {
+          await claimRun(pool, request);
         }
-        if (guard) {
+        if (guard && whole !== 'folded') {
           const d = await reserveBudget(pool, { userId, runId, workflowId: runId, calls, mayDowngrade: true, expirySeconds: 3600 });
           if (d.tier === 'blocked') throw new Error(`${userId} was blocked: raise its limit`);
         }
@@ -171,6 +186,30 @@ async function runs(
     }),
   );
   return (performance.now() - start) / 1000;
+}
+
+/** The decision's cost at SMALL and at BIG rows of the user's own (the big ledger loaded in between): report lines. */
+async function decisionLines(pool: pg.Pool, owner: pg.Client): Promise<string[]> {
+  const [before] = await decisionCosts(pool, 'before', [USER]);
+  log(`loading ${BIG - SMALL} more rows`);
+  const t0 = performance.now();
+  await bulkLoad(owner, 2 * SMALL + 1, BIG - SMALL);
+  const loadSeconds = (performance.now() - t0) / 1000;
+  const count = async (userId: string) =>
+    (await pool.query<{ n: string }>('select count(*) as n from usage_ledger where user_id = $1', [userId])).rows[0].n;
+  const rows = await count(USER);
+  const smallRows = await count(SMALL_USER);
+  const [big, small] = await decisionCosts(pool, 'after', [USER, SMALL_USER]);
+  return [
+    `${rows} ledger rows for ${USER} (bulk loaded in ${loadSeconds.toFixed(0)} s)`,
+    '',
+    `decision + reservation, users taking turns, mean of ${DECISIONS} each:`,
+    `  ${SMALL_USER}, ${smallRows} rows of their own          ${small.toFixed(3).padStart(8)} ms`,
+    `  ${USER}, ${rows} rows of their own          ${big.toFixed(3).padStart(8)} ms`,
+    `  ratio                                            ${(big / small).toFixed(2).padStart(8)}    (goal <= 1.5)`,
+    `(before the load, ${USER} at ${SMALL} rows in a ${2 * SMALL}-row ledger: ${before.toFixed(3)} ms, so ${(big / before).toFixed(2)} times that)`,
+    '',
+  ];
 }
 
 async function main(): Promise<void> {
@@ -195,26 +234,24 @@ async function main(): Promise<void> {
     await owner.query(ledgerRows(1, SMALL));
     await owner.query(ledgerRows(SMALL + 1, SMALL, SMALL_USER));
     await owner.query('analyze');
-    const [before] = await decisionCosts(pool, 'before', [USER]);
-
-    log(`loading ${BIG - SMALL} more rows`);
-    const t0 = performance.now();
-    await bulkLoad(owner, 2 * SMALL + 1, BIG - SMALL);
-    const loadSeconds = (performance.now() - t0) / 1000;
-    const count = async (userId: string) =>
-      (await pool.query<{ n: string }>('select count(*) as n from usage_ledger where user_id = $1', [userId])).rows[0].n;
-    const rows = await count(USER);
-    const smallRows = await count(SMALL_USER);
-    const [big, small] = await decisionCosts(pool, 'after', [USER, SMALL_USER]);
+    const decisions = RATE_ONLY ? [] : await decisionLines(pool, owner);
 
     const perRound = Math.ceil(RUNS / ROUNDS);
-    const seconds = { offOne: 0, onOne: 0, offMany: 0, onMany: 0, offWhole: 0, onWhole: 0 };
+    const seconds = { offOne: 0, onOne: 0, offMany: 0, onMany: 0, offWholeOne: 0, onWholeOne: 0, offWhole: 0, onWhole: 0, splitWhole: 0 };
     const waits = Object.fromEntries(Object.keys(seconds).map((k) => [k, new Map<string, number>()])) as Record<
       keyof typeof seconds,
       Map<string, number>
     >;
     // the claim's and the completion's statements (their COMMIT included) are 'run'
-    const statement = (query: string) => (query.includes('reserve_budget') ? 'reserve' : query.includes('book_usage') ? 'book' : 'run');
+    // claim_and_reserve (the folded step) is 'claim+reserve'
+    const statement = (query: string) =>
+      query.includes('claim_and_reserve')
+        ? 'claim+reserve'
+        : query.includes('reserve_budget')
+          ? 'reserve'
+          : query.includes('book_usage')
+            ? 'book'
+            : 'run';
     const phase = async (key: keyof typeof seconds, run: () => Promise<number>) => {
       const stop = sampleWaits(superuser, db.name, statement);
       try {
@@ -228,22 +265,19 @@ async function main(): Promise<void> {
       await phase('onOne', () => runs(pool, `on-one-${r}`, perRound, () => 'rate-on', true));
       await phase('offMany', () => runs(pool, `off-many-${r}`, perRound, (lane) => `rate-off-${lane}`, false));
       await phase('onMany', () => runs(pool, `on-many-${r}`, perRound, (lane) => `rate-on-${lane}`, true));
-      await phase('offWhole', () => runs(pool, `off-whole-${r}`, perRound, (lane) => `rate-off-${lane}`, false, true));
-      await phase('onWhole', () => runs(pool, `on-whole-${r}`, perRound, (lane) => `rate-on-${lane}`, true, true));
+      await phase('offWholeOne', () => runs(pool, `off-whole-one-${r}`, perRound, () => 'rate-off', false, 'folded'));
+      await phase('onWholeOne', () => runs(pool, `on-whole-one-${r}`, perRound, () => 'rate-on', true, 'folded'));
+      await phase('offWhole', () => runs(pool, `off-whole-${r}`, perRound, (lane) => `rate-off-${lane}`, false, 'folded'));
+      await phase('onWhole', () => runs(pool, `on-whole-${r}`, perRound, (lane) => `rate-on-${lane}`, true, 'folded'));
+      await phase('splitWhole', () => runs(pool, `split-whole-${r}`, perRound, (lane) => `rate-on-${lane}`, true, 'split'));
     }
     const bookings = perRound * ROUNDS * calls.length;
     const rate = (s: number) => (bookings / s).toFixed(0).padStart(8);
 
     const out = [
       `$ ${command}`,
-      `PostgreSQL 127.0.0.1:${db.port}, ${rows} ledger rows for ${USER} (bulk loaded in ${loadSeconds.toFixed(0)} s)`,
-      '',
-      `decision + reservation, users taking turns, mean of ${DECISIONS} each:`,
-      `  ${SMALL_USER}, ${smallRows} rows of their own          ${small.toFixed(3).padStart(8)} ms`,
-      `  ${USER}, ${rows} rows of their own          ${big.toFixed(3).padStart(8)} ms`,
-      `  ratio                                            ${(big / small).toFixed(2).padStart(8)}    (goal <= 1.5)`,
-      `(before the load, ${USER} at ${SMALL} rows in a ${2 * SMALL}-row ledger: ${before.toFixed(3)} ms, so ${(big / before).toFixed(2)} times that)`,
-      '',
+      `PostgreSQL 127.0.0.1:${db.port}`,
+      ...decisions,
       `runs of a chat and an embedding call, ${CONCURRENCY} at a time, ${perRound * ROUNDS} runs (${bookings} bookings) per line, ${ROUNDS} rounds alternating`,
       `bookings/s, one user,  guard off (book, book)              ${rate(seconds.offOne)}`,
       `bookings/s, one user,  guard on  (reserve both, book, book)${rate(seconds.onOne)}`,
@@ -255,12 +289,19 @@ async function main(): Promise<void> {
       `ratio                                                      ${(seconds.offMany / seconds.onMany).toFixed(2).padStart(8)}    (goal >= 0.8)`,
       `  waits off: ${topWaits(waits.offMany, 4)}`,
       `  waits on:  ${topWaits(waits.onMany, 5)}`,
-      `whole run's database work, ${CONCURRENCY} users (claim, [reserve], book, book, complete):`,
-      `bookings/s, guard off                                      ${rate(seconds.offWhole)}`,
-      `bookings/s, guard on                                       ${rate(seconds.onWhole)}`,
+      `whole run's database work (off: claim, book, book, complete; on: claim+reserve in one statement, book, book, complete):`,
+      `bookings/s, one user,  guard off                           ${rate(seconds.offWholeOne)}`,
+      `bookings/s, one user,  guard on                            ${rate(seconds.onWholeOne)}`,
+      `ratio                                                      ${(seconds.offWholeOne / seconds.onWholeOne).toFixed(2).padStart(8)}    (goal >= 0.8)`,
+      `  waits off: ${topWaits(waits.offWholeOne, 4)}`,
+      `  waits on:  ${topWaits(waits.onWholeOne, 5)}`,
+      `bookings/s, ${CONCURRENCY} users,  guard off                            ${rate(seconds.offWhole)}`,
+      `bookings/s, ${CONCURRENCY} users,  guard on                             ${rate(seconds.onWhole)}`,
       `ratio                                                      ${(seconds.offWhole / seconds.onWhole).toFixed(2).padStart(8)}    (goal >= 0.8)`,
       `  waits off: ${topWaits(waits.offWhole, 4)}`,
       `  waits on:  ${topWaits(waits.onWhole, 5)}`,
+      `bookings/s, ${CONCURRENCY} users,  guard on, claim then reserve (before the fold)  ${rate(seconds.splitWhole)}`,
+      `ratio to guard off                                         ${(seconds.offWhole / seconds.splitWhole).toFixed(2).padStart(8)}`,
     ];
     process.stdout.write(`${out.join('\n')}\n`);
   } finally {

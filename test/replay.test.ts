@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { applyBudgets } from '../src/budgets/budgets-store';
 import { applyPrices, loadPricesFile } from '../src/ledger/prices';
 import { monthlyReport } from '../src/workflows/monthly-report';
-import { CALL_THEN_BOOK_PATCH, LOCAL_BOOKKEEPING_PATCH, scheduledRun } from '../src/workflows/scheduled-run';
+import { CALL_THEN_BOOK_PATCH, CLAIM_WITH_RESERVE_PATCH, LOCAL_BOOKKEEPING_PATCH, scheduledRun } from '../src/workflows/scheduled-run';
 import { createTestContext, type TestContext } from './support/context';
 import { waitFor } from './support/wait';
 import { bookExactSpend } from './support/budget-spend';
@@ -29,7 +29,10 @@ import { startWorkers, workflowBundle } from './support/workers';
  *   call, and one downgraded to the cheap model), on normal activities.
  * - scheduled-run-local-bookkeeping-*.json: recorded after the `local-bookkeeping` patch (bookkeeping as local
  *   activities): completed, duplicate, failed, a billed retry, started by a Schedule, and blocked before a call made
- *   again. Re-record them with RECORD_LOCAL_BOOKKEEPING_HISTORIES=1.
+ *   again, on claimRun then reserveBudget.
+ * - scheduled-run-claim-with-reserve-*.json: recorded after the `claim-with-reserve` patch (the claim and the first
+ *   reservation as one local activity, claimAndReserve): the same runs, plus blocked before any call and downgraded.
+ *   Re-record them with RECORD_CLAIM_WITH_RESERVE_HISTORIES=1.
  * The fixtures of the earlier patches are history: today's code records on the newest path, so nothing re-records
  * them (that would overwrite them with the new path). RECORD_HISTORIES=1 writes the monthly report's.
  */
@@ -92,7 +95,7 @@ describe('freshly recorded histories replay without nondeterminism', () => {
       });
       await completed.result();
       out.push({
-        name: 'scheduled-run-local-bookkeeping-completed',
+        name: 'scheduled-run-claim-with-reserve-completed',
         workflowId: completed.workflowId,
         runId: completed.firstExecutionRunId,
       });
@@ -105,7 +108,7 @@ describe('freshly recorded histories replay without nondeterminism', () => {
       });
       expect(await duplicate.result()).toMatchObject({ status: 'duplicate' });
       out.push({
-        name: 'scheduled-run-local-bookkeeping-duplicate',
+        name: 'scheduled-run-claim-with-reserve-duplicate',
         workflowId: duplicate.workflowId,
         runId: duplicate.firstExecutionRunId,
       });
@@ -116,7 +119,7 @@ describe('freshly recorded histories replay without nondeterminism', () => {
         args: [task('acme/unpriced')],
       });
       await expect(failed.result()).rejects.toThrow();
-      out.push({ name: 'scheduled-run-local-bookkeeping-failed', workflowId: failed.workflowId, runId: failed.firstExecutionRunId });
+      out.push({ name: 'scheduled-run-claim-with-reserve-failed', workflowId: failed.workflowId, runId: failed.firstExecutionRunId });
       // a billed failure: booked as failed, called again as attempt 2
       const billed = await ctx.client.workflow.start(scheduledRun, {
         workflowId: 'cron-replayed-2026-11-02T09:10:00Z',
@@ -124,7 +127,7 @@ describe('freshly recorded histories replay without nondeterminism', () => {
         args: [{ ...task(), simulate: { failFirstAttempts: 1 } }],
       });
       await billed.result();
-      out.push({ name: 'scheduled-run-local-bookkeeping-billed-retry', workflowId: billed.workflowId, runId: billed.firstExecutionRunId });
+      out.push({ name: 'scheduled-run-claim-with-reserve-billed-retry', workflowId: billed.workflowId, runId: billed.firstExecutionRunId });
 
       // started by a Schedule (a backfill of one slot), so TemporalScheduledStartTime is stamped
       const schedule = await ctx.client.schedule.create({
@@ -156,10 +159,10 @@ describe('freshly recorded histories replay without nondeterminism', () => {
       const started = await ctx.client.workflow.getHandle(slotId).describe();
       expect(started.raw.workflowExecutionInfo?.searchAttributes?.indexedFields?.TemporalScheduledStartTime).toBeDefined();
       await schedule.delete();
-      out.push({ name: 'scheduled-run-local-bookkeeping-schedule-started', workflowId: slotId, runId: started.runId });
+      out.push({ name: 'scheduled-run-claim-with-reserve-schedule-started', workflowId: slotId, runId: started.runId });
       return out;
     });
-    await replayAndMaybeRecord(recorded, 'RECORD_LOCAL_BOOKKEEPING_HISTORIES');
+    await replayAndMaybeRecord(recorded, 'RECORD_CLAIM_WITH_RESERVE_HISTORIES');
   }, 180_000);
 
   it('scheduledRun under the budget guard: blocked before any call, and downgraded to the cheap model', async () => {
@@ -207,14 +210,12 @@ describe('freshly recorded histories replay without nondeterminism', () => {
       });
       expect(await again.result()).toMatchObject({ status: 'blocked', budget: { blockedBefore: 'chat call 2' } });
       return [
-        { name: 'scheduled-run-budget-blocked', workflowId: blocked.workflowId, runId: blocked.firstExecutionRunId },
-        { name: 'scheduled-run-budget-downgraded', workflowId: cheap.workflowId, runId: cheap.firstExecutionRunId },
-        { name: 'scheduled-run-local-bookkeeping-blocked-again', workflowId: again.workflowId, runId: again.firstExecutionRunId },
+        { name: 'scheduled-run-claim-with-reserve-blocked', workflowId: blocked.workflowId, runId: blocked.firstExecutionRunId },
+        { name: 'scheduled-run-claim-with-reserve-downgraded', workflowId: cheap.workflowId, runId: cheap.firstExecutionRunId },
+        { name: 'scheduled-run-claim-with-reserve-blocked-again', workflowId: again.workflowId, runId: again.firstExecutionRunId },
       ];
     });
-    // the first two are committed from before LOCAL_BOOKKEEPING_PATCH: only the new path's history is written
-    await replayAndMaybeRecord(recorded.slice(2), 'RECORD_LOCAL_BOOKKEEPING_HISTORIES');
-    await replayAndMaybeRecord(recorded.slice(0, 2));
+    await replayAndMaybeRecord(recorded, 'RECORD_CLAIM_WITH_RESERVE_HISTORIES');
   });
 
   it('monthlyReport started without a month (resolved from its ID), generated and delivered (delivery off)', async () => {
@@ -255,13 +256,20 @@ describe('committed histories', () => {
       'scheduled-run-budget-blocked.json',
       'scheduled-run-local-bookkeeping-completed.json',
       'scheduled-run-local-bookkeeping-blocked-again.json',
+      'scheduled-run-claim-with-reserve-completed.json',
+      'scheduled-run-claim-with-reserve-duplicate.json',
+      'scheduled-run-claim-with-reserve-blocked.json',
+      'scheduled-run-claim-with-reserve-blocked-again.json',
       'monthly-report.json',
     ]) {
       expect(files).toContain(f);
     }
-    // the local-bookkeeping ones carry its marker; those recorded before it don't (they replay on normal activities)
+    // the local-bookkeeping ones carry its marker; those recorded before it don't (they replay on normal activities);
+    // only the claim-with-reserve ones carry that marker too (the others replay on claimRun then reserveBudget)
+    const folded = (f: string) => f.startsWith('scheduled-run-claim-with-reserve-');
     for (const f of files.filter((f) => f.startsWith('scheduled-run-'))) {
-      expect(markersIn(f).join().includes(LOCAL_BOOKKEEPING_PATCH)).toBe(f.startsWith('scheduled-run-local-bookkeeping-'));
+      expect(markersIn(f).join().includes(LOCAL_BOOKKEEPING_PATCH)).toBe(f.startsWith('scheduled-run-local-bookkeeping-') || folded(f));
+      expect(markersIn(f).join().includes(CLAIM_WITH_RESERVE_PATCH)).toBe(folded(f));
     }
     // the legacy ones carry no patch marker (they take the old branch); the new scheduledRun ones carry it
     for (const f of LEGACY_FIXTURES) expect(markersIn(f).join()).not.toContain(CALL_THEN_BOOK_PATCH);

@@ -8,7 +8,13 @@ import type { Activities } from '../src/activities';
 import type { BookUsageInput, ModelCallInput, ModelCallOutcome } from '../src/activities/run-activities';
 import { connectClient } from '../src/client';
 import type { ClaimOutcome } from '../src/db/runs';
-import { LOCAL_BOOKKEEPING_PATCH, MAX_CALLS_PER_STEP, scheduledRun, type ScheduledRunInput } from '../src/workflows/scheduled-run';
+import {
+  CLAIM_WITH_RESERVE_PATCH,
+  LOCAL_BOOKKEEPING_PATCH,
+  MAX_CALLS_PER_STEP,
+  scheduledRun,
+  type ScheduledRunInput,
+} from '../src/workflows/scheduled-run';
 import './support/provided';
 import './support/quiet-runtime';
 import { workflowBundle } from './support/workers';
@@ -66,15 +72,32 @@ function stubActivities(calls: Call[], over: Partial<Activities> = {}): Activiti
       // eslint-disable-next-line @typescript-eslint/no-explicit-any
       return ((over[name] ?? happy) as any)(input);
     }) as Activities[K];
+  const happyClaim = async (): Promise<ClaimOutcome> => ({
+    claimed: true,
+    ownerWorkflowRunId: Context.current().info.workflowExecution?.runId ?? '',
+    generation: 1,
+  });
+  const happyReserve = async (input: ReserveRunInput) => ({
+    tier: 'default' as const,
+    models: { chat: input.model, embed: input.embeddingModel },
+    worstCaseUsd: '0',
+    eventIds: [],
+    limitUsd: null,
+    spentUsd: '0',
+    reservedUsd: '0',
+    timeZone: 'UTC',
+    month: '2026-11',
+  });
   const unused = (name: string) => async (): Promise<never> => {
     throw ApplicationFailure.nonRetryable(`${name} is not part of scheduledRun`);
   };
   return {
-    claimRun: record('claimRun', async (): Promise<ClaimOutcome> => ({
-      claimed: true,
-      ownerWorkflowRunId: Context.current().info.workflowExecution?.runId ?? '',
-      generation: 1,
-    })),
+    claimRun: record('claimRun', happyClaim),
+    // the claim and the first reservation in one step (claim-with-reserve): the claimRun and reserveBudget overrides apply
+    claimAndReserve: record('claimAndReserve', async ({ budget, ...claimInput }) => {
+      const claim = await (over.claimRun ?? happyClaim)(claimInput);
+      return { claim, decision: claim.claimed ? await (over.reserveBudget ?? happyReserve)(budget) : null };
+    }),
     completeRun: record('completeRun', async () => undefined),
     callChat: record('callChat', async (input: ModelCallInput) => answered(input)),
     callEmbedding: record('callEmbedding', async (input: ModelCallInput) => answered(input)),
@@ -84,17 +107,7 @@ function stubActivities(calls: Call[], over: Partial<Activities> = {}): Activiti
       costUsd: '0.000027000000000000',
     })),
     storeMemory: record('storeMemory', async () => undefined),
-    reserveBudget: record('reserveBudget', async (input: ReserveRunInput) => ({
-      tier: 'default' as const,
-      models: { chat: input.model, embed: input.embeddingModel },
-      worstCaseUsd: '0',
-      eventIds: [],
-      limitUsd: null,
-      spentUsd: '0',
-      reservedUsd: '0',
-      timeZone: 'UTC',
-      month: '2026-11',
-    })),
+    reserveBudget: record('reserveBudget', happyReserve),
     releaseBudget: record('releaseBudget', async () => ({ released: 0 })),
     deliverBudgetEvent: unused('deliverBudgetEvent'),
     sweepExpiredReservations: unused('sweepExpiredReservations'),
@@ -155,16 +168,7 @@ it('completes: claim, call and book chat, call and book the embedding, store the
   expect(error).toBeUndefined();
   expect(result).toMatchObject({ status: 'completed', idempotencyKey: 'cron:branchy:2026-11-02T09:00Z', generation: 1 });
   expect(result?.manual).toBeUndefined();
-  expect(names(calls)).toEqual([
-    'claimRun',
-    'reserveBudget',
-    'callChat',
-    'bookUsage',
-    'callEmbedding',
-    'bookUsage',
-    'storeMemory',
-    'completeRun',
-  ]);
+  expect(names(calls)).toEqual(['claimAndReserve', 'callChat', 'bookUsage', 'callEmbedding', 'bookUsage', 'storeMemory', 'completeRun']);
   // ledger keys name the execution: Temporal's run ID, with the workflow ID alongside
   expect(inputsOf<BookUsageInput>(calls, 'bookUsage').map((b) => [b.runId, b.workflowId, b.step, b.attempt, b.status])).toEqual([
     [runId, workflowId, 'chat', 1, 'ok'],
@@ -185,7 +189,7 @@ it('stops as duplicate before any model call when another execution owns the cla
   );
 
   expect(result).toMatchObject({ status: 'duplicate', ownerRunId: 'the-owner' });
-  expect(names(calls)).toEqual(['claimRun']);
+  expect(names(calls)).toEqual(['claimAndReserve']);
 });
 
 it('records a failure on the claim (with the innermost message) and fails the run', async () => {
@@ -200,7 +204,7 @@ it('records a failure on the claim (with the innermost message) and fails the ru
   );
 
   expect(error).toBeInstanceOf(WorkflowFailedError);
-  expect(names(calls)).toEqual(['claimRun', 'reserveBudget', 'callChat', 'releaseBudget', 'completeRun']);
+  expect(names(calls)).toEqual(['claimAndReserve', 'callChat', 'releaseBudget', 'completeRun']);
   expect(inputsOf(calls, 'completeRun')).toEqual([
     { idempotencyKey: 'cron:branchy:2026-11-02T09:00Z', status: 'failed', error: 'no price in force for model "x"' },
   ]);
@@ -232,7 +236,7 @@ it('a cancel during a call records the claim as cancelled', async () => {
 
   expect(error).toBeInstanceOf(WorkflowFailedError);
   expect((error as WorkflowFailedError).cause).toBeInstanceOf(CancelledFailure);
-  expect(names(calls)).toEqual(['claimRun', 'reserveBudget', 'callChat', 'releaseBudget', 'completeRun']);
+  expect(names(calls)).toEqual(['claimAndReserve', 'callChat', 'releaseBudget', 'completeRun']);
   expect(inputsOf(calls, 'completeRun')).toMatchObject([{ status: 'cancelled' }]);
 });
 
@@ -262,7 +266,7 @@ it('a cancel that arrives while the provider answers still books the answer, the
   );
 
   expect(error).toBeInstanceOf(WorkflowFailedError);
-  expect(names(calls)).toEqual(['claimRun', 'reserveBudget', 'callChat', 'bookUsage', 'releaseBudget', 'completeRun']);
+  expect(names(calls)).toEqual(['claimAndReserve', 'callChat', 'bookUsage', 'releaseBudget', 'completeRun']);
   expect(inputsOf<BookUsageInput>(calls, 'bookUsage').map((b) => [b.step, b.attempt, b.status])).toEqual([['chat', 1, 'ok']]);
   expect(inputsOf(calls, 'completeRun')).toMatchObject([{ status: 'cancelled' }]);
 });
@@ -311,8 +315,7 @@ it('a database outage while booking delays the booking and never repeats the cal
   expect(result?.status).toBe('completed');
   expect(names(calls).filter((n) => n === 'callChat')).toHaveLength(1);
   expect(names(calls)).toEqual([
-    'claimRun',
-    'reserveBudget',
+    'claimAndReserve',
     'callChat',
     'bookUsage',
     'bookUsage',
@@ -343,7 +346,7 @@ it('a manual trigger claims manual:<taskId>:<start second>, not the slot, and sa
   const { result } = await run(stubActivities(calls), task({ manual: true }), { workflowId: `cron-branchy-manual-2026-11-05T10:11:12Z` });
 
   expect(result).toMatchObject({ status: 'completed', manual: true, idempotencyKey: 'manual:branchy:2026-11-05T10:11:12Z' });
-  expect(inputsOf(calls, 'claimRun')).toMatchObject([{ idempotencyKey: 'manual:branchy:2026-11-05T10:11:12Z', manual: true }]);
+  expect(inputsOf(calls, 'claimAndReserve')).toMatchObject([{ idempotencyKey: 'manual:branchy:2026-11-05T10:11:12Z', manual: true }]);
 });
 
 it('a retry names the execution whose claim it may take over; a schedule firing names none', async () => {
@@ -351,7 +354,7 @@ it('a retry names the execution whose claim it may take over; a schedule firing 
   await run(stubActivities(calls), task({ retry: { supersedesRunId: 'failed-run-id' } }));
   await run(stubActivities(calls), task());
 
-  const claims = inputsOf<{ supersedesRunId?: string }>(calls, 'claimRun');
+  const claims = inputsOf<{ supersedesRunId?: string }>(calls, 'claimAndReserve');
   expect(claims[0].supersedesRunId).toBe('failed-run-id');
   expect(claims[1]).not.toHaveProperty('supersedesRunId');
 });
@@ -364,12 +367,13 @@ it('the bookkeeping steps run as local activities: only the two model calls are 
   const history = await client.workflow.getHandle(workflowId, runId).fetchHistory();
   const scheduled = (history.events ?? []).flatMap((e) => e.activityTaskScheduledEventAttributes?.activityType?.name ?? []);
   expect(scheduled).toEqual(['callChat', 'callEmbedding']);
-  // claim, reservation, two bookings, memory and completion are recorded as local-activity markers
+  // claim with its reservation (one step), two bookings, memory and completion are recorded as local-activity markers
   const markers = (history.events ?? []).filter((e) => e.markerRecordedEventAttributes?.markerName === 'core_local_activity');
-  expect(markers).toHaveLength(6);
+  expect(markers).toHaveLength(5);
   // the patch marker lets executions that started before it replay on normal activities
   const patches = (history.events ?? []).flatMap((e) => e.markerRecordedEventAttributes?.details?.['patch-data']?.payloads ?? []);
   expect(patches.map((p) => Buffer.from(p.data ?? new Uint8Array()).toString('utf8')).join()).toContain(LOCAL_BOOKKEEPING_PATCH);
+  expect(patches.map((p) => Buffer.from(p.data ?? new Uint8Array()).toString('utf8')).join()).toContain(CLAIM_WITH_RESERVE_PATCH);
 });
 
 it('budget exhausted before a call made again: the run ends blocked, makes no further call, releases what it holds', async () => {
@@ -409,7 +413,7 @@ it('budget exhausted before a call made again: the run ends blocked, makes no fu
     budget: { limitUsd: '0.001000000000000000', spentUsd: '0.000700000000000000', blockedBefore: 'chat call 2' },
   });
   // the billed call 1 is booked; call 2 is never made; what the run held goes back; the claim closes blocked
-  expect(names(calls)).toEqual(['claimRun', 'reserveBudget', 'callChat', 'bookUsage', 'reserveBudget', 'releaseBudget', 'completeRun']);
+  expect(names(calls)).toEqual(['claimAndReserve', 'callChat', 'bookUsage', 'reserveBudget', 'releaseBudget', 'completeRun']);
   expect(inputsOf<BookUsageInput>(calls, 'bookUsage').map((b) => [b.step, b.attempt, b.status])).toEqual([['chat', 1, 'failed']]);
   expect(inputsOf(calls, 'completeRun')).toMatchObject([
     { status: 'blocked', tier: 'blocked', budget: { spentUsd: '0.000700000000000000', blockedBefore: 'chat call 2' } },

@@ -1,11 +1,20 @@
-import { ApplicationFailure, log } from '@temporalio/activity';
+import { ApplicationFailure, Context, log } from '@temporalio/activity';
 import type pg from 'pg';
-import { reserveBudget, releaseReservations, sweepAllExpired, type PlannedCall, type ReserveDecision } from '../budgets/reserve';
+import {
+  claimAndReserve,
+  reserveBudget,
+  releaseReservations,
+  sweepAllExpired,
+  type PlannedCall,
+  type ReserveDecision,
+} from '../budgets/reserve';
+import type { ClaimOutcome } from '../db/runs';
 import { budgetEvent, recordEventDelivery, undeliveredEvents } from '../budgets/threshold-events';
 import { worstCaseOf } from '../budgets/worst-case';
 import { DEFAULT_MAX_OUTPUT_TOKENS } from '../constants';
 import type { SimulateProfile } from '../models/simulate-profile';
 import { postJson, WebhookRejectedError, webhookTarget } from '../reports/delivery';
+import type { ClaimRunInput } from './run-activities';
 
 /**
  * How long an unsettled reservation counts. It must outlast a call's whole budget (30 minutes of retries per model
@@ -25,6 +34,8 @@ const EVENTS_PER_SWEEP = 100;
 
 export interface BudgetActivityDeps {
   pool: pg.Pool;
+  /** Which worker process ran the activity, recorded on the claim (claimAndReserve). */
+  workerId: string;
   /** Default: $CRONLEDGER_RESERVATION_EXPIRY_SECONDS, else DEFAULT_RESERVATION_EXPIRY_SECONDS. */
   reservationExpirySeconds?: number;
   /** Default: $BUDGET_WEBHOOK_URL, else $REPORT_WEBHOOK_URL; empty or unset: events are recorded, not posted. */
@@ -46,6 +57,27 @@ export interface ReserveRunInput {
   again?: { step: 'chat' | 'embed'; attempt: number };
 }
 
+/** A run's chat and embedding calls (attempt 1) with their worst-case usage on the requested models. */
+function plannedCalls(input: ReserveRunInput): PlannedCall[] {
+  const worst = worstCaseOf({
+    prompt: input.prompt,
+    maxOutputTokens: input.maxOutputTokens ?? DEFAULT_MAX_OUTPUT_TOKENS,
+    simulate: input.simulate,
+  });
+  return [
+    { step: 'chat', attempt: 1, kind: 'chat', model: input.model, worstCase: worst.chat },
+    { step: 'embed', attempt: 1, kind: 'embedding', model: input.embeddingModel, worstCase: worst.embedding },
+  ];
+}
+
+const logDecision = (decision: ReserveDecision): void =>
+  log.info('budget decision', {
+    tier: decision.tier,
+    worstCaseUsd: decision.worstCaseUsd,
+    spentUsd: decision.spentUsd,
+    reservedUsd: decision.reservedUsd,
+  });
+
 export const createBudgetActivities = (deps: BudgetActivityDeps) => {
   const expirySeconds = (): number =>
     deps.reservationExpirySeconds ?? (Number(process.env.CRONLEDGER_RESERVATION_EXPIRY_SECONDS) || DEFAULT_RESERVATION_EXPIRY_SECONDS);
@@ -60,12 +92,7 @@ export const createBudgetActivities = (deps: BudgetActivityDeps) => {
      * embedding calls together (so an embedding is never blocked after its chat was paid), under the month's row lock.
      */
     async reserveBudget(input: ReserveRunInput): Promise<ReserveDecision> {
-      const maxOutputTokens = input.maxOutputTokens ?? DEFAULT_MAX_OUTPUT_TOKENS;
-      const worst = worstCaseOf({ prompt: input.prompt, maxOutputTokens, simulate: input.simulate });
-      const all: PlannedCall[] = [
-        { step: 'chat', attempt: 1, kind: 'chat', model: input.model, worstCase: worst.chat },
-        { step: 'embed', attempt: 1, kind: 'embedding', model: input.embeddingModel, worstCase: worst.embedding },
-      ];
+      const all = plannedCalls(input);
       const calls = input.again
         ? all.filter((c) => c.step === input.again?.step).map((c) => ({ ...c, attempt: input.again?.attempt ?? 1 }))
         : all;
@@ -77,13 +104,28 @@ export const createBudgetActivities = (deps: BudgetActivityDeps) => {
         mayDowngrade: !input.again,
         expirySeconds: expirySeconds(),
       });
-      log.info('budget decision', {
-        tier: decision.tier,
-        worstCaseUsd: decision.worstCaseUsd,
-        spentUsd: decision.spentUsd,
-        reservedUsd: decision.reservedUsd,
-      });
+      logDecision(decision);
       return decision;
+    },
+
+    /**
+     * The claim and the run's first budget decision in one transaction, so the guard costs no commit of its own
+     * (since the `claim-with-reserve` patch). Not won: a duplicate, and nothing reserved (decision null). Run again by
+     * the same execution (a re-run local activity), it returns the same claim and the same reservation.
+     */
+    async claimAndReserve(
+      input: ClaimRunInput & { budget: ReserveRunInput },
+    ): Promise<{ claim: ClaimOutcome; decision: ReserveDecision | null }> {
+      const { workflowExecution } = Context.current().info;
+      if (!workflowExecution) throw ApplicationFailure.nonRetryable('claimAndReserve only runs inside a scheduledRun workflow');
+      const { budget, ...claim } = input;
+      const result = await claimAndReserve(
+        deps.pool,
+        { ...claim, workflowId: workflowExecution.workflowId, temporalRunId: workflowExecution.runId, workerId: deps.workerId },
+        { calls: plannedCalls(budget), expirySeconds: expirySeconds() },
+      );
+      if (result.decision) logDecision(result.decision);
+      return result;
     },
 
     /** Every exit that did not book releases what the run still holds (failure, cancellation). Idempotent. */

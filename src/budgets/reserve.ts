@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { claimValues, type ClaimOutcome, type ClaimRequest } from '../db/runs';
 import type { CallKind } from '../ledger/cost';
 import { fromDatabaseError } from '../ledger/prices';
 import type { TokenUsage } from '../models/provider';
@@ -60,26 +61,61 @@ export type ReserveDecision =
  * retried activity) returns the reservation already made for those keys.
  */
 export async function reserveBudget(pool: pg.Pool, req: ReserveRequest): Promise<ReserveDecision> {
-  const calls = req.calls.map((c) => ({
-    step: c.step,
-    attempt: c.attempt,
-    kind: c.kind,
-    model: c.model,
-    prompt: c.worstCase.promptTokens,
-    cached: c.worstCase.cachedPromptTokens,
-    completion: c.worstCase.completionTokens,
-  }));
   const { rows } = await pool
     .query<{ decision: ReserveDecision }>({
       name: 'reserve-budget',
       text: 'select reserve_budget($1, $2, $3, $4, $5, $6, $7) as decision',
-      values: [req.userId, req.runId, req.workflowId, JSON.stringify(calls), req.mayDowngrade, req.expirySeconds, req.at ?? null],
+      values: [req.userId, req.runId, req.workflowId, callsJson(req.calls), req.mayDowngrade, req.expirySeconds, req.at ?? null],
     })
     .catch((err: unknown) => {
       throw fromDatabaseError(err);
     });
-  const d = rows[0].decision;
-  // the same exact text whatever scale PostgreSQL gave each amount (18 fractional digits)
+  return exactDecision(rows[0].decision);
+}
+
+/** A run's first decision, made with its claim: the run's own calls, and the cheap models may stand in. */
+export type ClaimReservation = Omit<ReserveRequest, 'userId' | 'runId' | 'workflowId' | 'mayDowngrade'>;
+
+/**
+ * The claim and the run's first budget decision in one statement, so one transaction and one commit (migration 014's
+ * claim_and_reserve): the claim as claimRun makes it, then, only if this execution won (or already owns) the claim,
+ * reserveBudget's decision on the calls, which may downgrade. A claim lost to another execution reserves nothing
+ * (decision null). Repeating it (a re-run local activity) returns the same claim and the same reservation.
+ */
+export async function claimAndReserve(
+  pool: pg.Pool,
+  claim: ClaimRequest,
+  req: ClaimReservation,
+): Promise<{ claim: ClaimOutcome; decision: ReserveDecision | null }> {
+  const { rows } = await pool
+    .query<{ result: { claim: ClaimOutcome; decision: ReserveDecision | null } }>({
+      name: 'claim-and-reserve',
+      text: 'select claim_and_reserve($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) as result',
+      values: [...claimValues(claim), callsJson(req.calls), req.expirySeconds, req.at ?? null],
+    })
+    .catch((err: unknown) => {
+      throw fromDatabaseError(err);
+    });
+  const { claim: outcome, decision } = rows[0].result;
+  return { claim: outcome, decision: decision && exactDecision(decision) };
+}
+
+/** The planned calls as reserve_budget reads them, with their worst-case counts. */
+const callsJson = (calls: PlannedCall[]): string =>
+  JSON.stringify(
+    calls.map((c) => ({
+      step: c.step,
+      attempt: c.attempt,
+      kind: c.kind,
+      model: c.model,
+      prompt: c.worstCase.promptTokens,
+      cached: c.worstCase.cachedPromptTokens,
+      completion: c.worstCase.completionTokens,
+    })),
+  );
+
+/** The same exact text for every amount whatever scale PostgreSQL gave it (18 fractional digits). */
+function exactDecision(d: ReserveDecision): ReserveDecision {
   const exact = (usd: string): string => usdOf(atto(usd));
   return {
     ...d,

@@ -66,63 +66,33 @@ export interface ClaimOutcome {
 }
 
 /**
- * Claims a slot. The first insert of its idempotency key wins (generation 1). An execution that already owns it (its
- * own claim activity retried) still counts as the owner. A retry may take the claim over, in one compare-and-set
- * statement, only from the execution it names and only while that claim is not completed; the old owner's attempt is
- * then closed as 'stale' if it never recorded an outcome (terminated, timed out). Anyone else is recorded as a
- * duplicate and must stop.
+ * Claims a slot, in one statement (migration 014's claim_run). The first insert of its idempotency key wins
+ * (generation 1). An execution that already owns it (its own claim activity retried) still counts as the owner. A
+ * retry may take the claim over, in one compare-and-set, only from the execution it names and only while that claim is
+ * not completed; the old owner's attempt is then closed as 'stale' if it never recorded an outcome (terminated, timed
+ * out). Anyone else is recorded as a duplicate and must stop.
  */
 export async function claimRun(db: pg.Pool, c: ClaimRequest): Promise<ClaimOutcome> {
-  return inTransaction(db, async (tx) => {
-    const inserted = await tx.query<{ generation: number }>(
-      `insert into runs (idempotency_key, task_id, user_id, workflow_id, temporal_run_id, scheduled_minute, claimed_by, manual)
-       values ($1, $2, $3, $4, $5, $6, $7, $8)
-       on conflict (idempotency_key) do nothing
-       returning generation`,
-      [c.idempotencyKey, c.taskId, c.userId, c.workflowId, c.temporalRunId, c.scheduledMinute, c.workerId, c.manual ?? false],
-    );
-    if (inserted.rowCount === 1) {
-      await recordAttempt(tx, c, 1);
-      return { claimed: true, ownerWorkflowRunId: c.temporalRunId, generation: 1 };
-    }
-    if (c.supersedesRunId !== undefined && c.supersedesRunId !== c.temporalRunId) {
-      const taken = await tx.query<{ generation: number }>(
-        `update runs set generation = generation + 1, workflow_id = $2, temporal_run_id = $3, claimed_by = $4, status = 'running',
-                claimed_at = now(), finished_at = null, duration_ms = null, error = null
-          where idempotency_key = $1 and temporal_run_id = $5 and status not in ('completed', 'blocked')
-          returning generation`,
-        [c.idempotencyKey, c.workflowId, c.temporalRunId, c.workerId, c.supersedesRunId],
-      );
-      if (taken.rowCount === 1) {
-        await tx.query(`update run_attempts set status = 'stale', finished_at = now() where temporal_run_id = $1 and status = 'running'`, [
-          c.supersedesRunId,
-        ]);
-        await recordAttempt(tx, c, taken.rows[0].generation);
-        return { claimed: true, ownerWorkflowRunId: c.temporalRunId, generation: taken.rows[0].generation };
-      }
-    }
-    const owner = await tx.query<{ temporal_run_id: string; generation: number; status: RunStatus }>(
-      'select temporal_run_id, generation, status from runs where idempotency_key = $1',
-      [c.idempotencyKey],
-    );
-    const { temporal_run_id: ownerRunId, generation, status } = owner.rows[0];
-    if (ownerRunId === c.temporalRunId) return { claimed: true, ownerWorkflowRunId: ownerRunId, generation };
-    await tx.query(
-      `insert into run_duplicates (temporal_run_id, workflow_id, idempotency_key, task_id, user_id, detected_by)
-       values ($1, $2, $3, $4, $5, $6) on conflict do nothing`,
-      [c.temporalRunId, c.workflowId, c.idempotencyKey, c.taskId, c.userId, c.workerId],
-    );
-    return { claimed: false, ownerWorkflowRunId: ownerRunId, generation, ownerStatus: status };
+  const { rows } = await db.query<{ claim: ClaimOutcome }>({
+    name: 'claim-run',
+    text: 'select claim_run($1, $2, $3, $4, $5, $6, $7, $8, $9) as claim',
+    values: claimValues(c),
   });
+  return rows[0].claim;
 }
 
-async function recordAttempt(tx: pg.PoolClient, c: ClaimRequest, generation: number): Promise<void> {
-  await tx.query(
-    `insert into run_attempts (idempotency_key, generation, workflow_id, temporal_run_id, claimed_by)
-     values ($1, $2, $3, $4, $5)`,
-    [c.idempotencyKey, generation, c.workflowId, c.temporalRunId, c.workerId],
-  );
-}
+/** claim_run's first nine arguments (claim_and_reserve's too), in order. */
+export const claimValues = (c: ClaimRequest): unknown[] => [
+  c.idempotencyKey,
+  c.taskId,
+  c.userId,
+  c.workflowId,
+  c.temporalRunId,
+  c.scheduledMinute,
+  c.workerId,
+  c.manual ?? false,
+  c.supersedesRunId ?? null,
+];
 
 /**
  * Closes the claim of one execution. Only a running claim that this execution still owns changes, so a retried

@@ -16,7 +16,7 @@ import type { Activities } from '../activities';
 import type { ReserveRunInput } from '../activities/budget-activities';
 import type { ReserveDecision } from '../budgets/reserve';
 import { DEFAULT_MAX_OUTPUT_TOKENS, SEARCH_ATTRIBUTES } from '../constants';
-import type { BookUsageResult, ModelCallInput, ModelCallOutcome } from '../activities/run-activities';
+import type { BookUsageResult, ClaimRunInput, ModelCallInput, ModelCallOutcome } from '../activities/run-activities';
 import type { SimulateProfile } from '../models/simulate-profile';
 import { manualKey, manualTimeOf, scheduledTimeOf, slotKey } from './scheduled-time';
 
@@ -82,6 +82,13 @@ export const BUDGET_GUARD_PATCH = 'budget-guard';
  */
 export const LOCAL_BOOKKEEPING_PATCH = 'local-bookkeeping';
 
+/**
+ * The patch that folded the run's first budget reservation into its claim: one local activity (claimAndReserve), one
+ * transaction, one commit, instead of a claim and then a reservation (BENCHMARKS.md, budget guard). Only inside the
+ * local-bookkeeping path; executions that started before it replay on claimRun then reserveBudget.
+ */
+export const CLAIM_WITH_RESERVE_PATCH = 'claim-with-reserve';
+
 export interface BudgetReason {
   limitUsd: string | null;
   spentUsd: string;
@@ -135,6 +142,8 @@ const booking = proxyActivities<Activities>({
  *   - reserveBudget: keyed `<runId>:<step>:<attempt>`; a re-run returns the reservation already made (same tier, same
  *     models). Threshold events recorded by a lost first try are not returned again: they stay undelivered in
  *     budget_events, as with a normal activity whose completion was lost.
+ *   - claimAndReserve (since CLAIM_WITH_RESERVE_PATCH): both of the above in one statement; a re-run gets the claim
+ *     (the owner's answer) and then the reservation already made, and a lost claim reserves nothing.
  *   - bookUsage: the ledger key. Its input is the call activity's result, already in history before the booking
  *     starts, so a crash can delay a booking and never lose it; the re-run finds its row (a LedgerConflictError only if
  *     the key holds a different call).
@@ -199,16 +208,32 @@ export async function scheduledRun(task: ScheduledRunInput): Promise<ScheduledRu
   let budget: BudgetGuard | undefined;
 
   try {
+    const claimInput: ClaimRunInput = {
+      idempotencyKey,
+      taskId: task.taskId,
+      userId: task.userId,
+      scheduledMinute,
+      ...kind,
+      ...(task.retry ? { supersedesRunId: task.retry.supersedesRunId } : {}),
+    };
+    const budgetInput: ReserveRunInput = {
+      workflowId: info.workflowId,
+      runId: info.runId,
+      userId: task.userId,
+      model: task.model,
+      embeddingModel: task.embeddingModel,
+      prompt: task.input,
+      ...(task.maxOutputTokens === undefined ? {} : { maxOutputTokens: task.maxOutputTokens }),
+      ...(task.simulate ? { simulate: task.simulate } : {}),
+    };
+    // Since CLAIM_WITH_RESERVE_PATCH (checked before the first command, which it changes) the claim and the first
+    // reservation are one step; before it, and before LOCAL_BOOKKEEPING_PATCH, the reservation follows the claim.
+    const folded = local && patched(CLAIM_WITH_RESERVE_PATCH);
     // Not cancellable: a claim that is made must be known, so that a cancel can close it as cancelled.
-    const claim = await CancellationScope.nonCancellable(() =>
-      steps.bookkeeping.claimRun({
-        idempotencyKey,
-        taskId: task.taskId,
-        userId: task.userId,
-        scheduledMinute,
-        ...kind,
-        ...(task.retry ? { supersedesRunId: task.retry.supersedesRunId } : {}),
-      }),
+    const { claim, decision: foldedDecision } = await CancellationScope.nonCancellable(async () =>
+      folded
+        ? localBookkeeping.claimAndReserve({ ...claimInput, budget: budgetInput })
+        : { claim: await steps.bookkeeping.claimRun(claimInput), decision: null },
     );
     if (!claim.claimed) {
       log.info('slot already claimed by another execution; stopping as duplicate', { idempotencyKey, owner: claim.ownerWorkflowRunId });
@@ -224,18 +249,8 @@ export async function scheduledRun(task: ScheduledRunInput): Promise<ScheduledRu
 
     const step = { workflowId: info.workflowId, runId: info.runId, taskId: task.taskId, userId: task.userId, simulate: task.simulate };
     let models = { chat: task.model, embed: task.embeddingModel };
-    if (patched(BUDGET_GUARD_PATCH)) {
-      const budgetInput: ReserveRunInput = {
-        workflowId: info.workflowId,
-        runId: info.runId,
-        userId: task.userId,
-        model: task.model,
-        embeddingModel: task.embeddingModel,
-        prompt: task.input,
-        ...(task.maxOutputTokens === undefined ? {} : { maxOutputTokens: task.maxOutputTokens }),
-        ...(task.simulate ? { simulate: task.simulate } : {}),
-      };
-      const decision = await steps.bookkeeping.reserveBudget(budgetInput);
+    if (folded || patched(BUDGET_GUARD_PATCH)) {
+      const decision = foldedDecision ?? (await steps.bookkeeping.reserveBudget(budgetInput));
       upsertSearchAttributes([{ key: { name: SEARCH_ATTRIBUTES.tier, type: 'KEYWORD' }, value: decision.tier }]);
       budget = { input: budgetInput, tier: decision.tier, deliveries: deliverEvents(decision.eventIds) };
       if (decision.tier === 'blocked') {
