@@ -82,7 +82,18 @@ export interface Overview {
  * '' (all), the user or the task. A run downgraded to the cheap tier also counts under 'downgraded', beside its status;
  * executions stopped as duplicates count as 'duplicate'.
  */
-async function runsByDay(db: pg.Pool, q: MonthQuery, by: 'all' | 'user' | 'task', fromDay?: string) {
+/** Run counts of a month (from a day on), read once per page however many cuts the page makes of them. */
+type RunCounts = (q: MonthQuery, fromDay?: string) => ReturnType<typeof readRunCounts>;
+function runCountsOnce(db: pg.Pool): RunCounts {
+  const read = new Map<string, ReturnType<typeof readRunCounts>>();
+  return (q, fromDay) => {
+    const key = `${q.zone}|${q.month}|${fromDay ?? ''}`;
+    if (!read.has(key)) read.set(key, readRunCounts(db, { zone: q.zone, month: q.month, freshness: 'current', fromDay }));
+    return read.get(key)!;
+  };
+}
+
+async function runsByDay(db: pg.Pool, q: MonthQuery, by: 'all' | 'user' | 'task', fromDay?: string, counts = runCountsOnce(db)) {
   const map = new Map<string, Map<string, Record<string, number>>>();
   const count = (key: string, day: string, status: string, n: number) => {
     const perKey = map.get(key) ?? new Map<string, Record<string, number>>();
@@ -91,7 +102,7 @@ async function runsByDay(db: pg.Pool, q: MonthQuery, by: 'all' | 'user' | 'task'
     perKey.set(day, statuses);
     statuses[status] = (statuses[status] ?? 0) + n;
   };
-  for (const r of await readRunCounts(db, { zone: q.zone, month: q.month, freshness: 'current', fromDay })) {
+  for (const r of await counts(q, fromDay)) {
     const key = by === 'user' ? r.user_id : by === 'task' ? r.task_id : '';
     count(key, r.day, r.status, Number(r.runs));
     if (r.tier === 'cheap') count(key, r.day, 'downgraded', Number(r.runs));
@@ -108,7 +119,8 @@ const ranRuns = (s: Record<string, number> | undefined) => (s?.completed ?? 0) +
 export async function overview(db: pg.Pool, q: MonthQuery, factor = '1.5'): Promise<Overview> {
   const { report, source } = await monthReport(db, q);
   const p = report.period;
-  const perDay = (await runsByDay(db, q, 'all')).get('') ?? new Map<string, Record<string, number>>();
+  const counts = runCountsOnce(db);
+  const perDay = (await runsByDay(db, q, 'all', undefined, counts)).get('') ?? new Map<string, Record<string, number>>();
   const runs = { completed: 0, failed: 0, duplicate: 0, blocked: 0, downgraded: 0, running: 0, cancelled: 0 };
   for (const statuses of perDay.values()) {
     for (const [status, n] of Object.entries(statuses)) if (status in runs) runs[status as keyof typeof runs] += n;
@@ -133,7 +145,7 @@ export async function overview(db: pg.Pool, q: MonthQuery, factor = '1.5'): Prom
     completedRunsPerDollar: e.completedRunsPerDollar,
     daily,
     anomalyFactor: factor,
-    anomalies: await anomalies(db, q, factor),
+    anomalies: await anomalies(db, q, factor, counts),
     budgets: (await anyBudget(db))
       ? { downgradedRuns: runs.downgraded, blockedRuns: runs.blocked, downgradeSavings: await downgradeSavings(db, p.from, p.to) }
       : null,
@@ -155,7 +167,7 @@ function dayFigures(day: string, cost: Money, statuses: Record<string, number> |
  * Cost per run of each user and each task per day, over the month and the 7 days before it, handed to
  * findAnomalies. Costs and runs both come from the rollups (the last 7 days of last month's, and this month's).
  */
-async function anomalies(db: pg.Pool, q: MonthQuery, factor: string): Promise<Anomaly[]> {
+async function anomalies(db: pg.Pool, q: MonthQuery, factor: string, counts: RunCounts): Promise<Anomaly[]> {
   const days = daysOf(q.month);
   const prev: MonthQuery = { zone: q.zone, month: shiftMonth(q.month, -1) };
   const window = [...daysOf(prev.month).slice(-7), ...days];
@@ -172,8 +184,9 @@ async function anomalies(db: pg.Pool, q: MonthQuery, factor: string): Promise<An
       cost.set(r.key, perDay);
       perDay.set(r.day, toAttoUsd(parseUsd(r.cost_usd)));
     }
-    const runs = await runsByDay(db, prev, by, window[0]);
-    for (const [key, perDay] of await runsByDay(db, q, by)) runs.set(key, new Map([...(runs.get(key) ?? []), ...perDay]));
+    const runs = await runsByDay(db, prev, by, window[0], counts);
+    for (const [key, perDay] of await runsByDay(db, q, by, undefined, counts))
+      runs.set(key, new Map([...(runs.get(key) ?? []), ...perDay]));
     const series = (id: string): DailyPoint[] =>
       window.map((day) => ({ day, costAtto: cost.get(id)?.get(day) ?? 0n, runs: BigInt(ranRuns(runs.get(id)?.get(day))) }));
     for (const id of [...cost.keys()].sort((a, b) => (a < b ? -1 : 1))) found.push(...findAnomalies(by, id, series(id), factor, days[0]));

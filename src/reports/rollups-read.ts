@@ -123,8 +123,11 @@ function ledgerRowsSql(built: boolean, freshness: Freshness): string {
                          cost_usd, first_entry_id, last_entry_id
                     from usage_rollups r where r.zone = $1 and r.day between $2::date and $3::date`;
   if (freshness === 'stored') return stored;
-  // queued entries are added to their buckets, as a refresh would add them
-  return `select day, ${LEDGER_BUCKET}, sum(entries) as entries, sum(prompt_tokens) as prompt_tokens,
+  // Queued entries are added to their buckets, as a refresh would add them. With the queue empty (the rollup-refresh
+  // schedule drains it every minute) the stored rows are read as they are: one-time filters pick the branch.
+  return `select * from (${stored}) s where not exists (select 1 from rollup_queue)
+          union all
+          select day, ${LEDGER_BUCKET}, sum(entries) as entries, sum(prompt_tokens) as prompt_tokens,
                  sum(cached_prompt_tokens) as cached_prompt_tokens, sum(completion_tokens) as completion_tokens,
                  sum(reasoning_tokens) as reasoning_tokens, sum(cost_usd) as cost_usd,
                  min(first_entry_id) as first_entry_id, max(last_entry_id) as last_entry_id
@@ -134,6 +137,7 @@ function ledgerRowsSql(built: boolean, freshness: Freshness): string {
                     from rollup_queue q join usage_ledger l on l.id = q.entry_id
                    where ${localDay('l.created_at')} between $2::date and $3::date
                    group by 1, 2, 3, 4, 5, 6, 7) x
+           where exists (select 1 from rollup_queue)
            group by day, ${LEDGER_BUCKET}`;
 }
 
