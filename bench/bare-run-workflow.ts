@@ -1,7 +1,8 @@
 /**
  * The bare workflow P1 (bench/fan-out.ts) compares scheduledRun against: the same Temporal steps as scheduledRun since
- * the `local-bookkeeping` patch, in the same order and with the same options, and activities that do nothing. What
- * scheduledRun costs beyond it is cronledger's own work (PostgreSQL, the model client, payloads).
+ * the `local-bookkeeping` and `claim-with-reserve` patches, in the same order and with the same options, and
+ * activities that do nothing. What scheduledRun costs beyond it is cronledger's own work (PostgreSQL, the model
+ * client, payloads).
  */
 import { patched, proxyActivities, proxyLocalActivities, upsertSearchAttributes } from '@temporalio/workflow';
 import { LOCAL_BOOKKEEPING_OPTIONS, MODEL_CALL_OPTIONS } from '../src/workflows/scheduled-run';
@@ -13,14 +14,13 @@ type BareActivities = ReturnType<typeof createBareActivities>;
 const bookkeeping = proxyLocalActivities<BareActivities>(LOCAL_BOOKKEEPING_OPTIONS);
 const modelCalls = proxyActivities<BareActivities>(MODEL_CALL_OPTIONS);
 
-/** claim, reserve, (Tier), chat + book, embedding + book, memory, complete: scheduledRun's commands, nothing done. */
+/** claim and reserve (one step), (Tier), chat + book, embedding + book, memory, complete: scheduledRun's commands, nothing done. */
 export async function bareRun(): Promise<string> {
   // scheduledRun records three patch markers; they travel in the same workflow task completions
   patched('call-then-book');
   patched('local-bookkeeping');
-  await bookkeeping.claim();
-  patched('budget-guard');
-  await bookkeeping.reserve();
+  patched('claim-with-reserve');
+  await bookkeeping.claimAndReserve();
   upsertSearchAttributes([{ key: { name: 'Tier', type: 'KEYWORD' }, value: 'default' }]);
   await modelCalls.call();
   await bookkeeping.book();

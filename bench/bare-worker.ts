@@ -8,8 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { WORKER_TUNING } from '../src/worker-setup';
 
 export const createBareActivities = (callMs: number) => ({
-  async claim(): Promise<void> {},
-  async reserve(): Promise<void> {},
+  async claimAndReserve(): Promise<void> {},
   async call(): Promise<void> {
     if (callMs > 0) await new Promise((r) => setTimeout(r, callMs));
   },
