@@ -40,7 +40,10 @@ const READY_TIMEOUT_MS = 120_000;
 const RETENTION_SECONDS = 7 * 24 * 3600;
 /** temporal.api.enums.v1.IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD. */
 const INDEXED_VALUE_TYPE_KEYWORD = 2;
+const GRPC_NOT_FOUND = 5;
 const GRPC_ALREADY_EXISTS = 6;
+/** Where the worker service runs each namespace's schedules (go.temporal.io/server common/primitives). */
+const PER_NAMESPACE_WORKER_TASK_QUEUE = 'temporal-sys-per-ns-tq';
 
 type ClusterPart = TemporalService | 'ui';
 const serverRootOf = (dataDir: string): string => join(dataDir, 'temporal-server');
@@ -140,7 +143,7 @@ export async function startTemporalCluster(
     writeConfigFiles(dataDir, stack);
     const missing = TEMPORAL_SERVICES.filter((s) => !clusterPartRunning(stack, dataDir, s));
     await checkPortsFree(dataDir, stack, missing);
-    for (const service of missing) {
+    const spawnService = async (service: TemporalService) => {
       const pid = await spawnDetached(cluster.binaries.server, temporalServiceArgs(serverRootOf(dataDir), service), {
         cwd: serverRootOf(dataDir),
         env,
@@ -148,10 +151,22 @@ export async function startTemporalCluster(
         banner: `temporal server ${service} (frontend 127.0.0.1:${stack.temporal.port}), db ${cluster.databases.temporal}`,
       });
       recordProcess(dataDir, service, pid);
+    };
+    try {
+      // The frontend alone first: every service writes the cluster's metadata record when it starts, and on a fresh
+      // database two doing it at once make one exit ("SaveClusterMetadata encountered version mismatch").
+      if (missing.includes('frontend')) {
+        await spawnService('frontend');
+        await (await waitForFrontend(dataDir, ['frontend'])).close();
+      }
+      for (const service of missing.filter((s) => s !== 'frontend')) await spawnService(service);
+    } catch (err) {
+      await stopTemporalCluster(dataDir);
+      throw err;
     }
   }
   try {
-    const connection = await waitForFrontend(dataDir);
+    const connection = await waitForFrontend(dataDir, TEMPORAL_SERVICES);
     try {
       await registerNamespaces(connection, namespaces);
     } finally {
@@ -262,13 +277,13 @@ async function setUpSchemas(stack: StackFile, cluster: TemporalClusterState, pas
   }
 }
 
-/** Polls until the frontend answers, failing early with the end of a log if a service exits. */
-async function waitForFrontend(dataDir: string): Promise<Connection> {
+/** Polls until the frontend answers, failing early with the end of a log if one of these services exits. */
+async function waitForFrontend(dataDir: string, services: readonly TemporalService[]): Promise<Connection> {
   const stack = requireStackFile(dataDir);
   const deadline = Date.now() + READY_TIMEOUT_MS;
   let lastError: string;
   for (;;) {
-    checkServicesAlive(dataDir);
+    checkServicesAlive(dataDir, services);
     try {
       const connection = await Connection.connect({ address: stack.temporal.address, connectTimeout: '2s' });
       try {
@@ -291,9 +306,9 @@ async function waitForFrontend(dataDir: string): Promise<Connection> {
   }
 }
 
-function checkServicesAlive(dataDir: string): void {
+function checkServicesAlive(dataDir: string, services: readonly TemporalService[]): void {
   const stack = requireStackFile(dataDir);
-  for (const service of TEMPORAL_SERVICES) {
+  for (const service of services) {
     if (!clusterPartRunning(stack, dataDir, service)) {
       const log = clusterLogOf(dataDir, service);
       throw new UserError(`the Temporal ${service} service exited while starting. From ${log}:\n${logTail(log)}`);
@@ -302,8 +317,10 @@ function checkServicesAlive(dataDir: string): void {
 }
 
 /**
- * Each namespace (created if missing) with cronledger's search attributes (Keyword), waiting until a visibility
- * query that uses them succeeds: a new namespace reaches the services' caches only after a refresh.
+ * Each namespace (created if missing) with cronledger's search attributes (Keyword), waiting until it is usable
+ * end to end: a visibility query with the attributes succeeds (a new namespace reaches the services' caches only after
+ * a refresh), history answers, and the worker service polls it (else schedules would not fire yet). The frontend
+ * answers before the other services have joined its membership ring; this is what `dev up` waits for.
  */
 async function registerNamespaces(connection: Connection, namespaces: string[]): Promise<void> {
   const names = Object.values(SEARCH_ATTRIBUTES);
@@ -327,6 +344,18 @@ async function registerNamespaces(connection: Connection, namespaces: string[]):
       });
     }
     await connection.workflowService.countWorkflowExecutions({ namespace, query });
+    // History answers (a workflow that does not exist is NOT_FOUND, not "not enough hosts")...
+    try {
+      await connection.workflowService.describeWorkflowExecution({ namespace, execution: { workflowId: 'cronledger-readiness-probe' } });
+    } catch (err) {
+      if (!(isGrpcServiceError(err) && err.code === GRPC_NOT_FOUND)) throw err;
+    }
+    // ...and the worker service polls the namespace's system task queue through matching: schedules run there.
+    const { pollers } = await connection.workflowService.describeTaskQueue({
+      namespace,
+      taskQueue: { name: PER_NAMESPACE_WORKER_TASK_QUEUE },
+    });
+    if (!pollers?.length) throw new Error(`no scheduler worker polls ${PER_NAMESPACE_WORKER_TASK_QUEUE} yet`);
   };
   const deadline = Date.now() + READY_TIMEOUT_MS;
   let pending = [...namespaces];

@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { dataDir, redactDatabaseUrl, type TemporalMode } from '../../config';
+import { dataDir, redactDatabaseUrl, TEMPORAL_SERVICES, type TemporalMode } from '../../config';
 import { BUDGET_SWEEP_SCHEDULE_ID, DEFAULT_TASK_QUEUE } from '../../constants';
 import { ensurePostgresBinDir } from '../../dev/postgres';
 import { requireStackFile } from '../../dev/stack-file';
@@ -47,8 +47,9 @@ export function registerDevCommands(program: Command): void {
       const lines = [
         up.temporal.mode === 'server'
           ? `Temporal     ${up.stack.temporal.address}  (server on PostgreSQL, ${up.temporal.alreadyRunning ? 'already running' : 'started'}: ` +
-            `${Object.entries(up.temporal.pids ?? {})
-              .map(([part, pid]) => `${part} ${pid}`)
+            `${[...TEMPORAL_SERVICES, 'ui']
+              .filter((part) => up.temporal.pids?.[part])
+              .map((part) => `${part} ${up.temporal.pids![part]}`)
               .join(', ')})`
           : `Temporal     ${up.stack.temporal.address}  (${state(up.temporal.alreadyRunning, up.temporal.pid)})`,
         `Web UI       ${up.stack.temporal.uiUrl}`,
