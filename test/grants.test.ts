@@ -257,10 +257,14 @@ describe('cronledger db migrate', () => {
       DATABASE_SUPERUSER_URL: inject('stack').adminDatabaseUrl,
       CRONLEDGER_OWNER_PASSWORD: new URL(ctx.ownerDatabaseUrl).password,
       CRONLEDGER_APP_PASSWORD: new URL(ctx.databaseUrl).password,
+      // The roles are cluster-wide: without it `db roles` gives the read-only role a new random password, and the
+      // admin tests running beside this file could no longer connect.
+      CRONLEDGER_READONLY_PASSWORD: new URL(ctx.readonlyDatabaseUrl).password,
     };
     const r = await runCli(['db', 'roles'], env);
     expect(r.code, r.stderr).toBe(0);
-    for (const pw of [env.CRONLEDGER_OWNER_PASSWORD, env.CRONLEDGER_APP_PASSWORD]) expect(r.stdout + r.stderr).not.toContain(pw);
+    for (const pw of [env.CRONLEDGER_OWNER_PASSWORD, env.CRONLEDGER_APP_PASSWORD, env.CRONLEDGER_READONLY_PASSWORD])
+      expect(r.stdout + r.stderr).not.toContain(pw);
     const { rows } = await owner.query(
       `select rolname, rolsuper or rolcreaterole or rolcreatedb or rolbypassrls or rolreplication as special, rolcanlogin
          from pg_roles where rolname in ('cronledger_owner', 'cronledger_app') order by 1`,
