@@ -147,6 +147,8 @@ const ALLOWED: Record<string, string[]> = {
   budget_months: ['SELECT', 'INSERT', 'UPDATE'], // 008: month-to-date spend, kept by the ledger's insert trigger
   budget_reservations: ['SELECT', 'INSERT', 'UPDATE'], // 008: open until settled, released or expired
   budget_events: ['SELECT', 'INSERT', 'UPDATE'], // 008: threshold events, marked delivered
+  budget_month_deltas: ['SELECT', 'INSERT', 'DELETE'], // 015: each booking's cost, appended, until a fold takes it
+  budget_month_spent: ['SELECT'], // 015: view, the summary row plus its unfolded deltas
 };
 
 /**

@@ -11,7 +11,7 @@ export interface BudgetStatus {
   timeZone: string;
   /** Null: no budget configured, so no limit. */
   limitUsd: string | null;
-  /** Month-to-date ledger total (usage, adjustments, credits, reconciliation), from the summary row. */
+  /** Month-to-date ledger total (usage, adjustments, credits, reconciliation): the summary row plus its unfolded deltas. */
   spentUsd: string;
   /** Open, unexpired reservations of calls that are allowed and not booked yet. */
   reservedUsd: string;
@@ -22,18 +22,20 @@ export interface BudgetStatus {
   source: BudgetInForce['source'];
 }
 
-/** Spent and reserved for one user's month in one zone: one summary row and the open reservations, never a ledger scan. */
+/**
+ * Spent and reserved for one user's month in one zone, never a ledger scan: the summary row plus the deltas booked since
+ * its last fold (the budget_month_spent view, migration 015), and the open reservations, in one statement (one snapshot).
+ */
 export async function monthFigures(
   db: pg.Pool | pg.PoolClient,
   userId: string,
   timeZone: string,
   at: Date,
-  lock = false,
 ): Promise<{ month: string; spentUsd: string; reservedUsd: string }> {
   const { rows } = await db.query<{ month: string; spent: string | null; reserved: string }>(
     `with m as (select (date_trunc('month', $3::timestamptz at time zone $2))::date as month)
      select to_char(m.month, 'YYYY-MM') as month,
-            (select spent_usd from budget_months b where b.user_id = $1 and b.time_zone = $2 and b.month = m.month ${lock ? 'for update' : ''}) as spent,
+            (select spent_usd from budget_month_spent b where b.user_id = $1 and b.time_zone = $2 and b.month = m.month) as spent,
             (select coalesce(sum(amount_usd), 0) from budget_reservations r
               where r.user_id = $1 and r.time_zone = $2 and r.month = m.month and r.status = 'open' and r.expires_at > $3) as reserved
        from m`,
@@ -73,6 +75,7 @@ export async function budgetStatus(
         await db.query<{ user_id: string }>(
           `select user_id from budgets where user_id is not null
            union select user_id from budget_months
+           union select user_id from budget_month_deltas
            union select user_id from budget_reservations where status = 'open'
            order by 1`,
         )

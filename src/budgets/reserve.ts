@@ -52,7 +52,9 @@ export type ReserveDecision =
 
 /**
  * The budget guard's decision and reservation, one statement (migration 010's reserve_budget) under a row lock on the
- * user's month: nothing can book or reserve against that month in between. The budget, the cheap models, the prices
+ * user's month: nothing else can reserve against that month in between. Bookings go on (they append month deltas,
+ * migration 015); the decision folds the committed ones into spent in the statement that reads the reservations, so each
+ * call counts once, as spent or as reserved. The budget, the cheap models, the prices
  * and the worst cases are looked up before the lock; the lock is held only inside the statement, for the sums, the
  * choice and the inserts, with no network round trip while it is held. Expired reservations of the month are swept
  * first. Then the run gets the default models if spent + reserved is under 80 % and their worst case fits the limit,
@@ -145,4 +147,14 @@ export async function sweepAllExpired(pool: pg.Pool): Promise<number> {
     `update budget_reservations set status = 'expired', closed_at = now() where status = 'open' and expires_at <= now()`,
   );
   return rowCount ?? 0;
+}
+
+/**
+ * The sweeper's fold: every month's booked deltas into its summary row (migration 015's budget_fold_all_deltas), so
+ * the delta table stays small for users who book without deciding. Months a decision holds are skipped: it folds them
+ * itself. Returns how many deltas were folded.
+ */
+export async function foldAllDeltas(pool: pg.Pool): Promise<number> {
+  const { rows } = await pool.query<{ folded: number }>('select budget_fold_all_deltas() as folded');
+  return rows[0].folded;
 }
