@@ -77,8 +77,8 @@ describe.each(['UTC', 'Europe/Berlin'])('rollups in %s', (zone) => {
         order by id limit 1`,
     );
     const bucket = rows[0];
-    // The slow writer books for another user: two open inserts of one user's month wait on each other's row in
-    // budget_months (the budget guard's month-to-date summary, kept by the ledger's insert trigger).
+    // The slow writer books for another user: before migration 015 two open inserts of one user's month waited on each
+    // other's row in budget_months (the budget guard's month-to-date summary, then kept by the ledger's insert trigger).
     const other = await ctx.pool.query<{ user_id: string; task_id: string; created_at: Date }>(
       `select user_id, task_id, created_at from usage_ledger
         where entry_type = 'usage' and kind = 'chat' and status = 'ok' and created_at between '2026-06-05' and '2026-06-25'
