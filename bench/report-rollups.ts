@@ -5,7 +5,11 @@
  * command that produced them.
  *
  *   npx cronledger dev up --workers 0
- *   node --import tsx bench/report-rollups.ts [--entries 10000000]
+ *   node --import tsx bench/report-rollups.ts [--entries 10000000] [--keep]
+ *
+ * --keep keeps the large database (cronledger_bench_p3_kept) after the run and reuses it on the next run with --keep
+ * instead of loading it again (a 10,000,000-entry load takes about 12 minutes): to measure a change on the same data.
+ * Each run adds its own 1% late entries to it. Drop it by hand when done (`drop database cronledger_bench_p3_kept`).
  *
  * It works in databases of its own on the local stack's PostgreSQL (migrated as the owner, used as cronledger_app,
  * the overview read as cronledger_readonly in read-only sessions) and drops them at the end. The month is bulk
@@ -29,8 +33,9 @@ const arg = (name: string, fallback: number): number => {
   return i > 0 ? Number(process.argv[i + 1]) : fallback;
 };
 const entries = arg('entries', 1_000_000);
+const keep = process.argv.includes('--keep');
 const SMALL = 1_000;
-const command = `node --import tsx bench/report-rollups.ts --entries ${entries}`;
+const command = `node --import tsx bench/report-rollups.ts --entries ${entries}${keep ? ' --keep' : ''}`;
 
 async function timed(fn: () => Promise<unknown>): Promise<number> {
   const start = performance.now();
@@ -69,12 +74,49 @@ async function loaded(db: ScratchDatabase, n: number): Promise<{ loadMs: number;
 /** The month-to-date lookup of the budget guard (one summary row), median of 200, for the busiest user. */
 const lookup = (pool: pg.Pool) => median(() => monthFigures(pool, 'user-1', 'UTC', new Date('2026-06-20T12:00:00Z')), 200);
 
+/**
+ * The large database: loaded now, or (--keep) the one a previous run kept, with the late entries it added. A kept
+ * database records what it holds in bench_kept, written only once the load and rebuild are done.
+ */
+async function bigDatabase(): Promise<{ big: ScratchDatabase; loadMs: number; rebuildMs: number; lateBefore: number }> {
+  const big = await scratchDatabase(keep ? 'cronledger_bench_p3_kept' : 'cronledger_bench_p3', 4, { kept: keep });
+  if (big.existed) {
+    const owner = new pg.Client({ connectionString: big.urlAs('owner') });
+    await owner.connect();
+    try {
+      const kept = await owner.query<{ entries: string; late: string }>('select entries, late from bench_kept').catch(() => ({ rows: [] }));
+      if (kept.rows[0]?.entries !== String(entries)) {
+        throw new Error(
+          `${big.name} does not hold a finished load of ${entries} entries: drop it (drop database ${big.name}) or pass its --entries`,
+        );
+      }
+      return { big, loadMs: NaN, rebuildMs: NaN, lateBefore: Number(kept.rows[0].late) };
+    } finally {
+      await owner.end();
+    }
+  }
+  const { loadMs, rebuildMs } = await loaded(big, entries);
+  return { big, loadMs, rebuildMs, lateBefore: 0 };
+}
+
+async function markKept(big: ScratchDatabase, late: number): Promise<void> {
+  const owner = new pg.Client({ connectionString: big.urlAs('owner') });
+  await owner.connect();
+  try {
+    await owner.query('create table if not exists bench_kept (entries bigint not null, late bigint not null)');
+    await owner.query('delete from bench_kept');
+    await owner.query('insert into bench_kept values ($1, $2)', [entries, late]);
+  } finally {
+    await owner.end();
+  }
+}
+
 async function main(): Promise<void> {
-  const big = await scratchDatabase('cronledger_bench_p3', 4);
+  const { big, loadMs, rebuildMs, lateBefore } = await bigDatabase();
   const small = await scratchDatabase('cronledger_bench_p3_small', 4);
   const readonly = createPool(readOnlySessionUrl(big.urlAs('readonly')), 4);
   try {
-    const { loadMs, rebuildMs } = await loaded(big, entries);
+    if (keep) await markKept(big, lateBefore);
     await loaded(small, SMALL);
 
     const rawScan = () =>
@@ -96,9 +138,11 @@ async function main(): Promise<void> {
     const admin = await best(page);
 
     const late = Math.max(1, Math.floor(entries / 100));
-    for (let from = entries + 1; from <= entries + late; from += 100_000) {
-      await big.pool.query(insertLedgerSql(from, Math.min(entries + late, from + 99_999), entries, true)); // through the triggers
+    const first = entries + lateBefore + 1; // after the late entries of earlier runs on a kept database
+    for (let from = first; from < first + late; from += 100_000) {
+      await big.pool.query(insertLedgerSql(from, Math.min(first + late - 1, from + 99_999), entries, true)); // through the triggers
     }
+    if (keep) await markKept(big, lateBefore + late);
     const adminQueued = await timed(page); // reads the queued buckets current, without writing
     const refresh = await timed(() => refreshRollups(big.pool)); // what the rollup-refresh schedule pays for them
     const afterLate = await best(report);
@@ -107,8 +151,12 @@ async function main(): Promise<void> {
     const lookupBig = await lookup(big.pool);
 
     const lines: [string, number, string][] = [
-      [`bulk load (triggers off, month summary rebuilt)`, loadMs, ''],
-      [`rebuild of the month's rollups after the load`, rebuildMs, ''],
+      ...(!Number.isNaN(loadMs)
+        ? ([
+            [`bulk load (triggers off, month summary rebuilt)`, loadMs, ''],
+            [`rebuild of the month's rollups after the load`, rebuildMs, ''],
+          ] as [string, number, string][])
+        : []),
       ['raw ledger group-by for the month (SQL only, best of 3)', raw, '1.00x'],
       ['report from rollups, current (best of 3)', current, `${(raw / current).toFixed(1)}x faster than raw`],
       ['  of which: usage figures from the rollups, summed in SQL (best of 3)', figures, `${(raw / figures).toFixed(1)}x faster than raw`],
@@ -125,7 +173,9 @@ async function main(): Promise<void> {
       ],
     ];
     process.stdout.write(
-      `$ ${command}\n${entries} ledger entries and ${Math.floor(entries / 2) + 1} runs in ${MONTH}, spread over the month\n\n`,
+      `$ ${command}\n${entries} ledger entries and ${Math.floor(entries / 2) + 1} runs in ${MONTH}, spread over the month` +
+        (Number.isNaN(loadMs) ? ` (kept database reused, with ${lateBefore} late entries from earlier runs)` : '') +
+        '\n\n',
     );
     for (const [what, ms, ratio] of lines) {
       process.stdout.write(`${what.padEnd(72)} ${ms.toFixed(ms < 10 ? 2 : 0).padStart(9)} ms  ${ratio}\n`);

@@ -20,18 +20,28 @@ export interface ScratchDatabase {
   close(): Promise<void>;
 }
 
-export async function scratchDatabase(prefix: string, poolSize: number): Promise<ScratchDatabase> {
+/**
+ * `kept`: the database is named `prefix` (no pid), reused when it exists and left in place by close(), so a second
+ * measurement of a large load need not load it again (drop it by hand when done). `existed` says it was reused.
+ */
+export async function scratchDatabase(
+  prefix: string,
+  poolSize: number,
+  { kept = false }: { kept?: boolean } = {},
+): Promise<ScratchDatabase & { existed: boolean }> {
   const stack = readStackFile()?.postgres;
   const passwords = stack?.passwords;
   if (!stack || !passwords) throw new Error('no local stack: run `npx cronledger dev up --workers 0` first');
-  const name = `${prefix}_${process.pid}`;
+  const name = kept ? prefix : `${prefix}_${process.pid}`;
   const admin = new pg.Client({ connectionString: databaseUrlFor(stack.port, 'superuser', passwords, 'postgres') });
   await admin.connect();
-  await admin.query(`create database ${name} owner ${OWNER_ROLE}`);
+  const existed = kept && (await admin.query('select 1 from pg_database where datname = $1', [name])).rowCount === 1;
+  if (!existed) await admin.query(`create database ${name} owner ${OWNER_ROLE}`);
   const urlAs = (role: ClusterRole, database = name): string => databaseUrlFor(stack.port, role, passwords, database);
   const pool = createPool(urlAs('app'), poolSize);
   const close = async (): Promise<void> => {
     await pool.end().catch(() => undefined);
+    if (kept) return void (await admin.end());
     // pool.end() resolves when the sockets close, before the server's backends have exited; a drop meanwhile may fail
     // with "being accessed by other users" (55006), even with (force), when a backend takes more than 5 s to exit on a
     // loaded machine. Wait for them, then drop, and retry a refused drop.
@@ -53,10 +63,10 @@ export async function scratchDatabase(prefix: string, poolSize: number): Promise
   };
   try {
     await migrateDatabase(urlAs('owner'));
-    await applyPrices(pool, loadPricesFile('prices/standard.json'), 'bench');
+    if (!existed) await applyPrices(pool, loadPricesFile('prices/standard.json'), 'bench');
   } catch (err) {
     await close();
     throw err;
   }
-  return { name, port: stack.port, urlAs, pool, close };
+  return { name, port: stack.port, urlAs, pool, close, existed };
 }

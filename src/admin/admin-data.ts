@@ -7,7 +7,7 @@ import { add } from 'dinero.js/bigint';
 import { reportFromSums } from '../reports/build-report';
 import { divideHalfEven, moneyPer } from '../reports/economics';
 import { anyBudget } from '../budgets/budgets-store';
-import { budgetStatus, type BudgetStatus } from '../budgets/budget-status';
+import { budgetStatusOfAll, type BudgetStatus } from '../budgets/budget-status';
 import { downgradeSavings } from '../budgets/downgrade-savings';
 import { daysOf, parseMonth, shiftMonth, type Month } from '../reports/month';
 import { monthBounds, readDailySpend, readMonthSums, readRunCounts, trackedZones } from '../reports/rollups-read';
@@ -213,7 +213,7 @@ export async function users(db: pg.Pool, q: MonthQuery): Promise<{ month: Month;
   const perUser = await runsByDay(db, q, 'user');
   const ids = [...new Set(report.byUser.map((l) => l.userId))].sort();
   const budgetAt = new Date(Math.min(Date.now(), new Date(report.period.to).getTime() - 1));
-  const budgets = new Map((await budgetStatus(db, { at: budgetAt })).map((b) => [b.userId, b]));
+  const budgets = new Map((await budgetStatusOfAll(db, { at: budgetAt })).map((b) => [b.userId, b]));
   return {
     month: q.month,
     zone: q.zone,

@@ -1,6 +1,6 @@
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type pg from 'pg';
-import { budgetStatus } from '../budgets/budget-status';
+import { budgetStatusOfAll } from '../budgets/budget-status';
 import { runCountsByStatus, runDurations } from '../db/runs';
 import { bookingLags, chargesAndCredits } from '../ledger/entries';
 import { parseUsd, toAttoUsd } from '../money';
@@ -78,7 +78,7 @@ export function adminMetrics(db: pg.Pool, opts: { perUser: boolean; missedSlots?
     runs.reset();
     for (const r of await runCountsByStatus(db)) runs.inc({ status: r.status, tier: r.tier ?? 'none' }, Number(r.runs));
     utilisation.reset();
-    for (const b of await budgetStatus(db)) {
+    for (const b of await budgetStatusOfAll(db)) {
       if (b.limitUsd === null) continue;
       // (spent + reserved) / limit in millionths, half-even: a ratio, not money, exported as a gauge
       const used = toAttoUsd(parseUsd(b.spentUsd)) + toAttoUsd(parseUsd(b.reservedUsd));

@@ -101,3 +101,69 @@ export async function budgetStatus(
   }
   return out;
 }
+
+/**
+ * budgetStatus for every user in ONE statement (a report's budget section, `budgets status` without --user, the admin
+ * page): per user the budget in force at `at` (their own, else the default one), the month-to-date spend and the open
+ * reservations in that budget's zone, the same figures budgetStatus gives user by user (test/budget-status-all.test.ts).
+ * The per-user path costs three round trips a user: 1.1 s for 500 users on a loaded machine (BENCHMARKS.md, P3).
+ */
+export async function budgetStatusOfAll(db: pg.Pool | pg.PoolClient, opts: { at?: Date; month?: string } = {}): Promise<BudgetStatus[]> {
+  const m = monthBoundsSql('$2::text', 'i.time_zone');
+  const { rows } = await db.query<{
+    user_id: string;
+    month: string;
+    time_zone: string;
+    limit_usd: string | null;
+    source: BudgetInForce['source'];
+    spent: string | null;
+    reserved: string;
+  }>(
+    `with p as (select coalesce($1::timestamptz, now()) as ref_at),
+     users as (select user_id from budgets where user_id is not null
+               union select user_id from budget_months
+               union select user_id from budget_reservations where status = 'open'),
+     default_budget as (select b.monthly_limit_usd, b.time_zone from budgets b, p
+                         where b.user_id is null and b.effective_from <= p.ref_at order by b.effective_from desc limit 1),
+     in_force as (
+       select u.user_id,
+              case when own.user_id is not null then own.monthly_limit_usd else d.monthly_limit_usd end as limit_usd,
+              case when own.user_id is not null then own.time_zone else coalesce(d.time_zone, 'UTC') end as time_zone,
+              case when own.user_id is not null then 'user' when d.time_zone is not null then 'default' else 'none' end as source
+         from users u cross join p
+         left join lateral (select b.user_id, b.monthly_limit_usd, b.time_zone from budgets b
+                             where b.user_id = u.user_id and b.effective_from <= p.ref_at order by b.effective_from desc limit 1) own on true
+         left join default_budget d on true),
+     -- the instant of the figures: at, or with a month, at moved into that month in the budget's zone (as instantInMonth)
+     at_user as (
+       select i.*, case when $2::text is null then p.ref_at
+                        else least(greatest(p.ref_at, ${m.from}), ${m.to} - interval '1 microsecond') end as figures_at
+         from in_force i cross join p),
+     months as (select a.*, (date_trunc('month', a.figures_at at time zone a.time_zone))::date as month from at_user a)
+     select m.user_id, to_char(m.month, 'YYYY-MM') as month, m.time_zone, m.limit_usd::text as limit_usd, m.source,
+            (select s.spent_usd from budget_months s
+              where s.user_id = m.user_id and s.time_zone = m.time_zone and s.month = m.month) as spent,
+            (select coalesce(sum(r.amount_usd), 0) from budget_reservations r
+              where r.user_id = m.user_id and r.time_zone = m.time_zone and r.month = m.month and r.status = 'open'
+                and r.expires_at > m.figures_at) as reserved
+       from months m
+      order by m.user_id`,
+    [opts.at ?? null, opts.month ?? null],
+  );
+  return rows.map((r) => {
+    const limit = r.limit_usd === null ? null : atto(r.limit_usd);
+    const spent = atto(r.spent ?? '0');
+    const reserved = atto(r.reserved);
+    return {
+      userId: r.user_id,
+      month: r.month,
+      timeZone: r.time_zone,
+      limitUsd: limit === null ? null : usdOf(limit),
+      spentUsd: usdOf(spent),
+      reservedUsd: usdOf(reserved),
+      remainingUsd: limit === null ? null : usdOf(limit > spent + reserved ? limit - spent - reserved : 0n),
+      tier: tierFor(spent + reserved, limit),
+      source: r.source,
+    };
+  });
+}

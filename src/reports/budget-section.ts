@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { budgetStatus } from '../budgets/budget-status';
+import { budgetStatusOfAll } from '../budgets/budget-status';
 import { anyBudget } from '../budgets/budgets-store';
 import { downgradeSavings } from '../budgets/downgrade-savings';
 import { parseUsd, toAttoUsd } from '../money';
@@ -20,7 +20,7 @@ export async function budgetSection(
   const now = (await db.query<{ now: Date }>('select now() as now')).rows[0].now;
   const end = new Date(new Date(to).getTime() - 1);
   const at = now < end ? now : end;
-  const status = await budgetStatus(db, { at, month: opts.month });
+  const status = await budgetStatusOfAll(db, { at, month: opts.month }); // one statement for all users
   const runs = opts.runs; // from the run rollups, not a scan of the month's runs
   const savings = await downgradeSavings(db, from, to);
   return {

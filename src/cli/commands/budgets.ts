@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { budgetChangesOf, loadBudgetsFile, parseBudgetUserId, parseMonthlyLimit } from '../../budgets/budget-file';
-import { budgetStatus } from '../../budgets/budget-status';
+import { budgetStatus, budgetStatusOfAll } from '../../budgets/budget-status';
 import { budgetStatusTable } from '../../budgets/status-table';
 import { applyBudgets, budgetInForce, listBudgets, type ApplyBudgetsResult } from '../../budgets/budgets-store';
 import { UserError } from '../../errors';
@@ -87,7 +87,7 @@ export function registerBudgetsCommands(program: Command): void {
     .action(async (opts: { user?: string; json?: boolean }) => {
       const userId = opts.user === undefined ? undefined : parseBudgetUserId(opts.user, '--user');
       await withConnections({ db: true }, async ({ pool }) => {
-        const status = await budgetStatus(pool, userId === undefined ? {} : { userId });
+        const status = userId === undefined ? await budgetStatusOfAll(pool) : await budgetStatus(pool, { userId });
         if (opts.json) return printJson({ currency: 'USD', users: status });
         if (status.length === 0) {
           process.stdout.write('no budgets and no spend yet\n');
