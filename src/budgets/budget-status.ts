@@ -104,7 +104,8 @@ export async function budgetStatus(
 
 /**
  * budgetStatus for every user in ONE statement (a report's budget section, `budgets status` without --user, the admin
- * page): per user the budget in force at `at` (their own, else the default one), the month-to-date spend and the open
+ * page): per user the budget in force at `at` (their own, else the default one), the month-to-date spend (the summary
+ * row plus its unfolded deltas, through budget_month_spent as monthFigures reads it) and the open
  * reservations in that budget's zone, the same figures budgetStatus gives user by user (test/budget-status-all.test.ts).
  * The per-user path costs three round trips a user: 1.1 s for 500 users on a loaded machine (BENCHMARKS.md, P3).
  */
@@ -122,6 +123,7 @@ export async function budgetStatusOfAll(db: pg.Pool | pg.PoolClient, opts: { at?
     `with p as (select coalesce($1::timestamptz, now()) as ref_at),
      users as (select user_id from budgets where user_id is not null
                union select user_id from budget_months
+               union select user_id from budget_month_deltas
                union select user_id from budget_reservations where status = 'open'),
      default_budget as (select b.monthly_limit_usd, b.time_zone from budgets b, p
                          where b.user_id is null and b.effective_from <= p.ref_at order by b.effective_from desc limit 1),
@@ -141,7 +143,7 @@ export async function budgetStatusOfAll(db: pg.Pool | pg.PoolClient, opts: { at?
          from in_force i cross join p),
      months as (select a.*, (date_trunc('month', a.figures_at at time zone a.time_zone))::date as month from at_user a)
      select m.user_id, to_char(m.month, 'YYYY-MM') as month, m.time_zone, m.limit_usd::text as limit_usd, m.source,
-            (select s.spent_usd from budget_months s
+            (select s.spent_usd from budget_month_spent s
               where s.user_id = m.user_id and s.time_zone = m.time_zone and s.month = m.month) as spent,
             (select coalesce(sum(r.amount_usd), 0) from budget_reservations r
               where r.user_id = m.user_id and r.time_zone = m.time_zone and r.month = m.month and r.status = 'open'
