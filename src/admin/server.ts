@@ -112,7 +112,7 @@ export function createAdminApp(opts: AdminOptions): Hono {
     try {
       return { ...settings, error: null, tasks: await checkSlots() };
     } catch (err) {
-      return { ...settings, error: `Temporal: ${(err as Error).message}`, tasks: [] };
+      return { ...settings, error: `the check failed: ${(err as Error).message}`, tasks: [] };
     }
   };
 
