@@ -19,7 +19,8 @@
 import { performance } from 'node:perf_hooks';
 import pg from 'pg';
 import { overview } from '../src/admin/admin-data';
-import { monthFigures } from '../src/budgets/budget-status';
+import { budgetStatus, budgetStatusOfAll, monthFigures } from '../src/budgets/budget-status';
+import { downgradeSavings } from '../src/budgets/downgrade-savings';
 import { createPool, readOnlySessionUrl } from '../src/db/pool';
 import { budgetSection } from '../src/reports/budget-section';
 import { buildReport, reportFromSums } from '../src/reports/build-report';
@@ -117,6 +118,9 @@ async function main(): Promise<void> {
   const readonly = createPool(readOnlySessionUrl(big.urlAs('readonly')), 4);
   try {
     if (keep) await markKept(big, lateBefore);
+    // a kept database holds the month deltas of the last run's late entries: fold them, as the budget-sweep schedule
+    // would have since (migration 015)
+    await big.pool.query('select budget_fold_all_deltas()');
     await loaded(small, SMALL);
 
     const rawScan = () =>
@@ -132,9 +136,19 @@ async function main(): Promise<void> {
       readMonthSums(big.pool, 'UTC', MONTH, 'stored').then((s) => reportFromSums(big.pool, { month: MONTH, timeZone: 'UTC', sums: s }));
     const figures = await best(sums);
     const sample = await buildReport(big.pool, { month: MONTH, timeZone: 'UTC' });
+    const sampleAt = new Date(new Date(sample.period.to).getTime() - 1);
     const budget = await best(() =>
       budgetSection(big.pool, { month: MONTH, period: sample.period, runs: { blocked: 0n, downgraded: 0n } }),
     );
+    // the budget section's parts: every user's status in one statement against the per-user path it replaced
+    // (three round trips a user), and the downgrade savings
+    const statusAll = await best(() => budgetStatusOfAll(big.pool, { at: sampleAt, month: MONTH }));
+    const statusPerUser = await best(async () => {
+      for (const s of await budgetStatusOfAll(big.pool, { at: sampleAt, month: MONTH })) {
+        await budgetStatus(big.pool, { userId: s.userId, at: sampleAt, month: MONTH });
+      }
+    }, 1);
+    const savings = await best(() => downgradeSavings(big.pool, sample.period.from, sample.period.to));
     const admin = await best(page);
 
     const late = Math.max(1, Math.floor(entries / 100));
@@ -144,6 +158,11 @@ async function main(): Promise<void> {
     }
     if (keep) await markKept(big, lateBefore + late);
     const adminQueued = await timed(page); // reads the queued buckets current, without writing
+    // the late entries' month deltas are not folded yet: the budget status reads them on top of the month rows
+    const budgetDeltas = await timed(() =>
+      budgetSection(big.pool, { month: MONTH, period: sample.period, runs: { blocked: 0n, downgraded: 0n } }),
+    );
+    const fold = await timed(() => big.pool.query('select budget_fold_all_deltas()')); // the budget-sweep schedule's run
     const refresh = await timed(() => refreshRollups(big.pool)); // what the rollup-refresh schedule pays for them
     const afterLate = await best(report);
 
@@ -161,9 +180,18 @@ async function main(): Promise<void> {
       ['report from rollups, current (best of 3)', current, `${(raw / current).toFixed(1)}x faster than raw`],
       ['  of which: usage figures from the rollups, summed in SQL (best of 3)', figures, `${(raw / figures).toFixed(1)}x faster than raw`],
       ['  of which: budget section (best of 3)', budget, ''],
+      ["    of which: every user's budget status, one statement (best of 3)", statusAll, ''],
+      [
+        '    the same user by user, budgetStatus per user (the path it replaced)',
+        statusPerUser,
+        `${(statusPerUser / statusAll).toFixed(1)}x the one statement`,
+      ],
+      ['    of which: downgrade savings (best of 3; no downgrades in this month)', savings, ''],
       ['admin overview, read-only (best of 3)', admin, `${(raw / admin).toFixed(1)}x faster than raw`],
       [`admin overview with ${late} late entries queued (1%)`, adminQueued, `${(raw / adminQueued).toFixed(1)}x faster than raw`],
+      [`budget section with the ${late} late entries' month deltas not folded`, budgetDeltas, ''],
       [`refresh folding the ${late} late entries (the schedule's run)`, refresh, ''],
+      [`budget sweep folding their month deltas (budget_fold_all_deltas)`, fold, ''],
       ['report after that refresh (best of 3)', afterLate, `${(raw / afterLate).toFixed(1)}x faster than raw`],
       [`month-to-date lookup, one user, ${SMALL} rows (median of 200)`, lookupSmall, ''],
       [
