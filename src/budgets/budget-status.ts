@@ -141,14 +141,23 @@ export async function budgetStatusOfAll(db: pg.Pool | pg.PoolClient, opts: { at?
        select i.*, case when $2::text is null then p.ref_at
                         else least(greatest(p.ref_at, ${m.from}), ${m.to} - interval '1 microsecond') end as figures_at
          from in_force i cross join p),
-     months as (select a.*, (date_trunc('month', a.figures_at at time zone a.time_zone))::date as month from at_user a)
+     months as (select a.*, (date_trunc('month', a.figures_at at time zone a.time_zone))::date as month from at_user a),
+     -- spent of the months at hand, read in one pass (not a lookup per user, each visiting the month's unfolded and
+     -- not yet vacuumed deltas again): the report's month, or the month of 'at' in UTC and each neighbour (every zone's
+     -- month of an instant is one of those three)
+     spent as materialized (
+       select s.user_id, s.time_zone, s.month, s.spent_usd from budget_month_spent s
+        where s.month between case when $2::text is null then (date_trunc('month', coalesce($1::timestamptz, now()) at time zone 'UTC') - interval '1 month')::date
+                                   else to_date($2::text || '-01', 'YYYY-MM-DD') end
+                          and case when $2::text is null then (date_trunc('month', coalesce($1::timestamptz, now()) at time zone 'UTC') + interval '1 month')::date
+                                   else to_date($2::text || '-01', 'YYYY-MM-DD') end)
      select m.user_id, to_char(m.month, 'YYYY-MM') as month, m.time_zone, m.limit_usd::text as limit_usd, m.source,
-            (select s.spent_usd from budget_month_spent s
-              where s.user_id = m.user_id and s.time_zone = m.time_zone and s.month = m.month) as spent,
+            s.spent_usd as spent,
             (select coalesce(sum(r.amount_usd), 0) from budget_reservations r
               where r.user_id = m.user_id and r.time_zone = m.time_zone and r.month = m.month and r.status = 'open'
                 and r.expires_at > m.figures_at) as reserved
        from months m
+       left join spent s on s.user_id = m.user_id and s.time_zone = m.time_zone and s.month = m.month
       order by m.user_id`,
     [opts.at ?? null, opts.month ?? null],
   );
