@@ -237,7 +237,7 @@ describe('docker-compose.yml', () => {
       expect(devEnvironment().DYNAMIC_CONFIG_FILE_PATH).toMatch(/\/dynamicconfig\.yaml$/);
     });
 
-    it("raises the schedules' start rate as `dev up` does for the dev server, so both modes run under the same rule", () => {
+    it("raises the schedules' start rate and the scheduler's pollers as `dev up` does for the dev server, so both modes run under the same rule", () => {
       const dynamic = parse(readFileSync(join(TEMPORAL_CONFIG_DIR, 'dynamicconfig.yaml'), 'utf8')) as Record<string, { value: unknown }[]>;
       for (const [key, value] of Object.entries(DEV_SERVER_DYNAMIC_CONFIG)) expect([key, dynamic[key]]).toEqual([key, [{ value }]]);
     });
