@@ -11,7 +11,7 @@
  *
  * Variants:
  *   dev             the flags `dev up` passes today (DEV_SERVER_DYNAMIC_CONFIG)
- *   old-dev         without DEV_SERVER_DYNAMIC_CONFIG's per-namespace worker settings (only the start rate raised)
+ *   old-dev         without DEV_SERVER_DYNAMIC_CONFIG's poller and partition settings (only the start rate raised)
  *   journal         old-dev with SQLite's rollback journal (no journal_mode=wal / synchronous=normal)
  *   defaults        none of dev up's flags: the dev server as `temporal server start-dev` runs it
  *   ns-workers-4    old-dev with 4 internal per-namespace workers (each with its own 2 pollers and sticky queue)

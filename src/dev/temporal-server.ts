@@ -40,10 +40,17 @@ export const DEV_SERVER_DYNAMIC_CONFIG: Record<string, unknown> = {
   'worker.schedulerNamespaceStartWorkflowRPS': 1000,
   // Every schedule is a workflow of its own (the scheduler), run by the server's internal per-namespace worker, which
   // polls with 2 workflow task pollers by default. When 1,000 schedulers wake in the same second, their workflow tasks
-  // queue on that worker's sticky queue; those that wait past the sticky timeout are moved to the normal queue and
-  // started about 60 s late (bench/schedule-fire.ts: 186 of 1,000 starts 60 to 67 s after the slot with 2 pollers, all
-  // 1,000 within 7.2 s with 16). The server multiplies neither figure by anything else here (one per-namespace worker).
+  // queue on that worker's sticky queue; those that wait past the sticky timeout go to the normal queue and start about
+  // 60 s late (bench/schedule-fire.ts: 186 of 1,000 starts 60 to 67 s after the slot with 2 pollers, all within 7.2 s
+  // with 16).
   'worker.perNamespaceWorkerOptions': { MaxConcurrentWorkflowTaskPollers: 16 },
+  // One partition per task queue instead of 4. With 4, a workflow task added to a partition that has no poller waiting
+  // is forwarded to the root partition at most 10 a second, one at a time (matching.forwarderMaxRatePerSecond), and a
+  // burst of 1,000 runs' and schedulers' tasks waited 50 to 100 s there (P1 bare: last run closed 89 to 100 s after the
+  // slot with 4 partitions, 38 s with 1, now limited by CPU). Partitions spread one queue over several matching hosts;
+  // the dev server and cronledger's server mode run one matching process.
+  'matching.numTaskqueueReadPartitions': 1,
+  'matching.numTaskqueueWritePartitions': 1,
 };
 
 /** The start-dev flags both the stack's server and the tests' private servers run with. */
