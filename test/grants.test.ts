@@ -137,6 +137,9 @@ const ALLOWED: Record<string, string[]> = {
   run_rollups: ['SELECT', 'INSERT', 'DELETE'], // 011: claimed runs per zone, day, user, task, status, tier
   run_rollup_queue: ['SELECT', 'INSERT', 'DELETE'], // 011: run changes waiting to be folded in
   usage_rollups: ['SELECT', 'INSERT', 'DELETE'],
+  usage_month_rollups: ['SELECT', 'INSERT', 'DELETE'], // 017: the daily rollups per month and user
+  usage_day_totals: ['SELECT', 'INSERT', 'DELETE'], // 017: per day, without user and task
+  usage_day_users: ['SELECT', 'INSERT', 'DELETE'], // 017: per day, user, task and entry type
   schema_migrations: ['SELECT'],
   applied_tasks: ['SELECT', 'INSERT', 'UPDATE', 'DELETE'], // 006: the task IDs of the last `tasks apply`, replaced whole
   run_attempts: ['SELECT', 'INSERT', 'UPDATE'], // 004, granted in 007: each execution that owned a slot

@@ -10,7 +10,7 @@ import { anyBudget } from '../budgets/budgets-store';
 import { budgetStatusOfAll, type BudgetStatus } from '../budgets/budget-status';
 import { downgradeSavings } from '../budgets/downgrade-savings';
 import { daysOf, parseMonth, shiftMonth, type Month } from '../reports/month';
-import { monthBounds, readDailySpend, readMonthSums, readRunCounts, trackedZones } from '../reports/rollups-read';
+import { monthBounds, readDailySeries, readDailySpend, readMonthSums, readRunCounts, trackedZones } from '../reports/rollups-read';
 import type { UsageReport } from '../reports/types';
 import { findAnomalies, type Anomaly, type DailyPoint } from './anomalies';
 
@@ -82,18 +82,7 @@ export interface Overview {
  * '' (all), the user or the task. A run downgraded to the cheap tier also counts under 'downgraded', beside its status;
  * executions stopped as duplicates count as 'duplicate'.
  */
-/** Run counts of a month (from a day on), read once per page however many cuts the page makes of them. */
-type RunCounts = (q: MonthQuery, fromDay?: string) => ReturnType<typeof readRunCounts>;
-function runCountsOnce(db: pg.Pool): RunCounts {
-  const read = new Map<string, ReturnType<typeof readRunCounts>>();
-  return (q, fromDay) => {
-    const key = `${q.zone}|${q.month}|${fromDay ?? ''}`;
-    if (!read.has(key)) read.set(key, readRunCounts(db, { zone: q.zone, month: q.month, freshness: 'current', fromDay }));
-    return read.get(key)!;
-  };
-}
-
-async function runsByDay(db: pg.Pool, q: MonthQuery, by: 'all' | 'user' | 'task', fromDay?: string, counts = runCountsOnce(db)) {
+async function runsByDay(db: pg.Pool, q: MonthQuery, by: 'all' | 'user' | 'task', fromDay?: string) {
   const map = new Map<string, Map<string, Record<string, number>>>();
   const count = (key: string, day: string, status: string, n: number) => {
     const perKey = map.get(key) ?? new Map<string, Record<string, number>>();
@@ -102,10 +91,9 @@ async function runsByDay(db: pg.Pool, q: MonthQuery, by: 'all' | 'user' | 'task'
     perKey.set(day, statuses);
     statuses[status] = (statuses[status] ?? 0) + n;
   };
-  for (const r of await counts(q, fromDay)) {
-    const key = by === 'user' ? r.user_id : by === 'task' ? r.task_id : '';
-    count(key, r.day, r.status, Number(r.runs));
-    if (r.tier === 'cheap') count(key, r.day, 'downgraded', Number(r.runs));
+  for (const r of await readRunCounts(db, { zone: q.zone, month: q.month, freshness: 'current', by, fromDay })) {
+    count(r.key, r.day, r.status, Number(r.runs));
+    if (r.tier === 'cheap') count(r.key, r.day, 'downgraded', Number(r.runs));
   }
   const { from, to } = await monthBounds(db, q.zone, q.month);
   for (const d of await duplicatesPerDay(db, q.zone, from, to, by)) {
@@ -117,17 +105,21 @@ async function runsByDay(db: pg.Pool, q: MonthQuery, by: 'all' | 'user' | 'task'
 const ranRuns = (s: Record<string, number> | undefined) => (s?.completed ?? 0) + (s?.failed ?? 0);
 
 export async function overview(db: pg.Pool, q: MonthQuery, factor = '1.5'): Promise<Overview> {
-  const { report, source } = await monthReport(db, q);
+  // The reads are independent: on the pool's connections at once, the database's work overlaps the parsing here.
+  const [{ report, source }, runsPerDay, spendPerDay, found, budgeted] = await Promise.all([
+    monthReport(db, q),
+    runsByDay(db, q, 'all'),
+    readDailySpend(db, { ...q, by: 'all', freshness: 'current' }),
+    anomalies(db, q, factor),
+    anyBudget(db),
+  ]);
   const p = report.period;
-  const counts = runCountsOnce(db);
-  const perDay = (await runsByDay(db, q, 'all', undefined, counts)).get('') ?? new Map<string, Record<string, number>>();
+  const perDay = runsPerDay.get('') ?? new Map<string, Record<string, number>>();
   const runs = { completed: 0, failed: 0, duplicate: 0, blocked: 0, downgraded: 0, running: 0, cancelled: 0 };
   for (const statuses of perDay.values()) {
     for (const [status, n] of Object.entries(statuses)) if (status in runs) runs[status as keyof typeof runs] += n;
   }
-  const dailyCost = new Map(
-    (await readDailySpend(db, { ...q, by: 'all', freshness: 'current' })).map((r) => [r.day, parseUsd(r.cost_usd)]),
-  );
+  const dailyCost = new Map(spendPerDay.map((r) => [r.day, parseUsd(r.cost_usd)]));
   const daily = daysOf(q.month).map((day) => dayFigures(day, dailyCost.get(day) ?? zero(), perDay.get(day)));
   const e = report.unitEconomics;
   return {
@@ -145,8 +137,8 @@ export async function overview(db: pg.Pool, q: MonthQuery, factor = '1.5'): Prom
     completedRunsPerDollar: e.completedRunsPerDollar,
     daily,
     anomalyFactor: factor,
-    anomalies: await anomalies(db, q, factor, counts),
-    budgets: (await anyBudget(db))
+    anomalies: found,
+    budgets: budgeted
       ? { downgradedRuns: runs.downgraded, blockedRuns: runs.blocked, downgradeSavings: await downgradeSavings(db, p.from, p.to) }
       : null,
   };
@@ -165,33 +157,33 @@ function dayFigures(day: string, cost: Money, statuses: Record<string, number> |
 
 /**
  * Cost per run of each user and each task per day, over the month and the 7 days before it, handed to
- * findAnomalies. Costs and runs both come from the rollups (the last 7 days of last month's, and this month's).
+ * findAnomalies. Costs and runs both come from the rollups (the last 7 days of last month's, and this month's), summed
+ * per key and day in SQL, costs already in atto-USD.
  */
-async function anomalies(db: pg.Pool, q: MonthQuery, factor: string, counts: RunCounts): Promise<Anomaly[]> {
+async function anomalies(db: pg.Pool, q: MonthQuery, factor: string): Promise<Anomaly[]> {
   const days = daysOf(q.month);
   const prev: MonthQuery = { zone: q.zone, month: shiftMonth(q.month, -1) };
   const window = [...daysOf(prev.month).slice(-7), ...days];
-  const found: Anomaly[] = [];
-  for (const by of ['user', 'task'] as const) {
-    const cost = new Map<string, Map<string, bigint>>();
-    const spend = [
-      ...(await readDailySpend(db, { ...prev, by, freshness: 'current', fromDay: window[0] })),
-      ...(await readDailySpend(db, { ...q, by, freshness: 'current' })),
-    ];
-    for (const r of spend) {
-      if (r.key === null) continue; // entries of no task (credits, corrections without one)
-      const perDay = cost.get(r.key) ?? new Map<string, bigint>();
-      cost.set(r.key, perDay);
-      perDay.set(r.day, toAttoUsd(parseUsd(r.cost_usd)));
+  const series = async (by: 'user' | 'task'): Promise<Anomaly[]> => {
+    const rows = (
+      await Promise.all([
+        readDailySeries(db, { ...prev, by, freshness: 'current', fromDay: window[0] }),
+        readDailySeries(db, { ...q, by, freshness: 'current' }),
+      ])
+    ).flat();
+    const perKey = new Map<string, Map<string, { costAtto: bigint; runs: bigint }>>();
+    const spent = new Set<string>(); // keys with a spend row: only those are checked
+    for (const r of rows) {
+      const perDay = perKey.get(r.key) ?? new Map<string, { costAtto: bigint; runs: bigint }>();
+      perKey.set(r.key, perDay);
+      perDay.set(r.day, { costAtto: r.cost_atto === null ? 0n : BigInt(r.cost_atto), runs: BigInt(r.ran_runs) });
+      if (r.cost_atto !== null) spent.add(r.key);
     }
-    const runs = await runsByDay(db, prev, by, window[0], counts);
-    for (const [key, perDay] of await runsByDay(db, q, by, undefined, counts))
-      runs.set(key, new Map([...(runs.get(key) ?? []), ...perDay]));
-    const series = (id: string): DailyPoint[] =>
-      window.map((day) => ({ day, costAtto: cost.get(id)?.get(day) ?? 0n, runs: BigInt(ranRuns(runs.get(id)?.get(day))) }));
-    for (const id of [...cost.keys()].sort((a, b) => (a < b ? -1 : 1))) found.push(...findAnomalies(by, id, series(id), factor, days[0]));
-  }
-  return found;
+    const points = (id: string): DailyPoint[] =>
+      window.map((day) => ({ day, costAtto: perKey.get(id)?.get(day)?.costAtto ?? 0n, runs: perKey.get(id)?.get(day)?.runs ?? 0n }));
+    return [...spent].sort((a, b) => (a < b ? -1 : 1)).flatMap((id) => findAnomalies(by, id, points(id), factor, days[0]));
+  };
+  return (await Promise.all([series('user'), series('task')])).flat();
 }
 
 export interface UserFigures {

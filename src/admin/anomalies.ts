@@ -42,8 +42,10 @@ export function parseFactor(text: string): Ratio {
   return { num: BigInt(m[1] + frac), den: 10n ** BigInt(frac.length) };
 }
 
-function median(values: Ratio[]): Ratio {
-  const sorted = [...values].sort((a, b) => (less(a, b) ? -1 : less(b, a) ? 1 : 0));
+const compare = (a: Ratio, b: Ratio) => (less(a, b) ? -1 : less(b, a) ? 1 : 0);
+
+/** The median of ratios given in ascending order. */
+function medianOfSorted(sorted: Ratio[]): Ratio {
   const mid = Math.floor(sorted.length / 2);
   if (sorted.length % 2 === 1) return sorted[mid];
   const [a, b] = [sorted[mid - 1], sorted[mid]];
@@ -65,19 +67,27 @@ export function findAnomalies(kind: Anomaly['kind'], id: string, series: DailyPo
   const factor = parseFactor(factorText);
   const found: Anomaly[] = [];
   let open: Anomaly | undefined;
+  // Each day's cost per run, ranked once among the series' days: a window's median is then found by sorting the
+  // ranks (small integers) instead of comparing the ratios again (BigInt products) for every day's window.
+  const ratios = series.map((p): Ratio | undefined => (p.runs === 0n ? undefined : { num: p.costAtto, den: p.runs }));
+  const rank: number[] = [];
+  ratios
+    .flatMap((r, i) => (r ? [i] : []))
+    .sort((a, b) => compare(ratios[a]!, ratios[b]!))
+    .forEach((day, position) => (rank[day] = position));
   for (const [i, point] of series.entries()) {
-    if (point.runs === 0n) continue;
-    const today: Ratio = { num: point.costAtto, den: point.runs };
-    const history = series
-      .slice(Math.max(0, i - 7), i)
-      .filter((p) => p.runs > 0n)
-      .map((p): Ratio => ({ num: p.costAtto, den: p.runs }));
+    const today = ratios[i];
+    if (!today) continue;
     let flagged = false;
     let baseline: Ratio | undefined;
-    if (point.day >= firstDay && history.length >= MIN_HISTORY_DAYS) {
-      baseline = median(history);
-      // today > factor × baseline, cross-multiplied: no division, no rounding
-      flagged = today.num * factor.den * baseline.den > factor.num * baseline.num * today.den;
+    if (point.day >= firstDay) {
+      const history: number[] = [];
+      for (let j = Math.max(0, i - 7); j < i; j++) if (ratios[j]) history.push(j);
+      if (history.length >= MIN_HISTORY_DAYS) {
+        baseline = medianOfSorted(history.sort((a, b) => rank[a] - rank[b]).map((j) => ratios[j]!));
+        // today > factor × baseline, cross-multiplied: no division, no rounding
+        flagged = today.num * factor.den * baseline.den > factor.num * baseline.num * today.den;
+      }
     }
     if (flagged && baseline) {
       if (open) {

@@ -15,7 +15,7 @@ export type Pool = pg.Pool;
 export const CONNECT_TIMEOUT_MS = 5_000;
 
 export function createPool(databaseUrl: string, max = 10): pg.Pool {
-  const pool = new pg.Pool({ connectionString: databaseUrl, max, connectionTimeoutMillis: CONNECT_TIMEOUT_MS });
+  const pool = new pg.Pool({ connectionString: withoutJit(databaseUrl), max, connectionTimeoutMillis: CONNECT_TIMEOUT_MS });
   // When the server closes an idle connection (a restart, a failover), the pool emits 'error' and drops it; with no
   // listener Node treats that as an uncaught exception and every worker process dies with the database. Queries
   // in flight fail on their own and are retried by their callers; the next query opens a fresh connection.
@@ -26,14 +26,33 @@ export function createPool(databaseUrl: string, max = 10): pg.Pool {
 }
 
 /**
+ * The URL with JIT compilation off for its sessions. The reports' and the admin page's queries return a few thousand
+ * rows or fewer, but some are planned at a cost above jit_above_cost (a join the planner cannot rule out, a queue
+ * whose size it cannot know), and compiling one took about 200 ms at 10,000,000 ledger rows, for a plan that then ran
+ * in under a millisecond (BENCHMARKS.md, P3). A string that is no URL is left as it is.
+ */
+function withoutJit(databaseUrl: string): string {
+  try {
+    return withSessionSetting(databaseUrl, 'jit=off');
+  } catch {
+    return databaseUrl;
+  }
+}
+
+/** The URL with a setting for every session, as a libpq `options` startup parameter (`-c name=value`). */
+function withSessionSetting(databaseUrl: string, setting: string): string {
+  const url = new URL(databaseUrl);
+  const options = url.searchParams.get('options');
+  url.searchParams.set('options', `${options ? `${options} ` : ''}-c ${setting}`);
+  return url.toString();
+}
+
+/**
  * The same database URL with every session read-only (default_transaction_read_only, as a libpq `options` startup
  * parameter, so it holds from the first statement): the admin page's second guard beside its SELECT-only role.
  */
 export function readOnlySessionUrl(databaseUrl: string): string {
-  const url = new URL(databaseUrl);
-  const options = url.searchParams.get('options');
-  url.searchParams.set('options', `${options ? `${options} ` : ''}-c default_transaction_read_only=on`);
-  return url.toString();
+  return withSessionSetting(databaseUrl, 'default_transaction_read_only=on');
 }
 
 /** A postgres:// URL, or a UserError that names the variable without echoing its value (it may hold a password). */

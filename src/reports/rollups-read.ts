@@ -106,42 +106,65 @@ const inDays = (at: string, first = '$2::date', last = '$3::date') =>
 const LEDGER_SUMS = `count(*) as entries, sum(l.prompt_tokens) as prompt_tokens, sum(l.cached_prompt_tokens) as cached_prompt_tokens,
   sum(l.completion_tokens) as completion_tokens, sum(l.reasoning_tokens) as reasoning_tokens, sum(l.cost_usd) as cost_usd,
   min(l.id) as first_entry_id, max(l.id) as last_entry_id`;
-const LEDGER_BUCKET = 'user_id, task_id, model, kind, entry_type, status';
+const ROLLUP_SUMS = `entries, prompt_tokens, cached_prompt_tokens, completion_tokens, reasoning_tokens, cost_usd, first_entry_id, last_entry_id`;
+const SUMMED = `sum(entries) as entries, sum(prompt_tokens) as prompt_tokens, sum(cached_prompt_tokens) as cached_prompt_tokens,
+  sum(completion_tokens) as completion_tokens, sum(reasoning_tokens) as reasoning_tokens, sum(cost_usd) as cost_usd,
+  min(first_entry_id) as first_entry_id, max(last_entry_id) as last_entry_id`;
 
 /**
- * SQL of the ledger rollup rows of zone $1 for local days $2..$3 (one month's), with the columns of usage_rollups
- * from `day` on. Stored: the rows as kept. Current: as a refresh would leave them, without writing (the admin page's
- * role may only read): queued entries are added to their buckets. A month the zone never built is aggregated from the
- * raw ledger the way a build would.
+ * The rollups a read may take, each with its bucket (columns of the ledger, `day` being the local day) and its rows of
+ * zone $1 for local days $2..$3 (one month's). usage_rollups: the finest, per day, user, task, model and status. The
+ * coarser three (migrations/017_month_and_day_rollups.sql) hold the same sums in far fewer rows: per month and user,
+ * per day, per day and user and task.
  */
-function ledgerRowsSql(built: boolean, freshness: Freshness): string {
-  if (!built) {
-    return `select ${localDay('l.created_at')} as day, ${LEDGER_BUCKET.replace(/(\w+)/g, 'l.$1')}, ${LEDGER_SUMS}
-              from usage_ledger l where ${inDays('l.created_at')} group by 1, 2, 3, 4, 5, 6, 7`;
-  }
-  const stored = `select day, ${LEDGER_BUCKET}, entries, prompt_tokens, cached_prompt_tokens, completion_tokens, reasoning_tokens,
-                         cost_usd, first_entry_id, last_entry_id
-                    from usage_rollups r where r.zone = $1 and r.day between $2::date and $3::date`;
+const ROLLUPS = {
+  daily: {
+    bucket: ['day', 'user_id', 'task_id', 'model', 'kind', 'entry_type', 'status'],
+    stored: `select day, user_id, task_id, model, kind, entry_type, status, ${ROLLUP_SUMS}
+               from usage_rollups r where r.zone = $1 and r.day between $2::date and $3::date`,
+  },
+  monthByUser: {
+    bucket: ['user_id', 'model', 'kind', 'entry_type', 'status'],
+    stored: `select user_id, model, kind, entry_type, status, ${ROLLUP_SUMS}
+               from usage_month_rollups r where r.zone = $1 and r.month = to_char($2::date, 'YYYY-MM')`,
+  },
+  dayTotals: {
+    bucket: ['day', 'model', 'kind', 'entry_type', 'status'],
+    stored: `select day, model, kind, entry_type, status, ${ROLLUP_SUMS}
+               from usage_day_totals r where r.zone = $1 and r.day between $2::date and $3::date`,
+  },
+  dayByUser: {
+    bucket: ['day', 'user_id', 'task_id', 'entry_type'],
+    stored: `select day, user_id, task_id, entry_type, ${ROLLUP_SUMS}
+               from usage_day_users r where r.zone = $1 and r.day between $2::date and $3::date`,
+  },
+} as const;
+
+/**
+ * SQL of the rows of one of the ROLLUPS for zone $1 and local days $2..$3, its bucket columns then its sums.
+ * Stored: the rows as kept. Current: as a refresh would leave them, without writing (the admin page's role may only
+ * read): queued entries are added to their buckets. A month the zone never built is aggregated from the raw ledger
+ * the way a build would.
+ */
+function rollupRowsSql(rollup: keyof typeof ROLLUPS, built: boolean, freshness: Freshness): string {
+  const { bucket, stored } = ROLLUPS[rollup];
+  const fromLedger = (where: string) =>
+    `select ${bucket.map((k) => (k === 'day' ? `${localDay('l.created_at')} as day` : `l.${k}`)).join(', ')}, ${LEDGER_SUMS}
+       from usage_ledger l ${where} group by ${bucket.map((_, i) => i + 1).join(', ')}`;
+  if (!built) return fromLedger(`where ${inDays('l.created_at')}`);
   if (freshness === 'stored') return stored;
   // Queued entries are added to their buckets, as a refresh would add them. With the queue empty (the rollup-refresh
   // schedule drains it every minute) the stored rows are read as they are: one-time filters pick the branch.
+  const queued = fromLedger(`join rollup_queue q on q.entry_id = l.id where ${localDay('l.created_at')} between $2::date and $3::date`);
   return `select * from (${stored}) s where not exists (select 1 from rollup_queue)
           union all
-          select day, ${LEDGER_BUCKET}, sum(entries) as entries, sum(prompt_tokens) as prompt_tokens,
-                 sum(cached_prompt_tokens) as cached_prompt_tokens, sum(completion_tokens) as completion_tokens,
-                 sum(reasoning_tokens) as reasoning_tokens, sum(cost_usd) as cost_usd,
-                 min(first_entry_id) as first_entry_id, max(last_entry_id) as last_entry_id
-            from (${stored}
-                  union all
-                  select ${localDay('l.created_at')}, ${LEDGER_BUCKET.replace(/(\w+)/g, 'l.$1')}, ${LEDGER_SUMS}
-                    from rollup_queue q join usage_ledger l on l.id = q.entry_id
-                   where ${localDay('l.created_at')} between $2::date and $3::date
-                   group by 1, 2, 3, 4, 5, 6, 7) x
+          select ${bucket.join(', ')}, ${SUMMED}
+            from (${stored} union all ${queued}) x
            where exists (select 1 from rollup_queue)
-           group by day, ${LEDGER_BUCKET}`;
+           group by ${bucket.join(', ')}`;
 }
 
-/** SQL of the run rollup rows (day, user_id, task_id, status, tier, runs) of zone $1 for local days $2..$3, like ledgerRowsSql. */
+/** SQL of the run rollup rows (day, user_id, task_id, status, tier, runs) of zone $1 for local days $2..$3, like rollupRowsSql. */
 function runRowsSql(built: boolean, freshness: Freshness): string {
   if (!built) {
     return `select ${localDay('r.claimed_at')} as day, r.user_id, r.task_id, r.status, r.tier, count(*) as runs
@@ -171,6 +194,11 @@ async function dayParams(db: pg.Pool, zone: string, month: Month, fromDay?: stri
   return [zone, fromDay ?? rows[0].first, rows[0].last];
 }
 
+const SUMS_AS_TEXT = `sum(entries)::text as entries, sum(prompt_tokens)::text as prompt_tokens,
+  sum(cached_prompt_tokens)::text as cached_prompt_tokens, sum(completion_tokens)::text as completion_tokens,
+  sum(reasoning_tokens)::text as reasoning_tokens, sum(cost_usd)::numeric(38, 18)::text as cost_usd,
+  min(first_entry_id)::text as first_entry_id, max(last_entry_id)::text as last_entry_id`;
+
 /**
  * The month's figures summed in SQL (numeric sums are exact): each report cut's lines, usage by status, all rows by
  * line type, the ledger id span and the run outcomes. A few hundred rows, whatever the size of the ledger; the report
@@ -179,17 +207,20 @@ async function dayParams(db: pg.Pool, zone: string, month: Month, fromDay?: stri
 export async function readMonthSums(db: pg.Pool, zone: string, month: Month, freshness: Freshness): Promise<MonthSums> {
   const built = await isBuilt(db, zone, month);
   const params = await dayParams(db, zone, month);
+  // The by-user cut from the month's rollup per user, every other cut from the day totals: a few thousand rows to
+  // sum at 500 users, not the ~60,000 of the daily rollups (one per user, task, day, model and status).
   const { rows: lines } = await db.query<SumRow>(
-    `with src as (${ledgerRowsSql(built, freshness)})
-     select case when grouping(user_id) = 0 then 'user' when grouping(day) = 0 then 'day' when grouping(model) = 0 then 'model'
-                 when grouping(status) = 0 then 'status' else 'line' end as cut,
-            user_id, to_char(day, 'YYYY-MM-DD') as day, model, kind, entry_type, status,
-            sum(entries)::text as entries, sum(prompt_tokens)::text as prompt_tokens,
-            sum(cached_prompt_tokens)::text as cached_prompt_tokens, sum(completion_tokens)::text as completion_tokens,
-            sum(reasoning_tokens)::text as reasoning_tokens, sum(cost_usd)::numeric(38, 18)::text as cost_usd,
-            min(first_entry_id)::text as first_entry_id, max(last_entry_id)::text as last_entry_id
-       from src
-      group by grouping sets ((entry_type), (user_id, entry_type), (day, kind, entry_type), (model, kind, entry_type), (entry_type, status))`,
+    `with days as (${rollupRowsSql('dayTotals', built, freshness)}),
+          users as (${rollupRowsSql('monthByUser', built, freshness)})
+     select case when grouping(day) = 0 then 'day' when grouping(model) = 0 then 'model' when grouping(status) = 0 then 'status'
+                 else 'line' end as cut,
+            null::text as user_id, to_char(day, 'YYYY-MM-DD') as day, model, kind, entry_type, status, ${SUMS_AS_TEXT}
+       from days
+      group by grouping sets ((entry_type), (day, kind, entry_type), (model, kind, entry_type), (entry_type, status))
+     union all
+     select 'user', user_id, null, null, null, entry_type, null, ${SUMS_AS_TEXT}
+       from users
+      group by user_id, entry_type`,
     params,
   );
   const { rows: runs } = await db.query<{ completed: string; failed: string; blocked: string; downgraded: string }>(
@@ -233,25 +264,59 @@ export async function readDailySpend(
   const key = q.by === 'user' ? 'user_id' : q.by === 'task' ? 'task_id' : 'null::text';
   const params: string[] = await dayParams(db, q.zone, q.month, q.fromDay);
   if (q.userId !== undefined) params.push(q.userId);
+  const rollup = q.by === 'all' && q.userId === undefined ? 'dayTotals' : 'dayByUser';
+  // Grouped by the date, formatted after: to_char on every row cost as much as the sums.
   const { rows } = await db.query<{ day: string; key: string | null; cost_usd: string }>(
-    `select to_char(day, 'YYYY-MM-DD') as day, ${key} as key, sum(cost_usd)::numeric(38, 18)::text as cost_usd
-       from (${ledgerRowsSql(await isBuilt(db, q.zone, q.month), q.freshness)}) src
-      where entry_type <> 'credit' ${q.userId !== undefined ? 'and user_id = $4' : ''}
-      group by 1, 2 order by 1, 2`,
+    `select to_char(day, 'YYYY-MM-DD') as day, key, cost_usd::numeric(38, 18)::text as cost_usd
+       from (select day, ${key} as key, sum(cost_usd) as cost_usd
+               from (${rollupRowsSql(rollup, await isBuilt(db, q.zone, q.month), q.freshness)}) src
+              where entry_type <> 'credit' ${q.userId !== undefined ? 'and user_id = $4' : ''}
+              group by 1, 2) s
+      order by s.day, 2`,
     params,
   );
   return rows;
 }
 
-/** Claimed runs per local day of the month (from `fromDay` on), user, task, status and tier, from the run rollups. */
+/**
+ * The admin page's anomaly series for each user or task, per local day of the month (from `fromDay` on): spend (every
+ * entry but credits) in atto-USD (10^-18 USD, exact) and the runs that ran (completed or failed). One row per key
+ * and day with either; cost_atto is null on a day with runs and no spend row. Keys of no task are left out.
+ */
+export async function readDailySeries(
+  db: pg.Pool,
+  q: { zone: string; month: Month; by: 'user' | 'task'; freshness: Freshness; fromDay?: string },
+): Promise<{ day: string; key: string; cost_atto: string | null; ran_runs: string }[]> {
+  const key = q.by === 'user' ? 'user_id' : 'task_id';
+  const built = await isBuilt(db, q.zone, q.month);
+  const { rows } = await db.query<{ day: string; key: string; cost_atto: string | null; ran_runs: string }>(
+    `with spend as (select day, ${key} as key, sum(cost_usd) as cost_usd from (${rollupRowsSql('dayByUser', built, q.freshness)}) s
+                     where entry_type <> 'credit' and ${key} is not null group by 1, 2),
+          ran as (select day, ${key} as key, sum(runs) as runs from (${runRowsSql(built, q.freshness)}) r
+                   where status in ('completed', 'failed') group by 1, 2)
+     select to_char(coalesce(s.day, r.day), 'YYYY-MM-DD') as day, coalesce(s.key, r.key) as key,
+            (s.cost_usd * 1000000000000000000)::numeric(60, 0)::text as cost_atto, coalesce(r.runs, 0)::text as ran_runs
+       from spend s full join ran r on r.day = s.day and r.key = s.key`,
+    await dayParams(db, q.zone, q.month, q.fromDay),
+  );
+  return rows;
+}
+
+/**
+ * Claimed runs per local day of the month (from `fromDay` on), status and tier, in total or per user or task (`key`,
+ * '' in total), from the run rollups.
+ */
 export async function readRunCounts(
   db: pg.Pool,
-  q: { zone: string; month: Month; freshness: Freshness; fromDay?: string },
-): Promise<{ day: string; user_id: string; task_id: string; status: string; tier: string | null; runs: string }[]> {
-  const { rows } = await db.query<{ day: string; user_id: string; task_id: string; status: string; tier: string | null; runs: string }>(
-    `select to_char(day, 'YYYY-MM-DD') as day, user_id, task_id, status, tier, sum(runs)::text as runs
-       from (${runRowsSql(await isBuilt(db, q.zone, q.month), q.freshness)}) s
-      group by 1, 2, 3, 4, 5 order by 1, 2, 3, 4, 5`,
+  q: { zone: string; month: Month; freshness: Freshness; by: 'all' | 'user' | 'task'; fromDay?: string },
+): Promise<{ day: string; key: string; status: string; tier: string | null; runs: string }[]> {
+  const key = q.by === 'user' ? 'user_id' : q.by === 'task' ? 'task_id' : `''::text`;
+  const { rows } = await db.query<{ day: string; key: string; status: string; tier: string | null; runs: string }>(
+    `select to_char(day, 'YYYY-MM-DD') as day, key, status, tier, runs::text as runs
+       from (select day, ${key} as key, status, tier, sum(runs) as runs
+               from (${runRowsSql(await isBuilt(db, q.zone, q.month), q.freshness)}) s
+              group by 1, 2, 3, 4) s
+      order by s.day, 2, 3, 4`,
     await dayParams(db, q.zone, q.month, q.fromDay),
   );
   return rows;

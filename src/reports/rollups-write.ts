@@ -10,7 +10,8 @@ import { pendingEntries, readWatermark, type Watermark } from './rollups-read';
  * The write side of the daily rollups: the ledger per (zone, local day, user, task, model, kind, entry_type, status)
  * and the claimed runs per (zone, local day, user, task, status, tier). See migrations/003_rollups.sql and
  * 011_rollup_queue_tasks_runs.sql for why queues filled by triggers, not the id sequence, decide what a refresh
- * must recompute, and why the queues name no zone.
+ * must recompute, and why the queues name no zone. The coarser ledger rollups of 017_month_and_day_rollups.sql (per
+ * month and user, per day, per day and user and task) take every addition in the same transaction.
  *
  * - build:   a (zone, month) is computed in full from the raw ledger the first time a report asks for it;
  * - refresh: queued entries are added to their buckets in every tracked zone, and the run buckets that queued run
@@ -46,6 +47,52 @@ const ROLLUP_COLUMNS = `zone, day, user_id, task_id, model, kind, entry_type, st
   completion_tokens, reasoning_tokens, cost_usd, first_entry_id, last_entry_id`;
 const AGGREGATES = `count(*), sum(l.prompt_tokens)::bigint, sum(l.cached_prompt_tokens)::bigint,
   sum(l.completion_tokens)::bigint, sum(l.reasoning_tokens)::bigint, sum(l.cost_usd), min(l.id), max(l.id)`;
+/** The sums of a rollup row, in insert order after its bucket columns. */
+const SUM_COLUMNS = ['entries', 'prompt_tokens', 'cached_prompt_tokens', 'completion_tokens', 'reasoning_tokens', 'cost_usd'];
+/** Bucket columns of usage_rollups; task_id, model and kind may be null (compared with `is not distinct from`). */
+const DAY_BUCKET = ['zone', 'day', 'user_id', 'task_id', 'model', 'kind', 'entry_type', 'status'];
+const NULLABLE = new Set(['task_id', 'model', 'kind']);
+const columnsOf = (bucket: string[]) => [...bucket, ...SUM_COLUMNS, 'first_entry_id', 'last_entry_id'].join(', ');
+const sameBucket = (bucket: string[], a: string, b: string) =>
+  bucket.map((k) => (NULLABLE.has(k) ? `${a}.${k} is not distinct from ${b}.${k}` : `${a}.${k} = ${b}.${k}`)).join(' and ');
+
+/**
+ * The rollups coarser than usage_rollups (migrations/017_month_and_day_rollups.sql): each bucket, and the SQL that
+ * sums rows of usage_rollups (`source`, filtered by `where`) into it. What is added to usage_rollups is added to them.
+ */
+const COARSER_ROLLUPS = [
+  { table: 'usage_month_rollups', bucket: ['zone', 'month', 'user_id', 'model', 'kind', 'entry_type', 'status'] },
+  { table: 'usage_day_totals', bucket: ['zone', 'day', 'model', 'kind', 'entry_type', 'status'] },
+  { table: 'usage_day_users', bucket: ['zone', 'day', 'user_id', 'task_id', 'entry_type'] },
+].map(({ table, bucket }) => ({
+  table,
+  bucket,
+  from: (source: string, where: string) =>
+    `select ${bucket.map((k) => (k === 'month' ? `to_char(day, 'YYYY-MM') as month` : k)).join(', ')},
+            ${SUM_COLUMNS.map((k) => `sum(${k})${k === 'cost_usd' ? '' : '::bigint'} as ${k}`).join(', ')},
+            min(first_entry_id) as first_entry_id, max(last_entry_id) as last_entry_id
+       from ${source} where ${where} group by ${bucket.map((_, i) => i + 1).join(', ')}`,
+}));
+
+/**
+ * Adds the rows of the temp table `delta` (bucket columns, sums, id span) to their buckets in `table`. The application
+ * role may insert and delete rollup rows, not update them: a bucket that exists already is deleted and inserted again
+ * with the sums added. The buckets it held before stay readable in the temp table `<table>_old` until commit.
+ */
+async function addToBuckets(c: pg.PoolClient, table: string, bucket: string[], delta: string): Promise<void> {
+  await c.query(
+    `create temp table ${table}_old on commit drop as
+       with gone as (delete from ${table} r using ${delta} t where ${sameBucket(bucket, 'r', 't')} returning r.*)
+       select * from gone`,
+  );
+  await c.query(
+    `insert into ${table} (${columnsOf(bucket)})
+     select ${bucket.map((k) => `t.${k}`).join(', ')}, ${SUM_COLUMNS.map((k) => `t.${k} + coalesce(o.${k}, 0)`).join(', ')},
+            least(t.first_entry_id, o.first_entry_id), greatest(t.last_entry_id, o.last_entry_id)
+       from ${delta} t left join ${table}_old o on ${sameBucket(bucket, 'o', 't')}`,
+  );
+}
+
 /** The local day of a ledger row (or a run's claim) in a zone, given as SQL. */
 const localDay = (zone: string, at = 'l.created_at') => `(${at} at time zone ${zone})::date`;
 /**
@@ -131,8 +178,6 @@ async function foldQueues(c: pg.PoolClient, limit: number | null): Promise<Folde
   const runChanges = pickedRuns.rowCount ?? 0;
   const perZone = new Map<string, { buckets: number; reopened: number }>(zones.map((z) => [z, { buckets: 0, reopened: 0 }]));
   if (entries > 0) {
-    // The application role may insert and delete rollup rows, not update them: a bucket that exists already is
-    // deleted and inserted again with the batch's sums added.
     await c.query(
       `create temp table delta on commit drop as
          select z.zone, ${localDay('z.zone')} as day, l.user_id, l.task_id, l.model, l.kind, l.entry_type, l.status,
@@ -142,31 +187,14 @@ async function foldQueues(c: pg.PoolClient, limit: number | null): Promise<Folde
            from picked p join usage_ledger l on l.id = p.entry_id cross join rollup_zones z
           group by 1, 2, 3, 4, 5, 6, 7, 8`,
     );
-    await c.query(
-      `create temp table reopened on commit drop as
-         with gone as (
-           delete from usage_rollups r using delta t
-            where r.zone = t.zone and r.day = t.day and r.user_id = t.user_id and r.task_id is not distinct from t.task_id
-              and r.model is not distinct from t.model and r.kind is not distinct from t.kind
-              and r.entry_type = t.entry_type and r.status = t.status
-           returning r.*)
-         select * from gone`,
-    );
-    await c.query(
-      `insert into usage_rollups (${ROLLUP_COLUMNS})
-       select t.zone, t.day, t.user_id, t.task_id, t.model, t.kind, t.entry_type, t.status,
-              t.entries + coalesce(o.entries, 0), t.prompt_tokens + coalesce(o.prompt_tokens, 0),
-              t.cached_prompt_tokens + coalesce(o.cached_prompt_tokens, 0), t.completion_tokens + coalesce(o.completion_tokens, 0),
-              t.reasoning_tokens + coalesce(o.reasoning_tokens, 0), t.cost_usd + coalesce(o.cost_usd, 0),
-              least(t.first_entry_id, o.first_entry_id), greatest(t.last_entry_id, o.last_entry_id)
-         from delta t
-         left join reopened o
-           on o.zone = t.zone and o.day = t.day and o.user_id = t.user_id and o.task_id is not distinct from t.task_id
-          and o.model is not distinct from t.model and o.kind is not distinct from t.kind
-          and o.entry_type = t.entry_type and o.status = t.status`,
-    );
+    await addToBuckets(c, 'usage_rollups', DAY_BUCKET, 'delta');
+    // The coarser rollups take the same additions, summed once more, in the same transaction: never apart.
+    for (const coarser of COARSER_ROLLUPS) {
+      await c.query(`create temp table ${coarser.table}_delta on commit drop as ${coarser.from('delta', 'true')}`);
+      await addToBuckets(c, coarser.table, coarser.bucket, `${coarser.table}_delta`);
+    }
     const { rows } = await c.query<{ zone: string; buckets: string; reopened: string }>(
-      `select t.zone, count(*) as buckets, (select count(*) from reopened o where o.zone = t.zone) as reopened from delta t group by t.zone`,
+      `select t.zone, count(*) as buckets, (select count(*) from usage_rollups_old o where o.zone = t.zone) as reopened from delta t group by t.zone`,
     );
     for (const r of rows) perZone.set(r.zone, { buckets: Number(r.buckets), reopened: Number(r.reopened) });
   }
@@ -304,6 +332,15 @@ export async function rebuildMonth(db: pg.Pool, zone: string, month: Month, onPr
         if (BigInt(r.last_entry_id) > lastEntryId) lastEntryId = BigInt(r.last_entry_id);
       }
       onProgress?.({ phase, done: i + 1, total: days.length });
+    }
+    const monthDays = `zone = $1 and day between ${first} and ${last}`;
+    for (const coarser of COARSER_ROLLUPS) {
+      const rows = coarser.table === 'usage_month_rollups' ? 'zone = $1 and month = $2' : monthDays;
+      await c.query(`delete from ${coarser.table} where ${rows}`, [zone, month]);
+      await c.query(`insert into ${coarser.table} (${columnsOf(coarser.bucket)}) ${coarser.from('usage_rollups', monthDays)}`, [
+        zone,
+        month,
+      ]);
     }
     await c.query(`insert into rollup_months (zone, month) values ($1, $2) on conflict (zone, month) do update set built_at = now()`, [
       zone,
