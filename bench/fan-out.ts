@@ -7,12 +7,14 @@
  *   mock    cronledger's scheduledRun with the offline mock model
  *   openai  scheduledRun through the openai provider against the fake OpenAI server, which takes --call-ms per request
  *   jitter  as mock, with `jitter: 60s` on every task: starts spread over the minute, and nothing runs twice
+ *   bare-journal  as bare, on a second dev server started in this run with the same flags except SQLite's pragmas: its
+ *           default rollback journal instead of dev up's journal_mode=wal and synchronous=normal (dev server only)
  *
  * Each prints the time from the slot to the last closed run, runs per second over that time, the peak starts per
  * second, claims and ledger rows (cronledger phases), and the CPU each process group used while the phase drained,
  * so the figure says what limited it. mock/bare is the throughput ratio measured in the same run on the same server.
  *
- *   node --import tsx bench/fan-out.ts [--tasks 1000] [--workers 3] [--only bare,mock,openai,jitter] [--call-ms 500] [--lead 75]
+ *   node --import tsx bench/fan-out.ts [--tasks 1000] [--workers 3] [--only bare,mock,openai,jitter,bare-journal] [--call-ms 500] [--lead 75]
  *        [--temporal dev|server]
  *
  * --temporal: the stack's Temporal, as `dev up --temporal` (dev: the dev server on SQLite; server: the Temporal server's
@@ -20,6 +22,7 @@
  * --lead: seconds from start of a phase to its slot at least (its N schedules are created in between).
  */
 import type { Client } from '@temporalio/client';
+import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -29,6 +32,9 @@ import { connectClient } from '../src/client';
 import { createPool } from '../src/db/pool';
 import { freePorts } from '../src/dev/ports';
 import { startStack, stopStack } from '../src/dev/stack';
+import type { StackFile } from '../src/config';
+import { findTemporalCli } from '../src/dev/temporal-cli';
+import { temporalArgs } from '../src/dev/temporal-server';
 import { applyPrices, loadPricesFile } from '../src/ledger/prices';
 import { scheduleOptionsFor } from '../src/schedules/task-schedule';
 import { parseTasksFile } from '../src/tasks/tasks-file';
@@ -49,7 +55,8 @@ const command = `node --import tsx bench/fan-out.ts ${process.argv.slice(2).join
 const DRAIN_TIMEOUT_MS = 15 * 60_000;
 const WARM_UP_TASKS = 30;
 
-type Phase = 'bare' | 'mock' | 'openai' | 'jitter';
+type Phase = 'bare' | 'mock' | 'openai' | 'jitter' | 'bare-journal';
+const isBare = (phase: Phase): boolean => phase === 'bare' || phase === 'bare-journal';
 
 const log = (line: string): void => void process.stderr.write(`${new Date().toISOString()} ${line}\n`);
 
@@ -115,7 +122,7 @@ async function main(): Promise<void> {
     log(`warm-up: ${WARM_UP_TASKS} bare tasks, not measured`);
     await runPhase(stack, 'bare', WARM_UP_TASKS);
     for (const phase of phases) {
-      const figures = await runPhase(stack, phase, taskCount);
+      const figures = phase === 'bare-journal' ? await onRollbackJournal(stack, taskCount) : await runPhase(stack, phase, taskCount);
       results.push(figures);
       log(JSON.stringify(figures));
     }
@@ -139,7 +146,7 @@ async function runPhase(stack: Stack, phase: Phase, taskCount: number): Promise<
     target: { temporalAddress: stack.temporalAddress, namespace: stack.namespace, taskQueue, databaseUrl: stack.databaseUrl },
     bundlePath: stack.bundlePath,
     logDir: join(stack.dir, 'logs'),
-    ...(phase === 'bare' ? { script: 'bench/bare-worker.ts' } : {}),
+    ...(isBare(phase) ? { script: 'bench/bare-worker.ts' } : {}),
     env: () => ({
       // each worker's SDK metrics, scraped while the phase drains: did any kind of task slot run out?
       CRONLEDGER_WORKER_METRICS_ADDRESS: `127.0.0.1:${metricsPorts[started++ % workerCount]}`,
@@ -178,12 +185,45 @@ async function runPhase(stack: Stack, phase: Phase, taskCount: number): Promise<
       medianMs: sinceSlot[Math.floor(sinceSlot.length / 2)],
       firstStartMs: Math.min(...runs.map((r) => r.startTime)) - slot.getTime(),
       peakStartsPerSecond: Math.max(...perSecond.values()),
-      ...(phase === 'bare' ? {} : { claims: await claimCounts(stack.pool, id) }),
+      ...(isBare(phase) ? {} : { claims: await claimCounts(stack.pool, id) }),
       cpu: cpuShares(cpuBefore, cpuAfter),
       fewestFreeSlots: slots.fewest,
     };
   } finally {
     await stopWorkerProcesses(workers);
+  }
+}
+
+/**
+ * The bare phase on a second dev server, started here as the stack's is (temporalArgs) but without SQLite's pragmas, so
+ * on its default rollback journal: WAL against the rollback journal side by side in one run. Its own warm-up first.
+ */
+async function onRollbackJournal(stack: Stack, taskCount: number): Promise<PhaseFigures> {
+  if (temporalMode !== 'dev') throw new Error('bare-journal compares SQLite journals: dev server only (--temporal dev)');
+  const [port, uiPort] = await freePorts(2);
+  const args = temporalArgs({ dbFile: join(stack.dir, 'journal.db'), port, uiPort } as StackFile['temporal'], [stack.namespace]);
+  const withoutPragmas = args.filter((a, i) => a !== '--sqlite-pragma' && args[i - 1] !== '--sqlite-pragma');
+  log(`bare-journal: temporal ${withoutPragmas.join(' ')}`);
+  const server = spawn(findTemporalCli()!.path, withoutPragmas, { stdio: 'ignore' });
+  try {
+    const address = `127.0.0.1:${port}`;
+    let client: Client | undefined;
+    for (let tries = 0; !client; tries++) {
+      client = await connectClient({ temporalAddress: address, namespace: stack.namespace })
+        .then(async (c) => (await c.workflow.count(), c))
+        .catch(async (e: unknown) => {
+          if (tries > 60 || server.exitCode !== null) throw e;
+          return sleep(500).then(() => undefined);
+        });
+    }
+    const journal: Stack = { ...stack, client, temporalAddress: address, pids: { ...stack.pids, temporal: [server.pid!] } };
+    await runPhase(journal, 'bare-journal', WARM_UP_TASKS);
+    const figures = await runPhase(journal, 'bare-journal', taskCount);
+    await client.connection.close();
+    return figures;
+  } finally {
+    server.kill('SIGTERM');
+    await new Promise((r) => (server.exitCode !== null ? r(null) : server.once('exit', r)));
   }
 }
 
@@ -209,7 +249,7 @@ async function createSchedules(client: Client, phase: Phase, id: string, taskQue
     for (let i = next++; i < tasks.length; i = next++) {
       const options = scheduleOptionsFor(tasks[i], taskQueue);
       await client.schedule.create(
-        phase === 'bare' ? { ...options, action: { ...options.action, workflowType: 'bareRun', args: [] } } : options,
+        isBare(phase) ? { ...options, action: { ...options.action, workflowType: 'bareRun', args: [] } } : options,
       );
     }
   };
@@ -381,6 +421,8 @@ function report(results: PhaseFigures[]): string {
   if (openai) lines.push(`openai (${callMs} ms calls): slowest run closed ${s(openai.drainMs)} after its slot (goal <= 90 s)`);
   const jitter = find('jitter');
   if (jitter && mock) lines.push(`jitter 60s: peak starts/s ${jitter.peakStartsPerSecond} vs ${mock.peakStartsPerSecond} without`);
+  const journal = find('bare-journal');
+  if (bare && journal) lines.push(`bare, WAL / rollback journal throughput: ${(journal.drainMs / bare.drainMs).toFixed(2)}x`);
   return `${lines.join('\n')}\n`;
 }
 
