@@ -290,13 +290,15 @@ export async function readDailySeries(
   const key = q.by === 'user' ? 'user_id' : 'task_id';
   const built = await isBuilt(db, q.zone, q.month);
   const { rows } = await db.query<{ day: string; key: string; cost_atto: string | null; ran_runs: string }>(
-    `with spend as (select day, ${key} as key, sum(cost_usd) as cost_usd from (${rollupRowsSql('dayByUser', built, q.freshness)}) s
-                     where entry_type <> 'credit' and ${key} is not null group by 1, 2),
-          ran as (select day, ${key} as key, sum(runs) as runs from (${runRowsSql(built, q.freshness)}) r
-                   where status in ('completed', 'failed') group by 1, 2)
-     select to_char(coalesce(s.day, r.day), 'YYYY-MM-DD') as day, coalesce(s.key, r.key) as key,
-            (s.cost_usd * 1000000000000000000)::numeric(60, 0)::text as cost_atto, coalesce(r.runs, 0)::text as ran_runs
-       from spend s full join ran r on r.day = s.day and r.key = s.key`,
+    // One grouping over the spend rows and the run rows together: no join of two 15,000-row aggregates at 500 users.
+    // The cost sum is null where a key and day have runs and no spend row.
+    `select to_char(day, 'YYYY-MM-DD') as day, key, (sum(cost_usd) * 1000000000000000000)::numeric(60, 0)::text as cost_atto,
+            coalesce(sum(runs), 0)::text as ran_runs
+       from (select day, ${key} as key, cost_usd, null::bigint as runs from (${rollupRowsSql('dayByUser', built, q.freshness)}) s
+              where entry_type <> 'credit' and ${key} is not null
+             union all
+             select day, ${key}, null, runs from (${runRowsSql(built, q.freshness)}) r where status in ('completed', 'failed')) u
+      group by u.day, u.key`,
     await dayParams(db, q.zone, q.month, q.fromDay),
   );
   return rows;
