@@ -164,26 +164,32 @@ async function anomalies(db: pg.Pool, q: MonthQuery, factor: string): Promise<An
   const days = daysOf(q.month);
   const prev: MonthQuery = { zone: q.zone, month: shiftMonth(q.month, -1) };
   const window = [...daysOf(prev.month).slice(-7), ...days];
-  const series = async (by: 'user' | 'task'): Promise<Anomaly[]> => {
-    const rows = (
-      await Promise.all([
-        readDailySeries(db, { ...prev, by, freshness: 'current', fromDay: window[0] }),
-        readDailySeries(db, { ...q, by, freshness: 'current' }),
-      ])
-    ).flat();
-    const perKey = new Map<string, Map<string, { costAtto: bigint; runs: bigint }>>();
-    const spent = new Set<string>(); // keys with a spend row: only those are checked
-    for (const r of rows) {
-      const perDay = perKey.get(r.key) ?? new Map<string, { costAtto: bigint; runs: bigint }>();
-      perKey.set(r.key, perDay);
-      perDay.set(r.day, { costAtto: r.cost_atto === null ? 0n : BigInt(r.cost_atto), runs: BigInt(r.ran_runs) });
-      if (r.cost_atto !== null) spent.add(r.key);
-    }
-    const points = (id: string): DailyPoint[] =>
-      window.map((day) => ({ day, costAtto: perKey.get(id)?.get(day)?.costAtto ?? 0n, runs: perKey.get(id)?.get(day)?.runs ?? 0n }));
-    return [...spent].sort((a, b) => (a < b ? -1 : 1)).flatMap((id) => findAnomalies(by, id, points(id), factor, days[0]));
+  const rows = (
+    await Promise.all([
+      readDailySeries(db, { ...prev, freshness: 'current', fromDay: window[0] }),
+      readDailySeries(db, { ...q, freshness: 'current' }),
+    ])
+  ).flat();
+  type Day = { costAtto: bigint; runs: bigint };
+  const cuts = { user: new Map<string, Map<string, Day>>(), task: new Map<string, Map<string, Day>>() };
+  const spent = { user: new Set<string>(), task: new Set<string>() }; // keys with a spend row: only those are checked
+  const add = (by: 'user' | 'task', key: string, day: string, costAtto: string | null, runs: bigint) => {
+    const perDay = cuts[by].get(key) ?? new Map<string, Day>();
+    cuts[by].set(key, perDay);
+    const sums = perDay.get(day) ?? { costAtto: 0n, runs: 0n };
+    perDay.set(day, { costAtto: sums.costAtto + (costAtto === null ? 0n : BigInt(costAtto)), runs: sums.runs + runs });
+    if (costAtto !== null) spent[by].add(key);
   };
-  return (await Promise.all([series('user'), series('task')])).flat();
+  for (const r of rows) {
+    const runs = BigInt(r.ran_runs);
+    add('user', r.user_id, r.day, r.cost_atto, runs);
+    if (r.task_id !== null) add('task', r.task_id, r.day, r.cost_atto, runs); // entries of no task have no task series
+  }
+  return (['user', 'task'] as const).flatMap((by) => {
+    const points = (id: string): DailyPoint[] =>
+      window.map((day) => ({ day, costAtto: cuts[by].get(id)?.get(day)?.costAtto ?? 0n, runs: cuts[by].get(id)?.get(day)?.runs ?? 0n }));
+    return [...spent[by]].sort((a, b) => (a < b ? -1 : 1)).flatMap((id) => findAnomalies(by, id, points(id), factor, days[0]));
+  });
 }
 
 export interface UserFigures {

@@ -279,26 +279,25 @@ export async function readDailySpend(
 }
 
 /**
- * The admin page's anomaly series for each user or task, per local day of the month (from `fromDay` on): spend (every
- * entry but credits) in atto-USD (10^-18 USD, exact) and the runs that ran (completed or failed). One row per key
- * and day with either; cost_atto is null on a day with runs and no spend row. Keys of no task are left out.
+ * The admin page's anomaly series, per local day of the month (from `fromDay` on), user and task: spend (every entry
+ * but credits) in atto-USD (10^-18 USD, exact) and the runs that ran (completed or failed). One row per day, user and
+ * task with either; cost_atto is null where there are runs and no spend row; task_id is null for entries of no task.
+ * The page adds them up per user and per task: one pass over the rollups for both cuts.
  */
 export async function readDailySeries(
   db: pg.Pool,
-  q: { zone: string; month: Month; by: 'user' | 'task'; freshness: Freshness; fromDay?: string },
-): Promise<{ day: string; key: string; cost_atto: string | null; ran_runs: string }[]> {
-  const key = q.by === 'user' ? 'user_id' : 'task_id';
+  q: { zone: string; month: Month; freshness: Freshness; fromDay?: string },
+): Promise<{ day: string; user_id: string; task_id: string | null; cost_atto: string | null; ran_runs: string }[]> {
   const built = await isBuilt(db, q.zone, q.month);
-  const { rows } = await db.query<{ day: string; key: string; cost_atto: string | null; ran_runs: string }>(
-    // One grouping over the spend rows and the run rows together: no join of two 15,000-row aggregates at 500 users.
-    // The cost sum is null where a key and day have runs and no spend row.
-    `select to_char(day, 'YYYY-MM-DD') as day, key, (sum(cost_usd) * 1000000000000000000)::numeric(60, 0)::text as cost_atto,
-            coalesce(sum(runs), 0)::text as ran_runs
-       from (select day, ${key} as key, cost_usd, null::bigint as runs from (${rollupRowsSql('dayByUser', built, q.freshness)}) s
-              where entry_type <> 'credit' and ${key} is not null
+  const { rows } = await db.query<{ day: string; user_id: string; task_id: string | null; cost_atto: string | null; ran_runs: string }>(
+    // One grouping over the spend rows and the run rows together, not a join of two aggregates.
+    `select to_char(day, 'YYYY-MM-DD') as day, user_id, task_id,
+            (sum(cost_usd) * 1000000000000000000)::numeric(60, 0)::text as cost_atto, coalesce(sum(runs), 0)::text as ran_runs
+       from (select day, user_id, task_id, cost_usd, null::bigint as runs from (${rollupRowsSql('dayByUser', built, q.freshness)}) s
+              where entry_type <> 'credit'
              union all
-             select day, ${key}, null, runs from (${runRowsSql(built, q.freshness)}) r where status in ('completed', 'failed')) u
-      group by u.day, u.key`,
+             select day, user_id, task_id, null, runs from (${runRowsSql(built, q.freshness)}) r where status in ('completed', 'failed')) u
+      group by u.day, u.user_id, u.task_id`,
     await dayParams(db, q.zone, q.month, q.fromDay),
   );
   return rows;
