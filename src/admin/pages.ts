@@ -23,6 +23,11 @@ export interface PageContext {
 export interface MissedSlotsView {
   graceSeconds: number;
   windowSeconds: number;
+  /** How long one check serves every request (--missed-slot-cache). */
+  cacheSeconds: number;
+  /** When the check these figures come from started, and how many whole seconds ago that was; null when none ran. */
+  checkedAt: string | null;
+  ageSeconds: number | null;
   error: string | null;
   tasks: TaskSlotCheck[];
 }
@@ -124,6 +129,14 @@ function duration(seconds: number): string {
 
 const missedTotal = (v: MissedSlotsView) => v.tasks.reduce((n, t) => n + t.missedCount, 0);
 
+/** "checked 12 s ago": one check serves every page and scrape for --missed-slot-cache, so the figures have an age. */
+function checkedAge(v: Pick<MissedSlotsView, 'checkedAt' | 'ageSeconds' | 'cacheSeconds'>): Raw {
+  if (v.checkedAt === null || v.ageSeconds === null) return html``;
+  return html`<p class="muted missed-slots-age" data-checked-at="${v.checkedAt}">
+    Checked ${String(v.ageSeconds)} s ago (${v.checkedAt}); one check serves every page and scrape for ${duration(v.cacheSeconds)}.
+  </p>`;
+}
+
 function missedSlotsSection(v: MissedSlotsView): Raw {
   const flagged = v.tasks.filter((t) => t.missedCount > 0);
   const heading = html`<h2>
@@ -138,12 +151,12 @@ function missedSlotsSection(v: MissedSlotsView): Raw {
   if (flagged.length === 0) {
     const active = v.tasks.filter((t) => t.state === 'active').length;
     return html`<section id="missed-slots">
-      ${heading}
+      ${heading} ${checkedAge(v)}
       <p>${v.tasks.length === 0 ? 'None: no task has a schedule.' : `None: every due slot of the ${active} active tasks was claimed.`}</p>
     </section>`;
   }
   return html`<section id="missed-slots">
-    ${heading}
+    ${heading} ${checkedAge(v)}
     <table class="sortable">
       <thead>
         <tr>
@@ -402,32 +415,39 @@ export function runPageHtml(p: { run: RunView | null; entries: EntryView[] }, wo
 }
 
 export function tasksPage(
-  tasks: (TaskListing & { recentRuns: RunView[]; missedSlots: TaskSlotCheck | null })[] | { error: string },
+  listing:
+    | {
+        tasks: (TaskListing & { recentRuns: RunView[]; missedSlots: TaskSlotCheck | null })[];
+        missedSlotsChecked: Omit<MissedSlotsView, 'tasks'>;
+      }
+    | { error: string },
   ctx: PageContext,
 ): string {
-  if (!Array.isArray(tasks)) return layout('Tasks', ctx, html`<p class="error">Schedules unavailable: ${tasks.error}</p>`);
-  const body = html`<table class="sortable" id="tasks">
-    <thead>
-      <tr>
-        ${th('Task')}${th('Cron')}${th('Zone')}${th('User')}${th('State')}${th('Missed slots', 'int')}${th('Next fire times')}${th('Recent runs')}
-      </tr>
-    </thead>
-    <tbody>
-      ${tasks.map(
-        (t) =>
-          html`<tr data-task="${t.id}" ${t.missedSlots?.missedCount ? html`class="missed"` : ''}>
-            <td>${t.id}</td>
-            <td><code>${t.cron}</code></td>
-            <td>${t.timezone}</td>
-            <td>${t.userId}</td>
-            <td>${t.paused ? 'paused' : 'active'}</td>
-            ${missedCell(t.missedSlots)}
-            <td>${t.nextFireTimes.join(', ') || '-'}</td>
-            <td>${t.recentRuns.map((r) => html`<div>${r.scheduledMinute} ${r.status} ${usd(r.costUsd)}</div>`)}</td>
-          </tr>`,
-      )}
-    </tbody>
-  </table>`;
+  if ('error' in listing) return layout('Tasks', ctx, html`<p class="error">Schedules unavailable: ${listing.error}</p>`);
+  const { tasks, missedSlotsChecked } = listing;
+  const body = html`${missedSlotsChecked.error ? html`<p class="error">Missed slots not checked: ${missedSlotsChecked.error}</p>` : checkedAge(missedSlotsChecked)}
+    <table class="sortable" id="tasks">
+      <thead>
+        <tr>
+          ${th('Task')}${th('Cron')}${th('Zone')}${th('User')}${th('State')}${th('Missed slots', 'int')}${th('Next fire times')}${th('Recent runs')}
+        </tr>
+      </thead>
+      <tbody>
+        ${tasks.map(
+          (t) =>
+            html`<tr data-task="${t.id}" ${t.missedSlots?.missedCount ? html`class="missed"` : ''}>
+              <td>${t.id}</td>
+              <td><code>${t.cron}</code></td>
+              <td>${t.timezone}</td>
+              <td>${t.userId}</td>
+              <td>${t.paused ? 'paused' : 'active'}</td>
+              ${missedCell(t.missedSlots)}
+              <td>${t.nextFireTimes.join(', ') || '-'}</td>
+              <td>${t.recentRuns.map((r) => html`<div>${r.scheduledMinute} ${r.status} ${usd(r.costUsd)}</div>`)}</td>
+            </tr>`,
+        )}
+      </tbody>
+    </table>`;
   return layout('Tasks', ctx, body);
 }
 

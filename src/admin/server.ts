@@ -17,6 +17,7 @@ import { listTasks } from '../schedules/manage-task';
 import { DEFAULT_MISSED_SLOT_GRACE_MS, DEFAULT_MISSED_SLOT_WINDOW_MS, missedSlots } from '../schedules/missed-slots';
 import { latestRuns, models, overview, parseMonthQuery, runPage, runView, userPage, users } from './admin-data';
 import { parseFactor } from './anomalies';
+import { sharedResult } from './shared-result';
 import { adminMetrics } from './metrics';
 import {
   errorPage,
@@ -53,7 +54,12 @@ export interface AdminOptions {
   missedSlotGraceMs?: number;
   /** How far back slots are checked (default 24 hours). */
   missedSlotWindowMs?: number;
+  /** How long one missed-slot check serves every page, API call and scrape (default 30 seconds; 0: only concurrent ones). */
+  missedSlotCacheMs?: number;
 }
+
+/** 30 s: two Prometheus scrapes at the usual 15 s share one check, and a figure is never older than the interval. */
+export const DEFAULT_MISSED_SLOT_CACHE_MS = 30_000;
 
 export const ADMIN_COOKIE = 'cronledger_admin';
 
@@ -103,16 +109,32 @@ export function createAdminApp(opts: AdminOptions): Hono {
     windowMs: opts.missedSlotWindowMs ?? DEFAULT_MISSED_SLOT_WINDOW_MS,
   };
   const client = opts.client;
-  const checkSlots = client ? () => missedSlots(client, opts.pool, slotCheck) : undefined;
-  const metrics = adminMetrics(opts.pool, { perUser: opts.metricsPerUser ?? false, missedSlots: checkSlots });
+  // One check for the whole process: every page, API call and scrape within the window reads the same result, and
+  // those arriving while it runs await it (each check costs Temporal calls per task).
+  const sharedCheck = client
+    ? sharedResult((now) => missedSlots(client, opts.pool, { ...slotCheck, now }), {
+        maxAgeMs: opts.missedSlotCacheMs ?? DEFAULT_MISSED_SLOT_CACHE_MS,
+      })
+    : undefined;
+  const metrics = adminMetrics(opts.pool, {
+    perUser: opts.metricsPerUser ?? false,
+    missedSlots: sharedCheck ? async () => (await sharedCheck.get()).value : undefined,
+  });
   /** The missed-slot check for the pages: its settings and each task, or why it could not run (never fails the page). */
   const missedSlotsView = async (): Promise<MissedSlotsView> => {
-    const settings = { graceSeconds: slotCheck.graceMs / 1000, windowSeconds: slotCheck.windowMs / 1000 };
-    if (!checkSlots) return { ...settings, error: 'no Temporal connection', tasks: [] };
+    const settings = {
+      graceSeconds: slotCheck.graceMs / 1000,
+      windowSeconds: slotCheck.windowMs / 1000,
+      cacheSeconds: (opts.missedSlotCacheMs ?? DEFAULT_MISSED_SLOT_CACHE_MS) / 1000,
+    };
+    const unchecked = { checkedAt: null, ageSeconds: null, tasks: [] };
+    if (!sharedCheck) return { ...settings, ...unchecked, error: 'no Temporal connection' };
     try {
-      return { ...settings, error: null, tasks: await checkSlots() };
+      const { value, computedAt } = await sharedCheck.get();
+      const ageSeconds = Math.max(0, Math.floor((Date.now() - computedAt.getTime()) / 1000));
+      return { ...settings, error: null, checkedAt: computedAt.toISOString(), ageSeconds, tasks: value };
     } catch (err) {
-      return { ...settings, error: `the check failed: ${(err as Error).message}`, tasks: [] };
+      return { ...settings, ...unchecked, error: `the check failed: ${(err as Error).message}` };
     }
   };
 
@@ -209,18 +231,20 @@ export function createAdminApp(opts: AdminOptions): Hono {
   const tasks = async () => {
     if (!opts.client) return { error: 'no Temporal connection' };
     const [listing, slots] = await Promise.all([listTasks(opts.client, opts.pool), missedSlotsView()]);
-    return Promise.all(
+    const withRuns = await Promise.all(
       listing.map(async (t) => ({
         ...t,
         recentRuns: (await latestRunsWithCost(opts.pool, { taskId: t.id, limit: 5 })).map(runView),
         missedSlots: slots.tasks.find((s) => s.taskId === t.id) ?? null,
       })),
     );
+    const { tasks: _perTask, ...missedSlotsChecked } = slots; // each task's check is on its row
+    return { tasks: withRuns, missedSlotsChecked };
   };
   app.get('/tasks', async (c) => c.html(tasksPage(await tasks(), await pageContext(c))));
   app.get('/api/tasks', async (c) => {
     const t = await tasks();
-    return Array.isArray(t) ? c.json({ tasks: t }) : c.json(t, 503);
+    return 'error' in t ? c.json(t, 503) : c.json(t);
   });
 
   app.get('/metrics', async (c) => c.body(await metrics.render(), 200, { 'Content-Type': metrics.contentType }));

@@ -1,4 +1,4 @@
-import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client';
+import { WorkflowExecutionAlreadyStartedError, type Client, type ScheduleDescription } from '@temporalio/client';
 import type pg from 'pg';
 import { TASK_SCHEDULE_PREFIX, taskScheduleId } from '../constants';
 import { appliedTaskIds } from '../db/applied-tasks';
@@ -10,6 +10,7 @@ import { listRuns } from '../db/runs';
 import { describeOrUndefined, describeTaskSchedule } from './describe-schedule';
 import { resumeSchedule } from './resume-schedule';
 import { appliedTaskOf, isManagedTaskSchedule } from './task-schedule';
+import { mapWithConcurrency, TEMPORAL_CALL_CONCURRENCY } from './bounded-concurrency';
 
 export interface TaskListing {
   id: string;
@@ -29,24 +30,30 @@ export interface TaskListing {
  * (written before it returned), and each candidate is described, which reads the schedule itself.
  */
 export async function managedTaskIds(client: Client, pool: pg.Pool): Promise<string[]> {
+  return (await managedTaskSchedules(client, pool)).map((s) => s.taskId);
+}
+
+/** managedTaskIds with each schedule's description (one describe per candidate, at most 16 in flight), sorted by task ID. */
+export async function managedTaskSchedules(client: Client, pool: pg.Pool): Promise<{ taskId: string; description: ScheduleDescription }[]> {
   const candidates = new Set(await appliedTaskIds(pool));
   for await (const s of client.schedule.list()) {
     if (s.scheduleId.startsWith(TASK_SCHEDULE_PREFIX)) candidates.add(s.scheduleId.slice(TASK_SCHEDULE_PREFIX.length));
   }
-  const ids: string[] = [];
-  for (const taskId of candidates) {
-    const d = await describeOrUndefined(client, taskScheduleId(taskId));
-    if (d && isManagedTaskSchedule(d.memo)) ids.push(taskId);
-  }
-  return ids.sort();
+  const described = await mapWithConcurrency([...candidates].sort(), TEMPORAL_CALL_CONCURRENCY, async (taskId) => ({
+    taskId,
+    description: await describeOrUndefined(client, taskScheduleId(taskId)),
+  }));
+  return described.flatMap(({ taskId, description }) =>
+    description && isManagedTaskSchedule(description.memo) ? [{ taskId, description }] : [],
+  );
 }
 
 /** Every cronledger task schedule with its next fire times (from Temporal) and its last runs (from PostgreSQL). */
 export async function listTasks(client: Client, pool: pg.Pool): Promise<TaskListing[]> {
   const listings: TaskListing[] = [];
-  for (const taskId of await managedTaskIds(client, pool)) {
+  // The description that proved a schedule cronledger's is the one listed: no second describe per task.
+  for (const { taskId, description: d } of await managedTaskSchedules(client, pool)) {
     const scheduleId = taskScheduleId(taskId);
-    const d = await describeTaskSchedule(client, taskId);
     const task = appliedTaskOf(d)?.task;
     const runs = await listRuns(pool, { taskId, limit: 3 });
     listings.push({

@@ -1,11 +1,9 @@
 import type { Client, ScheduleDescription } from '@temporalio/client';
 import type pg from 'pg';
-import { taskScheduleId } from '../constants';
 import { slotClaimMinutes } from '../db/runs';
-import { describeOrUndefined } from './describe-schedule';
-import { managedTaskIds } from './manage-task';
+import { mapWithConcurrency, TEMPORAL_CALL_CONCURRENCY } from './bounded-concurrency';
+import { managedTaskSchedules } from './manage-task';
 import { matchingTimes } from './slot-times';
-import { isManagedTaskSchedule } from './task-schedule';
 
 /**
  * Missed slots: times a task's schedule should have fired (from its spec, computed by the Temporal server) that have no
@@ -25,6 +23,8 @@ export interface MissedSlotOptions {
   graceMs: number;
   windowMs: number;
   now?: Date;
+  /** How many tasks are checked at once (default 16). */
+  concurrency?: number;
 }
 
 export interface TaskSlotCheck {
@@ -43,15 +43,16 @@ export interface TaskSlotCheck {
 
 const iso = (d: Date) => d.toISOString().replace('.000Z', 'Z');
 
-/** Every cronledger task, sorted by ID, with its missed slots. */
+/**
+ * Every cronledger task, sorted by ID, with its missed slots. Per task: one describe and the matching times (one call
+ * per 1,000 times, and one that comes back empty), with at most `concurrency` tasks (default 16) in flight.
+ */
 export async function missedSlots(client: Client, pool: pg.Pool, opts: MissedSlotOptions): Promise<TaskSlotCheck[]> {
   const now = opts.now ?? new Date();
-  const checks: TaskSlotCheck[] = [];
-  for (const taskId of await managedTaskIds(client, pool)) {
-    const d = await describeOrUndefined(client, taskScheduleId(taskId));
-    if (d && isManagedTaskSchedule(d.memo)) checks.push(await checkTask(client, pool, taskId, d, now, opts));
-  }
-  return checks;
+  const schedules = await managedTaskSchedules(client, pool);
+  return mapWithConcurrency(schedules, opts.concurrency ?? TEMPORAL_CALL_CONCURRENCY, ({ taskId, description }) =>
+    checkTask(client, pool, taskId, description, now, opts),
+  );
 }
 
 async function checkTask(

@@ -17,6 +17,7 @@ interface AdminCommandOptions {
   metricsPerUser?: boolean;
   missedSlotGrace: string;
   missedSlotWindow: string;
+  missedSlotCache: string;
 }
 
 /**
@@ -34,12 +35,18 @@ export function registerAdminCommand(program: Command): void {
     .option('--metrics-per-user', 'label the /metrics cost counters by user too (one series per user)')
     .option('--missed-slot-grace <duration>', 'a slot still unclaimed this long after it should have fired counts as missed', '15m')
     .option('--missed-slot-window <duration>', 'how far back slots are checked for claims', '24h')
+    .option(
+      '--missed-slot-cache <duration>',
+      'how long one missed-slot check serves every page, API call and scrape (0s: only those arriving while it runs)',
+      '30s',
+    )
     // `dev up` ties the process it starts to its data dir with this marker, as it does its workers.
     .addOption(new Option('--stack-marker <dir>').hideHelp())
     .action(async (opts: AdminCommandOptions) => {
       const port = opts.port === '0' ? 0 : parseCount('--port', opts.port, 65_535);
       const missedSlotGraceMs = durationOption('--missed-slot-grace', opts.missedSlotGrace);
       const missedSlotWindowMs = durationOption('--missed-slot-window', opts.missedSlotWindow);
+      const missedSlotCacheMs = durationOption('--missed-slot-cache', opts.missedSlotCache);
       if (missedSlotWindowMs === 0) throw new UserError('--missed-slot-window 0 checks nothing; give a duration such as 24h');
       try {
         parseFactor(opts.anomalyFactor);
@@ -72,6 +79,7 @@ export function registerAdminCommand(program: Command): void {
           metricsPerUser: opts.metricsPerUser ?? process.env.CRONLEDGER_METRICS_PER_USER === '1',
           missedSlotGraceMs,
           missedSlotWindowMs,
+          missedSlotCacheMs,
         });
         process.stdout.write(`cronledger admin on ${server.url}${token ? ' (token required)' : ''}\n`);
         await new Promise<void>((resolve) => {

@@ -1,0 +1,45 @@
+/**
+ * One result shared by every request of the admin process for a short while: the missed-slot check costs Temporal
+ * calls per task, and pages, the JSON API and Prometheus scrapes all want it. A request within `maxAgeMs` of the last
+ * successful computation gets that result; a request while a computation is in flight awaits it instead of starting
+ * another (single flight). A failure is handed to the requests that awaited it and then forgotten, so the next request
+ * tries again rather than seeing the error for the whole window.
+ */
+
+export interface Computed<T> {
+  value: T;
+  /** When the computation that produced it started: the figures describe the world at this moment. */
+  computedAt: Date;
+}
+
+export interface SharedResult<T> {
+  get(): Promise<Computed<T>>;
+}
+
+export function sharedResult<T>(
+  compute: (startedAt: Date) => Promise<T>,
+  opts: { maxAgeMs: number; clock?: () => number },
+): SharedResult<T> {
+  const clock = opts.clock ?? Date.now;
+  let last: Computed<T> | undefined;
+  let inFlight: Promise<Computed<T>> | undefined;
+  return {
+    get(): Promise<Computed<T>> {
+      if (last && clock() - last.computedAt.getTime() < opts.maxAgeMs) return Promise.resolve(last);
+      if (inFlight) return inFlight;
+      const computedAt = new Date(clock());
+      const flight = (async () => ({ value: await compute(computedAt), computedAt }))();
+      inFlight = flight;
+      flight.then(
+        (done) => {
+          last = done;
+          inFlight = undefined;
+        },
+        () => {
+          inFlight = undefined;
+        },
+      );
+      return flight;
+    },
+  };
+}
