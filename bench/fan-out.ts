@@ -82,6 +82,9 @@ interface PhaseFigures {
   medianMs: number;
   /** Slot to the first run started (ms). */
   firstStartMs: number;
+  /** Slot to the median and the last run started (ms): how long the schedules took to start them all. */
+  medianStartMs: number;
+  lastStartMs: number;
   peakStartsPerSecond: number;
   /** cronledger phases: claims (runs rows), completed claims, duplicates recorded, ledger rows. */
   claims?: { rows: number; completed: number; duplicates: number; ledgerRows: number };
@@ -178,12 +181,15 @@ async function runPhase(stack: Stack, phase: Phase, taskCount: number): Promise<
     const perSecond = new Map<number, number>();
     for (const r of runs) perSecond.set(Math.floor(r.startTime / 1000), (perSecond.get(Math.floor(r.startTime / 1000)) ?? 0) + 1);
     const sinceSlot = runs.map((r) => r.closeTime - slot.getTime()).sort((a, b) => a - b);
+    const startsSinceSlot = runs.map((r) => r.startTime - slot.getTime()).sort((a, b) => a - b);
     return {
       phase,
       runs: runs.length,
       drainMs,
       medianMs: sinceSlot[Math.floor(sinceSlot.length / 2)],
-      firstStartMs: Math.min(...runs.map((r) => r.startTime)) - slot.getTime(),
+      firstStartMs: startsSinceSlot[0],
+      medianStartMs: startsSinceSlot[Math.floor(startsSinceSlot.length / 2)],
+      lastStartMs: startsSinceSlot[startsSinceSlot.length - 1],
       peakStartsPerSecond: Math.max(...perSecond.values()),
       ...(isBare(phase) ? {} : { claims: await claimCounts(stack.pool, id) }),
       cpu: cpuShares(cpuBefore, cpuAfter),
@@ -395,7 +401,7 @@ function report(results: PhaseFigures[]): string {
   const s = (ms: number): string => `${(ms / 1000).toFixed(1)} s`;
   for (const r of results) {
     lines.push(
-      `${r.phase.padEnd(7)} last run closed ${s(r.drainMs).padStart(7)} after the slot (median ${s(r.medianMs)}, first start ${s(r.firstStartMs)}), ` +
+      `${r.phase.padEnd(7)} last run closed ${s(r.drainMs).padStart(7)} after the slot (median ${s(r.medianMs)}), starts ${s(r.firstStartMs)} to ${s(r.lastStartMs)} (median ${s(r.medianStartMs)}), ` +
         `${((r.runs / r.drainMs) * 1000).toFixed(1)} runs/s, peak ${r.peakStartsPerSecond} starts/s`,
     );
     if (r.claims) {
