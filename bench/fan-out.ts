@@ -20,6 +20,8 @@
  * --temporal: the stack's Temporal, as `dev up --temporal` (dev: the dev server on SQLite; server: the Temporal server's
  * services on the stack's PostgreSQL).
  * --lead: seconds from start of a phase to its slot at least (its N schedules are created in between).
+ * --dynamic-config KEY=JSON (repeatable, dev server only): added to or replacing `dev up`'s dynamic config
+ * (DEV_SERVER_DYNAMIC_CONFIG), to try a setting before it goes there.
  */
 import type { Client } from '@temporalio/client';
 import { spawn } from 'node:child_process';
@@ -34,7 +36,7 @@ import { freePorts } from '../src/dev/ports';
 import { startStack, stopStack } from '../src/dev/stack';
 import type { StackFile } from '../src/config';
 import { findTemporalCli } from '../src/dev/temporal-cli';
-import { temporalArgs } from '../src/dev/temporal-server';
+import { DEV_SERVER_DYNAMIC_CONFIG, temporalArgs } from '../src/dev/temporal-server';
 import { applyPrices, loadPricesFile } from '../src/ledger/prices';
 import { scheduleOptionsFor } from '../src/schedules/task-schedule';
 import { parseTasksFile } from '../src/tasks/tasks-file';
@@ -51,6 +53,11 @@ const phases = arg('only', 'bare,mock,openai,jitter').split(',') as Phase[];
 const callMs = Number(arg('call-ms', '500'));
 const leadS = Number(arg('lead', '75'));
 const temporalMode = arg('temporal', 'dev') as 'dev' | 'server';
+for (const [i, a] of process.argv.entries()) {
+  if (a !== '--dynamic-config') continue;
+  const [key, ...json] = (process.argv[i + 1] ?? '').split('=');
+  DEV_SERVER_DYNAMIC_CONFIG[key] = JSON.parse(json.join('='));
+}
 const command = `node --import tsx bench/fan-out.ts ${process.argv.slice(2).join(' ')}`.trim();
 const DRAIN_TIMEOUT_MS = 15 * 60_000;
 const WARM_UP_TASKS = 30;
