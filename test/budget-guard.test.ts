@@ -1,3 +1,4 @@
+import { WorkflowFailedError } from '@temporalio/client';
 import { mkdtempSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -475,4 +476,47 @@ describe('the budget sweeper and threshold events', () => {
       server.close();
     }
   });
+});
+
+// A task whose model has no price in force, for a user with a budget: the guard cannot reserve for it, and retrying will
+// not price it. The run fails at once, recorded on its claim with the model and the fix, and no call is made (the
+// decision's local activity used to retry forever, with no claim row).
+it('an unpriced model under a budget: the run fails for good, naming the model and `cronledger prices apply`', async () => {
+  const user = `unpriced-${randomUUID().slice(0, 6)}`;
+  await applyBudgets(
+    ctx.pool,
+    { budgets: [{ userId: user, monthlyLimitUsd: '10', timeZone: 'UTC', effectiveFrom: await monthStart() }] },
+    'test',
+  );
+  const fleet = await startWorkers(ctx, 1);
+  const outcome = await fleet.runWhile(async () => {
+    const handle = await ctx.client.workflow.start(scheduledRun, {
+      workflowId: `cron-unpriced-${user}-2026-01-01T00:00:00Z`,
+      taskQueue: ctx.taskQueue,
+      args: [
+        {
+          taskId: `task-${user}`,
+          userId: user,
+          input: 'Summarise the day.',
+          model: 'acme/unpriced-model',
+          embeddingModel: 'openai/text-embedding-3-small',
+        },
+      ],
+    });
+    return handle.result().then(
+      () => 'completed',
+      (err: unknown) => err,
+    );
+  });
+  expect(outcome).toBeInstanceOf(WorkflowFailedError);
+  const runs = await ctx.pool.query<{ status: string; error: string }>('select status, error from runs where user_id = $1', [user]);
+  expect(runs.rows).toHaveLength(1);
+  expect(runs.rows[0].status).toBe('failed');
+  expect(runs.rows[0].error).toContain('"acme/unpriced-model"');
+  expect(runs.rows[0].error).toContain('cronledger prices apply');
+  const spent = await ctx.pool.query(
+    'select 1 from usage_ledger where user_id = $1 union all select 1 from budget_reservations where user_id = $1',
+    [user],
+  );
+  expect(spent.rowCount).toBe(0);
 });

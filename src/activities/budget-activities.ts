@@ -9,7 +9,8 @@ import {
   type PlannedCall,
   type ReserveDecision,
 } from '../budgets/reserve';
-import type { ClaimOutcome } from '../db/runs';
+import { claimRun, type ClaimOutcome } from '../db/runs';
+import { NoPriceError } from '../ledger/prices';
 import { budgetEvent, recordEventDelivery, undeliveredEvents } from '../budgets/threshold-events';
 import { worstCaseOf } from '../budgets/worst-case';
 import { DEFAULT_MAX_OUTPUT_TOKENS } from '../constants';
@@ -79,6 +80,15 @@ const logDecision = (decision: ReserveDecision): void =>
     reservedUsd: decision.reservedUsd,
   });
 
+/**
+ * A model without a price in force cannot be reserved for, and retrying will not price it: the decision fails for good,
+ * with NoPriceError's message (the model, the instant, and `cronledger prices apply FILE` as the fix).
+ */
+function nonRetryableWhenUnpriced(err: unknown): never {
+  if (err instanceof NoPriceError) throw ApplicationFailure.nonRetryable(err.message, 'NoPriceError');
+  throw err;
+}
+
 export const createBudgetActivities = (deps: BudgetActivityDeps) => {
   const expirySeconds = (): number =>
     deps.reservationExpirySeconds ?? (Number(process.env.CRONLEDGER_RESERVATION_EXPIRY_SECONDS) || DEFAULT_RESERVATION_EXPIRY_SECONDS);
@@ -104,7 +114,7 @@ export const createBudgetActivities = (deps: BudgetActivityDeps) => {
         calls,
         mayDowngrade: !input.again,
         expirySeconds: expirySeconds(),
-      });
+      }).catch(nonRetryableWhenUnpriced);
       logDecision(decision);
       return decision;
     },
@@ -119,11 +129,17 @@ export const createBudgetActivities = (deps: BudgetActivityDeps) => {
     ): Promise<{ claim: ClaimOutcome; decision: ReserveDecision | null }> {
       const { workflowExecution } = Context.current().info;
       if (!workflowExecution) throw ApplicationFailure.nonRetryable('claimAndReserve only runs inside a scheduledRun workflow');
-      const { budget, ...claim } = input;
-      const result = await claimAndReserve(
-        deps.pool,
-        { ...claim, workflowId: workflowExecution.workflowId, temporalRunId: workflowExecution.runId, workerId: deps.workerId },
-        { calls: plannedCalls(budget), expirySeconds: expirySeconds() },
+      const { budget, ...rest } = input;
+      const claim = { ...rest, workflowId: workflowExecution.workflowId, temporalRunId: workflowExecution.runId, workerId: deps.workerId };
+      const result = await claimAndReserve(deps.pool, claim, { calls: plannedCalls(budget), expirySeconds: expirySeconds() }).catch(
+        async (err: unknown) => {
+          if (!(err instanceof NoPriceError)) throw err;
+          // The statement rolled back, claim included. The claim alone, so the failure is recorded on the run (the
+          // workflow closes it as failed with this message); a slot another execution owns is its business.
+          const outcome = await claimRun(deps.pool, claim);
+          if (!outcome.claimed) return { claim: outcome, decision: null };
+          return nonRetryableWhenUnpriced(err);
+        },
       );
       if (result.decision) logDecision(result.decision);
       return result;

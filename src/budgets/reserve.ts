@@ -63,15 +63,13 @@ export type ReserveDecision =
  * retried activity) returns the reservation already made for those keys.
  */
 export async function reserveBudget(pool: pg.Pool, req: ReserveRequest): Promise<ReserveDecision> {
-  const { rows } = await pool
-    .query<{ decision: ReserveDecision }>({
+  const { rows } = await decideThenAwaitDurability(pool, () =>
+    pool.query<{ decision: ReserveDecision }>({
       name: 'reserve-budget',
-      text: 'select reserve_budget($1, $2, $3, $4, $5, $6, $7) as decision',
+      text: `select reserve_budget($1, $2, $3, $4, $5, $6, $7) as decision, ${ASYNC_COMMIT}`,
       values: [req.userId, req.runId, req.workflowId, callsJson(req.calls), req.mayDowngrade, req.expirySeconds, req.at ?? null],
-    })
-    .catch((err: unknown) => {
-      throw fromDatabaseError(err);
-    });
+    }),
+  );
   return exactDecision(rows[0].decision);
 }
 
@@ -89,17 +87,58 @@ export async function claimAndReserve(
   claim: ClaimRequest,
   req: ClaimReservation,
 ): Promise<{ claim: ClaimOutcome; decision: ReserveDecision | null }> {
-  const { rows } = await pool
-    .query<{ result: { claim: ClaimOutcome; decision: ReserveDecision | null } }>({
+  const { rows } = await decideThenAwaitDurability(pool, () =>
+    pool.query<{ result: { claim: ClaimOutcome; decision: ReserveDecision | null } }>({
       name: 'claim-and-reserve',
-      text: 'select claim_and_reserve($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) as result',
+      text: `select claim_and_reserve($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) as result, ${ASYNC_COMMIT}`,
       values: [...claimValues(claim), callsJson(req.calls), req.expirySeconds, req.at ?? null],
-    })
-    .catch((err: unknown) => {
-      throw fromDatabaseError(err);
-    });
+    }),
+  );
   const { claim: outcome, decision } = rows[0].result;
   return { claim: outcome, decision: decision && exactDecision(decision) };
+}
+
+/**
+ * Makes the decision statement's own transaction commit asynchronously: set_config(..., true) lasts until the end of
+ * the transaction, which for a statement sent alone is the statement's, and the setting is read at its commit. So
+ * the user's month row lock (and the claim's row) is released once the commit record is in the WAL buffers, not after
+ * the fsync: one user's decisions and bookings stop queueing behind each other's disk flush. Only the callers below,
+ * which wait for durability afterwards (decideThenAwaitDurability), may commit this way; the SQL functions themselves
+ * keep the server's synchronous commit for everyone else.
+ */
+const ASYNC_COMMIT = `set_config('synchronous_commit', 'off', true) as async_commit`;
+
+/**
+ * Runs a decision statement that commits asynchronously (ASYNC_COMMIT), then waits, outside any lock, until its commit
+ * is durable, before the caller may act on it. Why this keeps the guarantee (nothing is spent on a decision, or a
+ * claim, that a crash could undo):
+ * - The query resolves after the server's ReadyForQuery, so the decision's commit record is already in the WAL.
+ * - The barrier is a transaction of its own, in autocommit, with the server's synchronous commit. It writes one
+ *   tiny WAL record (a transactional logical message, no table touched, no lock taken), so its commit is flushed: the
+ *   WAL up to its commit record, which comes after the decision's, reaches disk. Concurrent barriers share one fsync
+ *   (group commit). A transaction that only takes a transaction ID (`select pg_current_xact_id()`) is NOT enough:
+ *   PostgreSQL commits one that wrote no WAL of its own without a flush (test/decision-durability.test.ts saw the
+ *   decision lost that way).
+ * - Nothing acts on the decision until the barrier returned: the activity returns to the workflow (and so a model
+ *   call starts) only then. A crash before that loses the decision and the claim together, and the retried activity
+ *   decides again.
+ * - Any other transaction that saw the decision or the claim (a decision counting this reservation, a booking that
+ *   settles it, another execution that found the slot claimed and recorded itself as a duplicate) commits later in
+ *   the WAL; if that one is durable, so is everything before it. So no durable state ever depends on a lost decision.
+ * A decision that failed (an error) committed nothing: no barrier is needed, and the error is passed on.
+ */
+async function decideThenAwaitDurability<R extends pg.QueryResultRow>(
+  pool: pg.Pool,
+  decide: () => Promise<pg.QueryResult<R>>,
+): Promise<pg.QueryResult<R>> {
+  const result = await decide().catch((err: unknown) => {
+    throw fromDatabaseError(err);
+  });
+  await pool.query({
+    name: 'decision-durability-barrier',
+    text: `select pg_logical_emit_message(true, 'cronledger-decision-durable', '')`,
+  });
+  return result;
 }
 
 /** The planned calls as reserve_budget reads them, with their worst-case counts. */

@@ -204,6 +204,21 @@ export async function stopPostgres(dataDir: string): Promise<boolean> {
   return true;
 }
 
+/**
+ * Immediate shutdown, as a power cut would leave it for the database: every server process is killed, nothing in the
+ * WAL buffers is written, and the next start runs crash recovery. Only for tests of what survives a crash.
+ */
+export async function crashPostgres(dataDir: string): Promise<void> {
+  const binDir = findPostgresBinDir();
+  if (!binDir) throw new UserError(`pg_ctl not found: cannot stop the cluster in ${clusterDirOf(dataDir)}`);
+  const clusterDir = clusterDirOf(dataDir);
+  const stop = await run(join(binDir, 'pg_ctl'), ['-D', clusterDir, '-m', 'immediate', '-w', '-t', '60', 'stop'], {
+    cwd: clusterDir,
+    as: isRoot() ? postgresAccount() : undefined,
+  });
+  if (stop.code !== 0) throw new UserError(`pg_ctl stop -m immediate failed for ${clusterDir} (exit ${stop.code}):\n${tail(stop.output)}`);
+}
+
 function clusterSettings(clusterDir: string, port: number): string {
   // A Unix socket path may not exceed 107 bytes; for deep data dirs go TCP-only rather than fail.
   const socketDir = join(clusterDir, `.s.PGSQL.${port}`).length <= 107 ? clusterDir : '';

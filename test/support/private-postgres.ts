@@ -4,7 +4,7 @@ import pg from 'pg';
 import { migrateDatabase } from '../../src/db/migrate';
 import { generatePasswords, type RolePasswords } from '../../src/db/roles';
 import { freePort } from '../../src/dev/ports';
-import { databaseUrlFor, startPostgres, stopPostgres } from '../../src/dev/postgres';
+import { crashPostgres, databaseUrlFor, startPostgres, stopPostgres } from '../../src/dev/postgres';
 
 /**
  * A private PostgreSQL cluster for a scenario that stops the database: the dev stack's own cluster code (pg_ctl as
@@ -34,6 +34,23 @@ export class PrivatePostgres {
     const at = Date.now();
     await stopPostgres(this.dataDir);
     return at;
+  }
+
+  /** Immediate shutdown (a crash for the database: what is only in the WAL buffers is lost). Returns when it is down. */
+  async crash(): Promise<void> {
+    await crashPostgres(this.dataDir);
+  }
+
+  /** Server settings (ALTER SYSTEM, as the superuser), in force after a reload and kept across restarts. */
+  async configure(settings: Record<string, string>): Promise<void> {
+    const client = new pg.Client({ connectionString: databaseUrlFor(this.port, 'superuser', this.passwords, 'postgres') });
+    await client.connect();
+    try {
+      for (const [name, value] of Object.entries(settings)) await client.query(`alter system set ${name} = ${client.escapeLiteral(value)}`);
+      await client.query('select pg_reload_conf()');
+    } finally {
+      await client.end();
+    }
   }
 
   /** Starts the cluster again on the same port (the clients' URLs stay valid). */
