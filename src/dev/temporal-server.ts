@@ -38,12 +38,14 @@ export const DEV_SERVER_SQLITE_PRAGMAS = ['journal_mode=wal', 'synchronous=norma
  */
 export const DEV_SERVER_DYNAMIC_CONFIG: Record<string, unknown> = {
   'worker.schedulerNamespaceStartWorkflowRPS': 1000,
-  // Every schedule is a workflow of its own (the scheduler), run by the server's internal per-namespace worker, which
-  // polls with 2 workflow task pollers by default. When 1,000 schedulers wake in the same second, their workflow tasks
-  // queue on that worker's sticky queue; those that wait past the sticky timeout go to the normal queue and start about
-  // 60 s late (bench/schedule-fire.ts: 186 of 1,000 starts 60 to 67 s after the slot with 2 pollers, all within 7.2 s
-  // with 16).
-  'worker.perNamespaceWorkerOptions': { MaxConcurrentWorkflowTaskPollers: 16 },
+  // Every schedule is a workflow of its own (the scheduler), run by the server's internal per-namespace worker: 2
+  // workflow task pollers and a 5 s sticky schedule-to-start timeout by default. When 1,000 schedulers wake in the same
+  // second, their tasks queue on that worker's sticky queue; the SDK then sends every poll to the sticky queue while it
+  // has a backlog, so the tasks that time out of it (after 5 s) wait on the starved normal queue, and their runs started
+  // 60 to 90 s after the slot (a scheduler's history in the P1 mock phase: sticky task at 07:57:00, timed out 07:57:05,
+  // not started at 07:57:22). With 16 pollers and a 60 s sticky timeout the tasks stay on the sticky queue until served:
+  // P1 mock started its 1,000 runs within 30 s of the slot instead of 87 s (bench/fan-out.ts, bench/schedule-fire.ts).
+  'worker.perNamespaceWorkerOptions': { MaxConcurrentWorkflowTaskPollers: 16, StickyScheduleToStartTimeout: '60s' },
   // One partition per task queue instead of 4. With 4, a workflow task added to a partition that has no poller waiting
   // is forwarded to the root partition at most 10 a second, one at a time (matching.forwarderMaxRatePerSecond), and a
   // burst of 1,000 runs' and schedulers' tasks waited 50 to 100 s there (P1 bare: last run closed 89 to 100 s after the
