@@ -7,6 +7,8 @@
  *   mock    cronledger's scheduledRun with the offline mock model
  *   openai  scheduledRun through the openai provider against the fake OpenAI server, which takes --call-ms per request
  *   jitter  as mock, with `jitter: 60s` on every task: starts spread over the minute, and nothing runs twice
+ *   guarded as mock, for users who each have a monthly budget (1,000,000 USD, never reached): every run's claim
+ *           reserves its worst case and each booking settles it (the mock phase's users have no budget, so no guard)
  *   bare-journal  as bare, on a second dev server started in this run with the same flags except SQLite's pragmas: its
  *           default rollback journal instead of dev up's journal_mode=wal and synchronous=normal (dev server only)
  *
@@ -37,6 +39,7 @@ import { startStack, stopStack } from '../src/dev/stack';
 import type { StackFile } from '../src/config';
 import { findTemporalCli } from '../src/dev/temporal-cli';
 import { DEV_SERVER_DYNAMIC_CONFIG, temporalArgs } from '../src/dev/temporal-server';
+import { applyBudgets } from '../src/budgets/budgets-store';
 import { applyPrices, loadPricesFile } from '../src/ledger/prices';
 import { scheduleOptionsFor } from '../src/schedules/task-schedule';
 import { parseTasksFile } from '../src/tasks/tasks-file';
@@ -62,7 +65,7 @@ const command = `node --import tsx bench/fan-out.ts ${process.argv.slice(2).join
 const DRAIN_TIMEOUT_MS = 15 * 60_000;
 const WARM_UP_TASKS = 30;
 
-type Phase = 'bare' | 'mock' | 'openai' | 'jitter' | 'bare-journal';
+type Phase = 'bare' | 'mock' | 'openai' | 'jitter' | 'guarded' | 'bare-journal';
 const isBare = (phase: Phase): boolean => phase === 'bare' || phase === 'bare-journal';
 
 const log = (line: string): void => void process.stderr.write(`${new Date().toISOString()} ${line}\n`);
@@ -94,7 +97,7 @@ interface PhaseFigures {
   lastStartMs: number;
   peakStartsPerSecond: number;
   /** cronledger phases: claims (runs rows), completed claims, duplicates recorded, ledger rows. */
-  claims?: { rows: number; completed: number; duplicates: number; ledgerRows: number };
+  claims?: { rows: number; completed: number; duplicates: number; ledgerRows: number; reservations: number; openReservations: number };
   /** Share of one core each group used from the slot to the last close, and the whole machine's (of all cores). */
   cpu: Record<string, number>;
   /** The fewest free task slots any one worker had while the phase drained, by kind (0: that limit was reached). */
@@ -111,6 +114,15 @@ async function main(): Promise<void> {
     const s = up.stack;
     const pool = createPool(s.postgres.databaseUrl);
     await applyPrices(pool, loadPricesFile('prices/standard.json'), 'bench');
+    // the guarded phase's users (g1..g100) have a budget; the other phases' (u1..u100) have none
+    const monthStart = (await pool.query<{ m: Date }>(`select date_trunc('month', now()) as m`)).rows[0].m;
+    const budgets = Array.from({ length: 100 }, (_, i) => ({
+      userId: `g${i + 1}`,
+      monthlyLimitUsd: '1000000',
+      timeZone: 'UTC',
+      effectiveFrom: monthStart,
+    }));
+    await applyBudgets(pool, { budgets }, 'bench');
     const fake = await startFakeOpenAI();
     fake.setLatency(callMs);
     stack = {
@@ -250,7 +262,7 @@ async function createSchedules(client: Client, phase: Phase, id: string, taskQue
     tasks: Array.from({ length: taskCount }, (_, i) => ({
       id: `fan-${id}-${i + 1}`,
       cron: `${slot.getUTCMinutes()} ${slot.getUTCHours()} * * *`,
-      userId: `u${(i % 100) + 1}`,
+      userId: `${phase === 'guarded' ? 'g' : 'u'}${(i % 100) + 1}`,
       input: 'Summarise my inbox.',
       ...(phase === 'jitter' ? { jitter: '60s' } : {}),
     })),
@@ -299,11 +311,17 @@ async function claimCounts(pool: pg.Pool, id: string): Promise<NonNullable<Phase
   );
   const duplicates = await pool.query<{ n: string }>('select count(*) as n from run_duplicates where task_id like $1', [prefix]);
   const ledger = await pool.query<{ n: string }>('select count(*) as n from usage_ledger where task_id like $1', [prefix]);
+  const reservations = await pool.query<{ n: string; open: string }>(
+    `select count(*) as n, count(*) filter (where status = 'open') as open from budget_reservations where workflow_id like $1`,
+    [`cron-${prefix}`],
+  );
   return {
     rows: Number(runs.rows[0].rows),
     completed: Number(runs.rows[0].completed),
     duplicates: Number(duplicates.rows[0].n),
     ledgerRows: Number(ledger.rows[0].n),
+    reservations: Number(reservations.rows[0].n),
+    openReservations: Number(reservations.rows[0].open),
   };
 }
 
@@ -414,7 +432,8 @@ function report(results: PhaseFigures[]): string {
     if (r.claims) {
       const c = r.claims;
       lines.push(
-        `        claims ${c.rows} (completed ${c.completed}), duplicates ${c.duplicates}, ledger rows ${c.ledgerRows} (2 per run)`,
+        `        claims ${c.rows} (completed ${c.completed}), duplicates ${c.duplicates}, ledger rows ${c.ledgerRows} (2 per run), ` +
+          `reservations ${c.reservations} (open ${c.openReservations})`,
       );
     }
     const slotText = Object.entries(r.fewestFreeSlots).map(([k, v]) => `${k} ${v}`);
@@ -434,6 +453,9 @@ function report(results: PhaseFigures[]): string {
   if (openai) lines.push(`openai (${callMs} ms calls): slowest run closed ${s(openai.drainMs)} after its slot (goal <= 90 s)`);
   const jitter = find('jitter');
   if (jitter && mock) lines.push(`jitter 60s: peak starts/s ${jitter.peakStartsPerSecond} vs ${mock.peakStartsPerSecond} without`);
+  const guarded = find('guarded');
+  if (guarded && mock)
+    lines.push(`guarded / mock throughput (budget guard on / off, whole runs): ${(mock.drainMs / guarded.drainMs).toFixed(2)}x`);
   const journal = find('bare-journal');
   if (bare && journal) lines.push(`bare, WAL / rollback journal throughput: ${(journal.drainMs / bare.drainMs).toFixed(2)}x`);
   return `${lines.join('\n')}\n`;
