@@ -66,15 +66,32 @@ export async function matchingTimes(client: Client, scheduleId: string, from: Da
   // the server's start bound is exclusive: start 1 ms early so a slot exactly at `from` counts
   let after = new Date(from.getTime() - 1);
   for (;;) {
-    const res = await client.workflowService.listScheduleMatchingTimes({
+    const request = {
       namespace: client.options.namespace,
       scheduleId,
       startTime: timestampFromDate(after),
       endTime: timestampFromDate(to),
-    });
+    };
+    const res = await retryDeadlineExceeded(() => client.workflowService.listScheduleMatchingTimes(request));
     const page = (res.startTime ?? []).map(dateFromTimestamp).filter((d) => d > after && d <= to);
     if (page.length === 0) return times;
     times.push(...page);
     after = page[page.length - 1];
+  }
+}
+
+/**
+ * A read-only call tried up to 3 times when the server answers DEADLINE_EXCEEDED (gRPC code 4), which a busy frontend
+ * does under a burst of these calls (the admin's missed-slot check makes one per task); the client's own retry policy
+ * does not retry that code. Anything else, or a third deadline, is thrown.
+ */
+async function retryDeadlineExceeded<T>(call: () => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await call();
+    } catch (e) {
+      if (attempt >= 3 || (e as { code?: unknown }).code !== 4) throw e;
+      await new Promise((r) => setTimeout(r, 200 * attempt));
+    }
   }
 }
