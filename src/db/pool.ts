@@ -14,8 +14,19 @@ export type Pool = pg.Pool;
  */
 export const CONNECT_TIMEOUT_MS = 5_000;
 
-export function createPool(databaseUrl: string, max = 10): pg.Pool {
-  const pool = new pg.Pool({ connectionString: withoutJit(databaseUrl), max, connectionTimeoutMillis: CONNECT_TIMEOUT_MS });
+/**
+ * Each client's own connection attempt times out after connectTimeoutMs, while a query that merely waits its turn for
+ * a busy pool's connection waits as long as it takes. The pool's own connectionTimeoutMillis would fail that query
+ * too ("timeout exceeded when trying to connect"): in CI the admin page's queries queued that long on its
+ * 4 connections and the page answered 500.
+ */
+export function createPool(databaseUrl: string, max = 10, connectTimeoutMs = CONNECT_TIMEOUT_MS): pg.Pool {
+  class ClientWithConnectTimeout extends pg.Client {
+    constructor(config?: string | pg.ClientConfig) {
+      super({ ...(typeof config === 'string' ? { connectionString: config } : config), connectionTimeoutMillis: connectTimeoutMs });
+    }
+  }
+  const pool = new pg.Pool({ connectionString: withoutJit(databaseUrl), max, Client: ClientWithConnectTimeout });
   // When the server closes an idle connection (a restart, a failover), the pool emits 'error' and drops it; with no
   // listener Node treats that as an uncaught exception and every worker process dies with the database. Queries
   // in flight fail on their own and are retried by their callers; the next query opens a fresh connection.
