@@ -156,8 +156,24 @@ it(
       const tasksPage = await (await fetch(`${admin.url}/tasks`)).text();
       for (const page of [overview, tasksPage]) expect(flaggedRows(page)).toEqual(['paused', 'unpolled', 'unpolled-jitter']);
       const listed = (await (await fetch(`${admin.url}/api/tasks`)).json()) as {
-        tasks: { id: string; missedSlots: TaskSlotCheck | null }[];
+        tasks: {
+          id: string;
+          missedSlots: TaskSlotCheck | null;
+          recentRuns: { taskId: string; scheduledMinute: string }[];
+        }[];
       };
+      // Each task's recent runs (one query for all tasks): its own, newest first.
+      const slotMinute = (ms: number) => `${new Date(ms).toISOString().slice(0, 16)}Z`;
+      const recent = Object.fromEntries(listed.tasks.map((t) => [t.id, t.recentRuns.map((r) => [r.taskId, r.scheduledMinute])]));
+      const ranAt = async (id: string) => (await claimedMinutes(id)).sort((a, b) => b - a).map((m) => [id, slotMinute(m)]);
+      expect(recent).toEqual({
+        claimed: await ranAt('claimed'),
+        'claimed-jitter': await ranAt('claimed-jitter'),
+        paused: [],
+        unpolled: [],
+        'unpolled-jitter': [],
+      });
+      expect(recent.claimed.length).toBeGreaterThanOrEqual(2);
       expect(Object.fromEntries(listed.tasks.map((t) => [t.id, t.missedSlots?.missedCount]))).toEqual({
         claimed: 0,
         'claimed-jitter': 0,

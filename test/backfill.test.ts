@@ -188,7 +188,11 @@ describe('backfill --all', () => {
 
       const list = await runCli(['tasks', 'list', '--json'], here);
       expect(list.code, list.stderr).toBe(0);
-      expect((JSON.parse(list.stdout) as { tasks: { id: string }[] }).tasks.map((t) => t.id)).toEqual(['just-applied']);
+      const tasks = (JSON.parse(list.stdout) as { tasks: { id: string; lastRuns: unknown[] }[] }).tasks;
+      expect(tasks.map((t) => t.id)).toEqual(['just-applied']);
+      expect(tasks[0].lastRuns).toEqual([
+        { scheduledMinute: '2026-11-02T09:00:00.000Z', status: 'completed', workflowId: 'cron-just-applied-2026-11-02T09:00:00Z' },
+      ]);
     } finally {
       await env.teardown();
     }

@@ -161,27 +161,48 @@ export interface RunWithCost extends RunRow {
   entries: string;
 }
 
+// What the runs `r` booked: the slot's rows; rows booked before migration 004 named the workflow in run_id and left
+// workflow_id empty.
+const RUN_COST_JOIN = `left join lateral (
+         select sum(x.cost_usd) as cost_usd, count(*) as entries from (
+           select l.cost_usd from usage_ledger l where l.workflow_id = r.workflow_id and l.entry_type <> 'credit'
+           union all
+           select l.cost_usd from usage_ledger l where l.workflow_id is null and l.run_id = r.workflow_id and l.entry_type <> 'credit'
+         ) x) c on true`;
+const RUN_COST_COLUMNS = `r.*, coalesce(c.cost_usd, 0)::numeric(38, 18)::text as cost_usd, coalesce(c.entries, 0)::text as entries`;
+
 /** The newest runs (optionally of one user or task), each with the exact sum of its ledger rows, for the admin page. */
 export async function latestRunsWithCost(
   db: pg.Pool,
   filter: { userId?: string; taskId?: string; workflowId?: string; limit?: number } = {},
 ): Promise<RunWithCost[]> {
   const { rows } = await db.query<RunWithCost>(
-    `select r.*, coalesce(c.cost_usd, 0)::numeric(38, 18)::text as cost_usd, coalesce(c.entries, 0)::text as entries
+    `select ${RUN_COST_COLUMNS}
        from (select * from runs where ($1::text is null or user_id = $1) and ($2::text is null or task_id = $2)
                 and ($4::text is null or workflow_id = $4)
               order by scheduled_minute desc, id desc limit $3) r
-       left join lateral (
-         -- the slot's rows; rows booked before migration 004 named the workflow in run_id and left workflow_id empty
-         select sum(x.cost_usd) as cost_usd, count(*) as entries from (
-           select l.cost_usd from usage_ledger l where l.workflow_id = r.workflow_id and l.entry_type <> 'credit'
-           union all
-           select l.cost_usd from usage_ledger l where l.workflow_id is null and l.run_id = r.workflow_id and l.entry_type <> 'credit'
-         ) x) c on true
+       ${RUN_COST_JOIN}
       order by r.scheduled_minute desc, r.id desc`,
     [filter.userId ?? null, filter.taskId ?? null, filter.limit ?? 100, filter.workflowId ?? null],
   );
   return rows;
+}
+
+/** latestRunsWithCost for each of the given tasks (its newest `limit`), in one query: the Tasks page's one round trip. */
+export async function latestRunsWithCostPerTask(db: pg.Pool, taskIds: string[], limit: number): Promise<Map<string, RunWithCost[]>> {
+  const { rows } = await db.query<RunWithCost>(
+    `select ${RUN_COST_COLUMNS}
+       from unnest($1::text[]) as t(task_id)
+       cross join lateral (
+         select * from runs where runs.task_id = t.task_id order by scheduled_minute desc, id desc limit $2
+       ) r
+       ${RUN_COST_JOIN}
+      order by r.task_id, r.scheduled_minute desc, r.id desc`,
+    [taskIds, limit],
+  );
+  const byTask = new Map<string, RunWithCost[]>(taskIds.map((id) => [id, []]));
+  for (const row of rows) byTask.get(row.task_id)!.push(row);
+  return byTask;
 }
 
 /**

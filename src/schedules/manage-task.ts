@@ -6,7 +6,7 @@ import { UserError } from '../errors';
 import { manualKey } from '../workflows/scheduled-time';
 import { nominalId } from './backfill';
 import { appliedTask, startRun } from './start-run';
-import { listRuns } from '../db/runs';
+import { latestRunsWithCostPerTask } from '../db/runs';
 import { describeOrUndefined, describeTaskSchedule } from './describe-schedule';
 import { resumeSchedule } from './resume-schedule';
 import { appliedTaskOf, isManagedTaskSchedule } from './task-schedule';
@@ -50,15 +50,19 @@ export async function managedTaskSchedules(client: Client, pool: pg.Pool): Promi
 
 /** Every cronledger task schedule with its next fire times (from Temporal) and its last runs (from PostgreSQL). */
 export async function listTasks(client: Client, pool: pg.Pool): Promise<TaskListing[]> {
-  const listings: TaskListing[] = [];
   // The description that proved a schedule cronledger's is the one listed: no second describe per task.
-  for (const { taskId, description: d } of await managedTaskSchedules(client, pool)) {
-    const scheduleId = taskScheduleId(taskId);
+  const schedules = await managedTaskSchedules(client, pool);
+  const lastRuns = await latestRunsWithCostPerTask(
+    pool,
+    schedules.map((s) => s.taskId),
+    3,
+  );
+  return schedules.map(({ taskId, description: d }) => {
     const task = appliedTaskOf(d)?.task;
-    const runs = await listRuns(pool, { taskId, limit: 3 });
-    listings.push({
+    const runs = lastRuns.get(taskId) ?? [];
+    return {
       id: taskId,
-      scheduleId,
+      scheduleId: taskScheduleId(taskId),
       cron: task?.cron ?? '?',
       timezone: task?.timezone ?? '?',
       userId: task?.userId ?? '?',
@@ -69,9 +73,8 @@ export async function listTasks(client: Client, pool: pg.Pool): Promise<TaskList
         status: r.status,
         workflowId: r.workflow_id,
       })),
-    });
-  }
-  return listings;
+    };
+  });
 }
 
 export type TaskOperation = 'pause' | 'resume' | 'delete';
