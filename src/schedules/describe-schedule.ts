@@ -1,11 +1,12 @@
 import { ScheduleNotFoundError, type Client, type ScheduleDescription } from '@temporalio/client';
 import { taskScheduleId } from '../constants';
 import { UserError } from '../errors';
+import { retryDeadlineExceeded } from './read-retry';
 import { isManagedTaskSchedule } from './task-schedule';
 
 export async function describeOrUndefined(client: Client, scheduleId: string): Promise<ScheduleDescription | undefined> {
   try {
-    return await client.schedule.getHandle(scheduleId).describe();
+    return await retryDeadlineExceeded(() => client.schedule.getHandle(scheduleId).describe());
   } catch (err) {
     if (err instanceof ScheduleNotFoundError) return undefined;
     throw err;

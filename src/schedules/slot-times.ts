@@ -2,6 +2,7 @@ import type { Client } from '@temporalio/client';
 import Long from 'long';
 import { randomUUID } from 'node:crypto';
 import { dateFromTimestamp, timestampFromDate } from './proto-timestamp';
+import { retryDeadlineExceeded } from './read-retry';
 
 type ScheduleSpec = NonNullable<NonNullable<Awaited<ReturnType<Client['workflowService']['describeSchedule']>>['schedule']>['spec']>;
 
@@ -19,7 +20,7 @@ export const NOMINAL_PROBE_PREFIX = 'cronledger-nominal-times-';
  */
 export async function slotTimes(client: Client, scheduleId: string, from: Date, to: Date): Promise<Date[]> {
   const { namespace } = client.options;
-  const described = await client.workflowService.describeSchedule({ namespace, scheduleId });
+  const described = await retryDeadlineExceeded(() => client.workflowService.describeSchedule({ namespace, scheduleId }));
   const spec = described.schedule?.spec;
   if (!spec) throw new Error(`schedule ${scheduleId} has no spec`);
   if (!hasJitter(spec)) return matchingTimes(client, scheduleId, from, to);
@@ -77,21 +78,5 @@ export async function matchingTimes(client: Client, scheduleId: string, from: Da
     if (page.length === 0) return times;
     times.push(...page);
     after = page[page.length - 1];
-  }
-}
-
-/**
- * A read-only call tried up to 3 times when the server answers DEADLINE_EXCEEDED (gRPC code 4), which a busy frontend
- * does under a burst of these calls (the admin's missed-slot check makes one per task); the client's own retry policy
- * does not retry that code. Anything else, or a third deadline, is thrown.
- */
-async function retryDeadlineExceeded<T>(call: () => Promise<T>): Promise<T> {
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await call();
-    } catch (e) {
-      if (attempt >= 3 || (e as { code?: unknown }).code !== 4) throw e;
-      await new Promise((r) => setTimeout(r, 200 * attempt));
-    }
   }
 }
