@@ -15,6 +15,8 @@
  *   journal         old-dev with SQLite's rollback journal (no journal_mode=wal / synchronous=normal)
  *   defaults        none of dev up's flags: the dev server as `temporal server start-dev` runs it
  *   ns-workers-4    old-dev with 4 internal per-namespace workers (each with its own 2 pollers and sticky queue)
+ *   sticky-5s, sticky-10s, sticky-20s, sticky-60s
+ *                   dev with the internal worker's sticky schedule-to-start timeout set to that value
  *
  * Prints per variant: slot to first, median, 90th percentile and last start, starts in each 10 s, and the scheduler's
  * sticky workflow tasks that timed out waiting for the internal worker (history's schedule_to_start_timeout).
@@ -51,6 +53,18 @@ const VARIANTS: Record<string, string[]> = {
   journal: configArgs(startRateOnly),
   defaults: [],
   'ns-workers-4': [...pragmaArgs, ...configArgs({ ...startRateOnly, 'worker.perNamespaceWorkerCount': 4 })],
+  ...Object.fromEntries(
+    ['5s', '10s', '20s', '60s'].map((timeout) => [
+      `sticky-${timeout}`,
+      [
+        ...pragmaArgs,
+        ...configArgs({
+          ...DEV_SERVER_DYNAMIC_CONFIG,
+          'worker.perNamespaceWorkerOptions': { MaxConcurrentWorkflowTaskPollers: 16, StickyScheduleToStartTimeout: timeout },
+        }),
+      ],
+    ]),
+  ),
 };
 
 interface Figures {
