@@ -45,13 +45,16 @@ export const DEV_SERVER_DYNAMIC_CONFIG: Record<string, unknown> = {
   // 60 to 90 s after the slot (a scheduler's history in the P1 mock phase: sticky task at 07:57:00, timed out 07:57:05,
   // not started at 07:57:22). With 16 pollers and a longer sticky timeout the tasks stay on the sticky queue until served:
   // P1 mock started its 1,000 runs within 30 s of the slot instead of 87 s (bench/fan-out.ts, bench/schedule-fire.ts).
-  // The timeout is 20 s, not more: a schedule's describe and its matching times are queries to its scheduler, which
-  // history first sends to the sticky queue and only after this timeout to the normal one, all within its client's 30 s
-  // deadline (client/history DefaultTimeout, service/history/api/queryworkflow). At 60 s a sticky queue that did not
-  // answer failed every describe with DEADLINE_EXCEEDED (CI, 2026-12-01); at 20 s it falls back with 10 s to spare.
-  // bench/schedule-fire.ts: 1,000 schedules started within 14.5 s at 20 s and 13.8 s at 60 s; at 10 s, 272 sticky
-  // tasks timed out and their runs started 70 s late.
-  'worker.perNamespaceWorkerOptions': { MaxConcurrentWorkflowTaskPollers: 16, StickyScheduleToStartTimeout: '20s' },
+  // The longer sticky timeout must not hold up queries. A schedule's describe and its matching times are queries to its
+  // scheduler, which history sends to the sticky queue first, for up to this timeout, and only then to the normal
+  // queue, all within its client's 30 s deadline (client/history DefaultTimeout, service/history/api/queryworkflow):
+  // at 60 s a sticky queue that did not answer failed describes with DEADLINE_EXCEEDED (CI, 2026-12-01). A shorter
+  // timeout brings the stall back (20 s: P1 mock runs started up to 125 s after the slot, bare 68 s; 10 s and 5 s: 272
+  // and 679 of 1,000 schedulers timed out even with no worker load, bench/schedule-fire.ts). So queries skip the sticky
+  // queue (system.enableStickyQuery false): the internal worker answers them from the normal queue, replaying the
+  // scheduler's history, which continue-as-new keeps short.
+  'worker.perNamespaceWorkerOptions': { MaxConcurrentWorkflowTaskPollers: 16, StickyScheduleToStartTimeout: '60s' },
+  'system.enableStickyQuery': false,
   // One partition per task queue instead of 4. With 4, a workflow task added to a partition that has no poller waiting
   // is forwarded to the root partition at most 10 a second, one at a time (matching.forwarderMaxRatePerSecond), and a
   // burst of 1,000 runs' and schedulers' tasks waited 50 to 100 s there (P1 bare: last run closed 89 to 100 s after the
