@@ -2,6 +2,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describeOrUndefined } from '../src/schedules/describe-schedule';
 import { applyPrices, loadPricesFile } from '../src/ledger/prices';
 import { recordUsage } from '../src/ledger/record-usage';
 import { chatBooking } from './support/bookings';
@@ -55,10 +56,8 @@ afterAll(async () => {
 async function state(): Promise<unknown> {
   const schedules: unknown[] = [];
   for (const id of ['cron-every-five', 'cron-nine-daily', 'cron-good-task']) {
-    const d = await ctx.client.schedule
-      .getHandle(id)
-      .describe()
-      .catch(() => null);
+    // absent is null; any other failure to describe (a busy server's DEADLINE_EXCEEDED after retries) fails loudly
+    const d = (await describeOrUndefined(ctx.client, id)) ?? null;
     schedules.push(d && { id, spec: d.spec, action: d.action, policies: d.policies, state: d.state, memo: d.memo });
   }
   const table = async (sql: string) => (await ctx.pool.query(sql)).rows;

@@ -207,6 +207,7 @@ describe('tasks trigger', () => {
     const applied = await runCli(['tasks', 'apply', file], ctx.env);
     expect(applied.code, applied.stderr).toBe(0);
     const schedule = ctx.client.schedule.getHandle('cron-tick');
+    const describeTick = async () => (await describeOrUndefined(ctx.client, 'cron-tick'))!; // retried on DEADLINE_EXCEEDED
     const fleet = await startWorkers(ctx, 1);
     try {
       await fleet.runWhile(async () => {
@@ -214,7 +215,7 @@ describe('tasks trigger', () => {
         let slot: { workflowId: string; scheduledAt: Date } | undefined;
         await waitFor(
           async () => {
-            const action = (await schedule.describe()).info.recentActions[0];
+            const action = (await describeTick()).info.recentActions[0];
             if (action) slot = { workflowId: action.action.workflow.workflowId, scheduledAt: action.scheduledAt };
             return slot !== undefined;
           },
