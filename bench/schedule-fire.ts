@@ -60,7 +60,10 @@ const VARIANTS: Record<string, string[]> = {
         ...pragmaArgs,
         ...configArgs({
           ...DEV_SERVER_DYNAMIC_CONFIG,
-          'worker.perNamespaceWorkerOptions': { MaxConcurrentWorkflowTaskPollers: 16, StickyScheduleToStartTimeout: timeout },
+          'worker.perNamespaceWorkerOptions': {
+            ...(DEV_SERVER_DYNAMIC_CONFIG['worker.perNamespaceWorkerOptions'] as object),
+            StickyScheduleToStartTimeout: timeout,
+          },
         }),
       ],
     ]),
