@@ -25,7 +25,9 @@ const arg = (name: string): string | undefined => {
 const RUNS = Number(arg('runs') ?? 2000);
 const ROUNDS = Number(arg('rounds') ?? 3);
 const SQL = arg('sql');
-const command = `node --import tsx bench/budget-guard-wal.ts --runs ${RUNS} --rounds ${ROUNDS}${SQL ? ` --sql ${SQL}` : ''}`;
+/** --functions: also print each SQL function's own time per run (pg_stat_user_functions, track_functions = all). */
+const FUNCTIONS = process.argv.includes('--functions');
+const command = `node --import tsx bench/budget-guard-wal.ts --runs ${RUNS} --rounds ${ROUNDS}${SQL ? ` --sql ${SQL}` : ''}${FUNCTIONS ? ' --functions' : ''}`;
 
 const worst = worstCaseOf({ prompt: 'Summarise the day for the team.', maxOutputTokens: 1024 });
 /** claim_and_reserve's p_calls, as src/budgets/reserve.ts sends them. */
@@ -63,7 +65,10 @@ async function main(): Promise<void> {
   const owner = new pg.Client({ connectionString: db.urlAs('owner') });
   const app = new pg.Client({ connectionString: db.urlAs('app') });
   try {
-    await Promise.all([superuser.connect(), owner.connect(), app.connect()]);
+    await superuser.connect();
+    // a database setting, so that it is in force in the application role's session (which may not set it itself)
+    if (FUNCTIONS) await superuser.query(`alter database ${db.name} set track_functions = 'all'`);
+    await Promise.all([owner.connect(), app.connect()]);
     await superuser.query('create extension if not exists pg_walinspect');
     const monthStart = (await app.query<{ m: Date }>(`select date_trunc('month', now()) as m`)).rows[0].m;
     await applyBudgets(
@@ -150,11 +155,40 @@ async function main(): Promise<void> {
       ),
       `  all                           ${(sum(ms.off) / n).toFixed(3).padStart(6)}${(sum(ms.on) / n).toFixed(3).padStart(7)}    ratio ${(sum(ms.off) / sum(ms.on)).toFixed(2)}`,
     ];
+    if (FUNCTIONS) out.push(...(await functionTimes(superuser, app, db.name, n)));
     process.stdout.write(`${out.join('\n')}\n`);
   } finally {
     await Promise.all([superuser.end(), owner.end(), app.end()].map((p) => p.catch(() => undefined)));
     await db.close();
   }
+}
+
+/**
+ * Each function's own time (self_time: without the functions it calls) per run, both sides together, from the
+ * statistics the application session sends when it ends. The per-side split is in the round trips above.
+ */
+async function functionTimes(superuser: pg.Client, app: pg.Client, database: string, runs: number): Promise<string[]> {
+  await app.end();
+  for (let waited = 0; waited < 50; waited++) {
+    const { rows } = await superuser.query<{ n: string }>(
+      `select count(*) as n from pg_stat_activity where datname = $1 and usename = 'cronledger_app'`,
+      [database],
+    );
+    if (rows[0].n === '0') break;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  await superuser.query('select pg_stat_clear_snapshot()');
+  const { rows } = await superuser.query<{ funcname: string; calls: string; self_time: string; total_time: string }>(
+    'select funcname, calls, self_time, total_time from pg_stat_user_functions order by self_time desc',
+  );
+  return [
+    `SQL functions, both sides, per run (self ms, total ms, calls)`,
+    ...rows.map(
+      (r) =>
+        `  ${r.funcname.padEnd(28)}${(Number(r.self_time) / runs).toFixed(3).padStart(7)}` +
+        `${(Number(r.total_time) / runs).toFixed(3).padStart(7)}${(Number(r.calls) / runs).toFixed(1).padStart(6)}`,
+    ),
+  ];
 }
 
 const sum = (r: Record<string, number>): number => Object.values(r).reduce((a, b) => a + b, 0);
