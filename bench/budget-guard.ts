@@ -93,6 +93,7 @@ async function bulkLoad(owner: pg.Client, from: number, count: number): Promise<
   await owner.query('alter table usage_ledger enable trigger user');
   await owner.query(`delete from budget_months where user_id = '${USER}'`);
   await owner.query(`delete from budget_month_deltas where user_id = '${USER}'`);
+  await owner.query(`delete from budget_month_shards where user_id = '${USER}'`);
   await owner.query(
     `insert into budget_months (user_id, time_zone, month, spent_usd)
      select user_id, z.time_zone, (date_trunc('month', created_at at time zone z.time_zone))::date, sum(cost_usd)

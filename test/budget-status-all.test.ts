@@ -11,7 +11,7 @@ import { createTestContext, type TestContext } from './support/context';
  * --user, the admin page) gives exactly what budgetStatus gives user by user, over users of every kind: a budget in
  * Europe/Berlin whose month starts and ends at other instants than UTC's, the default budget, no budget at all (before
  * the default takes effect), blocked, exactly 80 % (cheap) with an open reservation, and expired or settled
- * reservations that must not count, spend partly folded into the month rows and partly still deltas. Real PostgreSQL.
+ * reservations that must not count, spend partly folded into the month rows and partly still in shards. Real PostgreSQL.
  */
 
 let ctx: TestContext;

@@ -150,7 +150,7 @@ describe('month-to-date summary', () => {
     await adjustEntry(ctx.pool, { entryId: entry.id, amount: '0.15', reason: 'test' });
     await creditUser(ctx.pool, { userId: user, amount: '0.05', reason: 'test' });
     const { rows } = await ctx.pool.query(
-      // the summary row plus the deltas not folded yet (migration 015): what every reader of spent reads
+      // the summary row plus the shards (migration 019) and deltas (015) not folded yet: what every reader of spent reads
       `select to_char(month, 'YYYY-MM') as month, spent_usd from budget_month_spent where user_id = $1 and time_zone = 'UTC' order by 1`,
       [user],
     );

@@ -151,7 +151,8 @@ const ALLOWED: Record<string, string[]> = {
   budget_reservations: ['SELECT', 'INSERT', 'UPDATE'], // 008: open until settled, released or expired
   budget_events: ['SELECT', 'INSERT', 'UPDATE'], // 008: threshold events, marked delivered
   budget_month_deltas: ['SELECT', 'INSERT', 'DELETE'], // 015: each booking's cost, appended, until a fold takes it
-  budget_month_spent: ['SELECT'], // 015: view, the summary row plus its unfolded deltas
+  budget_month_spent: ['SELECT'], // 015 (019): view, the summary row plus its unfolded deltas and shards
+  budget_month_shards: ['SELECT', 'INSERT', 'UPDATE', 'DELETE'], // 019: a session's bookings added up, until a fold takes them
 };
 
 /**

@@ -11,7 +11,7 @@ export interface BudgetStatus {
   timeZone: string;
   /** Null: no budget configured, so no limit. */
   limitUsd: string | null;
-  /** Month-to-date ledger total (usage, adjustments, credits, reconciliation): the summary row plus its unfolded deltas. */
+  /** Month-to-date ledger total (usage, adjustments, credits, reconciliation): the summary row plus its unfolded shards and deltas. */
   spentUsd: string;
   /** Open, unexpired reservations of calls that are allowed and not booked yet. */
   reservedUsd: string;
@@ -23,8 +23,9 @@ export interface BudgetStatus {
 }
 
 /**
- * Spent and reserved for one user's month in one zone, never a ledger scan: the summary row plus the deltas booked since
- * its last fold (the budget_month_spent view, migration 015), and the open reservations, in one statement (one snapshot).
+ * Spent and reserved for one user's month in one zone, never a ledger scan: the summary row plus what was booked since
+ * its last fold (the budget_month_spent view: the bookings' shards, migration 019, and deltas from before them, 015),
+ * and the open reservations, in one statement (one snapshot).
  */
 export async function monthFigures(
   db: pg.Pool | pg.PoolClient,
@@ -76,6 +77,7 @@ export async function budgetStatus(
           `select user_id from budgets where user_id is not null
            union select user_id from budget_months
            union select user_id from budget_month_deltas
+           union select user_id from budget_month_shards
            union select user_id from budget_reservations where status = 'open'
            order by 1`,
         )
@@ -105,7 +107,7 @@ export async function budgetStatus(
 /**
  * budgetStatus for every user in ONE statement (a report's budget section, `budgets status` without --user, the admin
  * page): per user the budget in force at `at` (their own, else the default one), the month-to-date spend (the summary
- * row plus its unfolded deltas, through budget_month_spent as monthFigures reads it) and the open
+ * row plus its unfolded shards and deltas, through budget_month_spent as monthFigures reads it) and the open
  * reservations in that budget's zone, the same figures budgetStatus gives user by user (test/budget-status-all.test.ts).
  * The per-user path costs three round trips a user: 1.1 s for 500 users on a loaded machine (BENCHMARKS.md, P3).
  */
@@ -124,6 +126,7 @@ export async function budgetStatusOfAll(db: pg.Pool | pg.PoolClient, opts: { at?
      users as (select user_id from budgets where user_id is not null
                union select user_id from budget_months
                union select user_id from budget_month_deltas
+               union select user_id from budget_month_shards
                union select user_id from budget_reservations where status = 'open'),
      default_budget as (select b.monthly_limit_usd, b.time_zone from budgets b, p
                          where b.user_id is null and b.effective_from <= p.ref_at order by b.effective_from desc limit 1),
@@ -142,8 +145,8 @@ export async function budgetStatusOfAll(db: pg.Pool | pg.PoolClient, opts: { at?
                         else least(greatest(p.ref_at, ${m.from}), ${m.to} - interval '1 microsecond') end as figures_at
          from in_force i cross join p),
      months as (select a.*, (date_trunc('month', a.figures_at at time zone a.time_zone))::date as month from at_user a),
-     -- spent of the months at hand, read in one pass (not a lookup per user, each visiting the month's unfolded and
-     -- not yet vacuumed deltas again): the report's month, or the month of 'at' in UTC and each neighbour (every zone's
+     -- spent of the months at hand, read in one pass (not a lookup per user, each visiting the month's unfolded
+     -- shards and deltas again): the report's month, or the month of 'at' in UTC and each neighbour (every zone's
      -- month of an instant is one of those three)
      spent as materialized (
        select s.user_id, s.time_zone, s.month, s.spent_usd from budget_month_spent s

@@ -52,9 +52,9 @@ export type ReserveDecision =
 
 /**
  * The budget guard's decision and reservation, one statement (migration 010's reserve_budget) under a row lock on the
- * user's month: nothing else can reserve against that month in between. Bookings go on (they append month deltas,
- * migration 015); the decision folds the committed ones into spent in the statement that reads the reservations, so each
- * call counts once, as spent or as reserved. The budget, the cheap models, the prices
+ * user's month: nothing else can reserve against that month in between. Bookings go on (each adds its cost to its own
+ * session's month shard, migration 019); the decision reads spent (the month row, its shards and deltas) in the
+ * statement that reads the reservations, so each call counts once, as spent or as reserved. The budget, the cheap models, the prices
  * and the worst cases are looked up before the lock; the lock is held only inside the statement, for the sums, the
  * choice and the inserts, with no network round trip while it is held. Expired reservations of the month are swept
  * first. Then the run gets the default models if spent + reserved is under 80 % and their worst case fits the limit,
@@ -189,9 +189,9 @@ export async function sweepAllExpired(pool: pg.Pool): Promise<number> {
 }
 
 /**
- * The sweeper's fold: every month's booked deltas into its summary row (migration 015's budget_fold_all_deltas), so
- * the delta table stays small for users who book without deciding. Months a decision holds are skipped: it folds them
- * itself. Returns how many deltas were folded.
+ * The sweeper's fold: every month's shards (and deltas from before migration 019) into its summary row
+ * (budget_fold_all_deltas, migrations 015 and 019), so a month keeps a few rows. Months a decision holds, and shards a
+ * booking in flight holds, are skipped until the next pass: it never waits. Returns how many rows were folded.
  */
 export async function foldAllDeltas(pool: pg.Pool): Promise<number> {
   const { rows } = await pool.query<{ folded: number }>('select budget_fold_all_deltas() as folded');
