@@ -119,6 +119,9 @@ $$;
 
 -- reserve_budget as in 015, except:
 --   - its figures under the lock come from budget_month_figures (no fold);
+--   - it commits synchronously unless it had to queue for the month row (then asynchronously, and its result says
+--     awaitDurability: the caller makes it durable before acting on it); until here the caller made every decision
+--     commit asynchronously and then waited for a flush of its own, one more round trip for every run;
 --   - the month row is locked first and created only when missing (once per user and month), not inserted every time;
 --   - the worst cases and their sums are one statement;
 --   - the threshold events' insert runs only when the decision reaches 80 % or blocks (below, it inserts nothing).
@@ -141,6 +144,8 @@ declare
   v_tier text;
   v_worst numeric;
   v_event_ids jsonb := '[]'::jsonb;
+  v_contended boolean := false;
+  v_created integer;
 begin
   select b.* into v_budget from (
     (select * from budgets where user_id = p_user_id and effective_from <= v_at order by effective_from desc limit 1)
@@ -152,7 +157,8 @@ begin
     v_figures := budget_month_figures(p_user_id, 'UTC', v_month, v_at);
     return jsonb_build_object('tier', 'default', 'models', (select jsonb_object_agg(c ->> 'step', c ->> 'model') from jsonb_array_elements(p_calls) c),
       'worstCaseUsd', '0', 'eventIds', '[]'::jsonb, 'limitUsd', null, 'spentUsd', v_figures.spent::text,
-      'reservedUsd', v_figures.reserved::text, 'timeZone', 'UTC', 'month', to_char(v_month, 'YYYY-MM'));
+      'reservedUsd', v_figures.reserved::text, 'timeZone', 'UTC', 'month', to_char(v_month, 'YYYY-MM'),
+      'awaitDurability', false);
   end if;
   v_month := (date_trunc('month', v_at at time zone v_budget.time_zone))::date;
   v_limit := v_budget.monthly_limit_usd;
@@ -177,10 +183,27 @@ begin
   -- The lock: from here to the commit nothing else can reserve against this month, and the sweeper does not fold it.
   -- Bookings go on: they add to their own shard and settle their own reservation (the top of this file says why that
   -- stays exact). Decisions that race to create the month's row wait for the insert that wins, then lock that row.
-  perform from budget_months m where m.user_id = p_user_id and m.time_zone = v_budget.time_zone and m.month = v_month for update;
+  -- How this transaction commits depends on whether another decision held the row:
+  --   - free: taken at once, and the commit is synchronous as usual; the decision is durable when it returns.
+  --   - held: we queued. Then the commit is asynchronous (set_config(..., true): this transaction only), so the
+  --     decisions queued behind us get the row once our commit record is in the WAL buffers, not after our fsync:
+  --     otherwise each decision of a busy user would wait for every earlier one's disk flush in turn. The result says
+  --     awaitDurability, and the caller must wait for the WAL to reach disk before it acts on the decision
+  --     (src/budgets/reserve.ts decideThenAwaitDurability, test/decision-durability.test.ts).
+  perform from budget_months m where m.user_id = p_user_id and m.time_zone = v_budget.time_zone and m.month = v_month
+     for update skip locked;
   if not found then
-    insert into budget_months (user_id, time_zone, month) values (p_user_id, v_budget.time_zone, v_month) on conflict do nothing;
+    -- locked by another decision, or not there yet
+    v_contended := exists (select from budget_months m where m.user_id = p_user_id and m.time_zone = v_budget.time_zone and m.month = v_month);
+    if not v_contended then
+      insert into budget_months (user_id, time_zone, month) values (p_user_id, v_budget.time_zone, v_month) on conflict do nothing;
+      get diagnostics v_created = row_count;
+      v_contended := v_created = 0; -- a concurrent decision created it first, and holds it
+    end if;
     perform from budget_months m where m.user_id = p_user_id and m.time_zone = v_budget.time_zone and m.month = v_month for update;
+    if v_contended then
+      perform set_config('synchronous_commit', 'off', true);
+    end if;
   end if;
 
   if exists (select from budget_reservations r where r.idempotency_key in (select c ->> 'key' from jsonb_array_elements(v_calls) c)) then
@@ -192,7 +215,8 @@ begin
                'worstCaseUsd', coalesce(sum(r.amount_usd), 0)::text)
         from jsonb_array_elements(v_calls) c left join budget_reservations r on r.idempotency_key = c ->> 'key'
     ) || jsonb_build_object('eventIds', '[]'::jsonb, 'limitUsd', v_limit::text, 'spentUsd', v_figures.spent::text,
-           'reservedUsd', v_figures.reserved::text, 'timeZone', v_budget.time_zone, 'month', to_char(v_month, 'YYYY-MM'));
+           'reservedUsd', v_figures.reserved::text, 'timeZone', v_budget.time_zone, 'month', to_char(v_month, 'YYYY-MM'),
+           'awaitDurability', v_contended);
   end if;
 
   update budget_reservations r set status = 'expired', closed_at = now()
@@ -241,7 +265,7 @@ begin
 
   return jsonb_build_object('tier', v_tier, 'worstCaseUsd', v_worst::text, 'eventIds', v_event_ids, 'limitUsd', v_limit::text,
            'spentUsd', v_figures.spent::text, 'reservedUsd', v_figures.reserved::text, 'timeZone', v_budget.time_zone,
-           'month', to_char(v_month, 'YYYY-MM'))
+           'month', to_char(v_month, 'YYYY-MM'), 'awaitDurability', v_contended)
       || case when v_tier = 'blocked' then '{}'::jsonb else jsonb_build_object('models',
            (select jsonb_object_agg(c ->> 'step', c ->> (case v_tier when 'cheap' then 'cheap_model' else 'model' end))
               from jsonb_array_elements(v_calls) c)) end;

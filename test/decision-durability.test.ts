@@ -1,6 +1,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import pg from 'pg';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { applyBudgets } from '../src/budgets/budgets-store';
 import { claimAndReserve, type PlannedCall } from '../src/budgets/reserve';
@@ -8,13 +9,15 @@ import { worstCaseOf } from '../src/budgets/worst-case';
 import { createPool } from '../src/db/pool';
 import { applyPrices, loadPricesFile } from '../src/ledger/prices';
 import { PrivatePostgres } from './support/private-postgres';
+import { waitFor } from './support/wait';
 
 /**
- * The decision commits asynchronously (its month row lock is let go before the fsync) and then waits for durability
- * outside the lock (src/budgets/reserve.ts decideThenAwaitDurability). This crashes a private cluster right after
- * claimAndReserve returned and checks that the claim and the reservation are still there after crash recovery. The
- * WAL writer is told to flush only every 10 s and never for volume, so without the barrier the commit record is still
- * in the WAL buffers when the cluster dies, and recovery drops both.
+ * A decision that queued for the user's month row commits asynchronously (it lets go of the row before its fsync) and
+ * then waits for durability outside the lock; one that took the row at once commits synchronously (migration 019,
+ * src/budgets/reserve.ts decideThenAwaitDurability). Both are crashed here: a private cluster dies right after
+ * claimAndReserve returned, and the claim and the reservation must still be there after crash recovery. The WAL writer
+ * is told to flush only every 10 s and never for volume, so a commit that nobody flushed is still in the WAL buffers
+ * when the cluster dies, and recovery drops it.
  */
 let dataDir: string;
 let postgres: PrivatePostgres;
@@ -38,38 +41,91 @@ afterAll(async () => {
   if (dataDir) rmSync(dataDir, { recursive: true, force: true });
 });
 
-it('a claim and reservation that claimAndReserve returned survive an immediate crash of PostgreSQL', async () => {
-  const pool = createPool(postgres.databaseUrl);
-  pool.on('error', () => undefined); // the crash below ends the idle connections
-  const key = 'cron:crash-task:2026-08-10T12:00Z';
-  const claim = { idempotencyKey: key, taskId: 'crash-task', userId: 'crash-user', workflowId: `wf-${key}`, temporalRunId: 'run-crash' };
-  const worstCase = worstCaseOf({ prompt: 'Hello.', maxOutputTokens: 100 }).chat;
-  const calls: PlannedCall[] = [{ step: 'chat', attempt: 1, kind: 'chat', model: 'openai/gpt-4o-mini', worstCase }];
-  const at = new Date('2026-08-10T12:00:00Z');
-  const result = await claimAndReserve(
+const worstCase = worstCaseOf({ prompt: 'Hello.', maxOutputTokens: 100 }).chat;
+const calls: PlannedCall[] = [{ step: 'chat', attempt: 1, kind: 'chat', model: 'openai/gpt-4o-mini', worstCase }];
+const at = new Date('2026-08-10T12:00:00Z');
+
+/** claimAndReserve for one slot of crash-task, as a run makes it. */
+const decide = (pool: pg.Pool, minute: string, runId: string) =>
+  claimAndReserve(
     pool,
-    { ...claim, scheduledMinute: '2026-08-10T12:00Z', workerId: 'test-worker' },
+    {
+      idempotencyKey: `cron:crash-task:${minute}`,
+      taskId: 'crash-task',
+      userId: 'crash-user',
+      workflowId: `wf-${minute}`,
+      temporalRunId: runId,
+      scheduledMinute: minute,
+      workerId: 'test-worker',
+    },
     { at, expirySeconds: 3600, calls },
   );
+
+/** After the crash and restart: the slot's claim and the run's reservation, as recovery left them. */
+async function survivors(minute: string, runId: string) {
+  const after = createPool(postgres.databaseUrl);
+  try {
+    const runs = await after.query<{ temporal_run_id: string; status: string }>(
+      'select temporal_run_id, status from runs where idempotency_key = $1',
+      [`cron:crash-task:${minute}`],
+    );
+    const reservations = await after.query<{ idempotency_key: string; status: string }>(
+      'select idempotency_key, status from budget_reservations where run_id = $1',
+      [runId],
+    );
+    return { runs: runs.rows, reservations: reservations.rows };
+  } finally {
+    await after.end();
+  }
+}
+
+it('a claim and reservation that claimAndReserve returned survive an immediate crash of PostgreSQL (month row free)', async () => {
+  const pool = createPool(postgres.databaseUrl);
+  pool.on('error', () => undefined); // the crash below ends the idle connections
+  const result = await decide(pool, '2026-08-10T12:00Z', 'run-crash');
   expect(result.claim.claimed).toBe(true);
   expect(result.decision?.tier).toBe('default');
   await postgres.crash();
   await pool.end().catch(() => undefined);
 
   await postgres.start();
-  const after = createPool(postgres.databaseUrl);
-  try {
-    const runs = await after.query<{ temporal_run_id: string; status: string }>(
-      'select temporal_run_id, status from runs where idempotency_key = $1',
-      [key],
-    );
-    expect(runs.rows).toEqual([{ temporal_run_id: 'run-crash', status: 'running' }]);
-    const reservations = await after.query<{ idempotency_key: string; status: string }>(
-      'select idempotency_key, status from budget_reservations where run_id = $1',
-      ['run-crash'],
-    );
-    expect(reservations.rows).toEqual([{ idempotency_key: 'run-crash:chat:1', status: 'open' }]);
-  } finally {
-    await after.end();
-  }
+  expect(await survivors('2026-08-10T12:00Z', 'run-crash')).toEqual({
+    runs: [{ temporal_run_id: 'run-crash', status: 'running' }],
+    reservations: [{ idempotency_key: 'run-crash:chat:1', status: 'open' }],
+  });
+}, 120_000);
+
+it('so do they when the decision queued behind another one for the month row (its asynchronous commit)', async () => {
+  const pool = createPool(postgres.databaseUrl);
+  pool.on('error', () => undefined);
+  const holder = new pg.Client({ connectionString: postgres.databaseUrl });
+  holder.on('error', () => undefined);
+  await holder.connect();
+  const appName = 'crash-queued-decision';
+  const queued = createPool(postgres.databaseUrl, 1);
+  queued.on('error', () => undefined);
+  await queued.query(`set application_name = '${appName}'`);
+  // Another decision holds the user's month row (the first test's decision created it) until the queued one waits.
+  await holder.query('begin');
+  await holder.query(`select 1 from budget_months where user_id = 'crash-user' for update`);
+  const result = decide(queued, '2026-08-10T12:01Z', 'run-crash-queued');
+  await waitFor(
+    async () =>
+      (await pool.query(`select 1 from pg_stat_activity where application_name = $1 and wait_event_type = 'Lock'`, [appName])).rowCount ===
+      1,
+    30_000,
+    'the decision queued on the month row',
+  );
+  await holder.query('commit');
+  const decided = await result;
+  expect(decided.claim.claimed).toBe(true);
+  expect(decided.decision?.tier).toBe('default');
+  await postgres.crash();
+  await Promise.all([pool.end(), queued.end(), holder.end()].map((p) => p.catch(() => undefined)));
+
+  await postgres.start();
+  expect(await survivors('2026-08-10T12:01Z', 'run-crash-queued')).toEqual({
+    runs: [{ temporal_run_id: 'run-crash-queued', status: 'running' }],
+    reservations: [{ idempotency_key: 'run-crash-queued:chat:1', status: 'open' }],
+  });
 }, 120_000);

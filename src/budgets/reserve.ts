@@ -63,12 +63,15 @@ export type ReserveDecision =
  * retried activity) returns the reservation already made for those keys.
  */
 export async function reserveBudget(pool: pg.Pool, req: ReserveRequest): Promise<ReserveDecision> {
-  const { rows } = await decideThenAwaitDurability(pool, () =>
-    pool.query<{ decision: ReserveDecision }>({
-      name: 'reserve-budget',
-      text: `select reserve_budget($1, $2, $3, $4, $5, $6, $7) as decision, ${ASYNC_COMMIT}`,
-      values: [req.userId, req.runId, req.workflowId, callsJson(req.calls), req.mayDowngrade, req.expirySeconds, req.at ?? null],
-    }),
+  const { rows } = await decideThenAwaitDurability(
+    pool,
+    () =>
+      pool.query<{ decision: DecisionRow }>({
+        name: 'reserve-budget',
+        text: 'select reserve_budget($1, $2, $3, $4, $5, $6, $7) as decision',
+        values: [req.userId, req.runId, req.workflowId, callsJson(req.calls), req.mayDowngrade, req.expirySeconds, req.at ?? null],
+      }),
+    (result) => result.rows[0].decision.awaitDurability,
   );
   return exactDecision(rows[0].decision);
 }
@@ -87,31 +90,30 @@ export async function claimAndReserve(
   claim: ClaimRequest,
   req: ClaimReservation,
 ): Promise<{ claim: ClaimOutcome; decision: ReserveDecision | null }> {
-  const { rows } = await decideThenAwaitDurability(pool, () =>
-    pool.query<{ result: { claim: ClaimOutcome; decision: ReserveDecision | null } }>({
-      name: 'claim-and-reserve',
-      text: `select claim_and_reserve($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) as result, ${ASYNC_COMMIT}`,
-      values: [...claimValues(claim), callsJson(req.calls), req.expirySeconds, req.at ?? null],
-    }),
+  const { rows } = await decideThenAwaitDurability(
+    pool,
+    () =>
+      pool.query<{ result: { claim: ClaimOutcome; decision: DecisionRow | null } }>({
+        name: 'claim-and-reserve',
+        text: 'select claim_and_reserve($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) as result',
+        values: [...claimValues(claim), callsJson(req.calls), req.expirySeconds, req.at ?? null],
+      }),
+    // the claim and the decision are one transaction: it committed as the decision says
+    (result) => result.rows[0].result.decision?.awaitDurability ?? false,
   );
   const { claim: outcome, decision } = rows[0].result;
   return { claim: outcome, decision: decision && exactDecision(decision) };
 }
 
-/**
- * Makes the decision statement's own transaction commit asynchronously: set_config(..., true) lasts until the end of
- * the transaction, which for a statement sent alone is the statement's, and the setting is read at its commit. So
- * the user's month row lock (and the claim's row) is released once the commit record is in the WAL buffers, not after
- * the fsync: one user's decisions and bookings stop queueing behind each other's disk flush. Only the callers below,
- * which wait for durability afterwards (decideThenAwaitDurability), may commit this way; the SQL functions themselves
- * keep the server's synchronous commit for everyone else.
- */
-const ASYNC_COMMIT = `set_config('synchronous_commit', 'off', true) as async_commit`;
+/** reserve_budget's JSON: the decision, and whether its transaction committed asynchronously (migration 019). */
+type DecisionRow = ReserveDecision & { awaitDurability: boolean };
 
 /**
- * Runs a decision statement that commits asynchronously (ASYNC_COMMIT), then waits, outside any lock, until its commit
- * is durable, before the caller may act on it. Why this keeps the guarantee (nothing is spent on a decision, or a
- * claim, that a crash could undo):
+ * Runs a decision statement, then, if reserve_budget says it committed asynchronously (awaitDurability: it had queued
+ * for the user's month row, and let go of the row before its fsync so that the decisions queued behind it need not
+ * wait for that flush too; migration 019), waits outside any lock until its commit is durable, before the caller may
+ * act on it. A decision that took the row at once committed synchronously and is durable already: no second round
+ * trip. Why the wait keeps the guarantee (nothing is spent on a decision, or a claim, that a crash could undo):
  * - The query resolves after the server's ReadyForQuery, so the decision's commit record is already in the WAL.
  * - The barrier is a transaction of its own, in autocommit, with the server's synchronous commit. It writes one
  *   tiny WAL record (a transactional logical message, no table touched, no lock taken), so its commit is flushed: the
@@ -130,14 +132,17 @@ const ASYNC_COMMIT = `set_config('synchronous_commit', 'off', true) as async_com
 async function decideThenAwaitDurability<R extends pg.QueryResultRow>(
   pool: pg.Pool,
   decide: () => Promise<pg.QueryResult<R>>,
+  committedAsynchronously: (result: pg.QueryResult<R>) => boolean,
 ): Promise<pg.QueryResult<R>> {
   const result = await decide().catch((err: unknown) => {
     throw fromDatabaseError(err);
   });
-  await pool.query({
-    name: 'decision-durability-barrier',
-    text: `select pg_logical_emit_message(true, 'cronledger-decision-durable', '')`,
-  });
+  if (committedAsynchronously(result)) {
+    await pool.query({
+      name: 'decision-durability-barrier',
+      text: `select pg_logical_emit_message(true, 'cronledger-decision-durable', '')`,
+    });
+  }
   return result;
 }
 
@@ -156,7 +161,7 @@ const callsJson = (calls: PlannedCall[]): string =>
   );
 
 /** The same exact text for every amount whatever scale PostgreSQL gave it (18 fractional digits). */
-function exactDecision(d: ReserveDecision): ReserveDecision {
+function exactDecision({ awaitDurability: _committed, ...d }: DecisionRow): ReserveDecision {
   const exact = (usd: string): string => usdOf(atto(usd));
   return {
     ...d,
