@@ -193,13 +193,11 @@ begin
   perform from budget_months m where m.user_id = p_user_id and m.time_zone = v_budget.time_zone and m.month = v_month
      for update skip locked;
   if not found then
-    -- locked by another decision, or not there yet
-    v_contended := exists (select from budget_months m where m.user_id = p_user_id and m.time_zone = v_budget.time_zone and m.month = v_month);
-    if not v_contended then
-      insert into budget_months (user_id, time_zone, month) values (p_user_id, v_budget.time_zone, v_month) on conflict do nothing;
-      get diagnostics v_created = row_count;
-      v_contended := v_created = 0; -- a concurrent decision created it first, and holds it
-    end if;
+    -- Locked by another decision, or not there yet. The insert creates it (the month's first decision, uncontended),
+    -- or finds it there (DO NOTHING takes no lock) or being created by a concurrent decision: then we queue.
+    insert into budget_months (user_id, time_zone, month) values (p_user_id, v_budget.time_zone, v_month) on conflict do nothing;
+    get diagnostics v_created = row_count;
+    v_contended := v_created = 0;
     perform from budget_months m where m.user_id = p_user_id and m.time_zone = v_budget.time_zone and m.month = v_month for update;
     if v_contended then
       perform set_config('synchronous_commit', 'off', true);

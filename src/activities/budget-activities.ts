@@ -152,7 +152,8 @@ export const createBudgetActivities = (deps: BudgetActivityDeps) => {
 
     /**
      * The sweeper: reservations past their expiry stop counting, in every month (a dead run's, a terminated one's), and
-     * what bookings added to their month shards (and any deltas from before migration 019) is folded into the summary rows (users who book without deciding).
+     * what bookings added to their month shards (and any deltas from before migration 019) is folded into the summary
+     * rows (users who book without deciding).
      */
     async sweepExpiredReservations(): Promise<{ expired: number; folded: number }> {
       return { expired: await sweepAllExpired(deps.pool), folded: await foldAllDeltas(deps.pool) };
