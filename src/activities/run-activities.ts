@@ -217,7 +217,9 @@ async function callProvider(
   request: (signal: AbortSignal) => Promise<ModelCallOutcome>,
 ): Promise<ModelCallOutcome> {
   const ctx = Context.current();
-  ctx.heartbeat();
+  // No heartbeat at the start: the server counts the heartbeat timeout from the attempt's start, and each heartbeat
+  // is an RPC that the server persists (a mutable-state write). A call that answers within HEARTBEAT_EVERY_MS (the
+  // mock model, a fast provider) then sends none, as a bare activity. A cancel reaches a call at its first beat.
   const beat = setInterval(() => ctx.heartbeat(), HEARTBEAT_EVERY_MS);
   try {
     // Inside the heartbeats: a price check slowed by a struggling database must not outlive the heartbeat timeout,
