@@ -9,7 +9,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { budgetStatus } from '../src/budgets/budget-status';
 import { applyBudgets } from '../src/budgets/budgets-store';
-import { releaseReservations, reserveBudget } from '../src/budgets/reserve';
+import { releaseReservations, reserveBudget, sweepAllExpired } from '../src/budgets/reserve';
 import { BUDGET_SWEEP_SCHEDULE_ID } from '../src/constants';
 import { ensureBudgetSweepSchedule } from '../src/schedules/budget-sweep-schedule';
 import { worstCaseOf } from '../src/budgets/worst-case';
@@ -364,7 +364,7 @@ const reservationStatuses = async (user: string) =>
     .rows;
 
 describe('a worker SIGKILLed mid-call', () => {
-  it('leaves a reservation that counts until its expiry, then the next decision sweeps it; none is left open', async () => {
+  it('leaves a reservation that counts until its expiry and not after it, for the next decision too; the sweep closes it', async () => {
     const user = `killed-${randomUUID().slice(0, 6)}`;
     const w = await worstCase('openai/gpt-4o-mini');
     await budgetWithSpend(user, w * 100n, 0n);
@@ -372,7 +372,7 @@ describe('a worker SIGKILLed mid-call', () => {
     expect(await openReservations(user)).toBe(2); // chat and embedding, reserved together
     expect((await budgetStatus(ctx.pool, { userId: user }))[0].reservedUsd).toBe(usd(w));
     await waitForExpiry(user);
-    // expired: no longer counted, and swept by the next decision on the user's month
+    // expired: no longer counted, though nothing has closed it yet
     expect((await budgetStatus(ctx.pool, { userId: user }))[0].reservedUsd).toBe(usd(0n));
     expect(await openReservations(user)).toBe(2);
     const probe = await reserveBudget(ctx.pool, {
@@ -394,6 +394,12 @@ describe('a worker SIGKILLed mid-call', () => {
     expect(probe.tier).toBe('default');
     expect(probe.reservedUsd).toBe(usd(0n));
     await releaseReservations(ctx.pool, `probe-${user}`);
+    // the decision left the expired two open (it does not close them, migration 020); the sweep does
+    expect(await reservationStatuses(user)).toEqual([
+      { status: 'open', n: 2 },
+      { status: 'released', n: 1 },
+    ]);
+    expect(await sweepAllExpired(ctx.pool)).toBeGreaterThanOrEqual(2);
     expect(await openReservations(user)).toBe(0);
     expect(await reservationStatuses(user)).toEqual([
       { status: 'expired', n: 2 },

@@ -182,9 +182,10 @@ export async function releaseReservations(pool: pg.Pool, runId: string): Promise
 }
 
 /**
- * The sweeper: reservations whose expiry has passed stop counting. reserve_budget sweeps the user's month inside every
- * decision (under its lock), so a dead worker's reservation never blocks the next decision; this does the same for
- * every month, for a scheduled clean-up and for tests.
+ * The sweeper: closes reservations whose expiry has passed, for every month (the budget-sweep schedule, and tests).
+ * They stopped counting at their expiry already: every sum of reservations (the decision's, budgets status, the admin
+ * page) counts open ones that have not expired, so a dead worker's reservation never blocks the next decision. Since
+ * migration 020 the decision no longer closes them itself.
  */
 export async function sweepAllExpired(pool: pg.Pool): Promise<number> {
   const { rowCount } = await pool.query(
