@@ -36,6 +36,31 @@ const file = (name: string, json: unknown): string => {
   return path;
 };
 
+/** The guard's decision (reserve_budget) for one gpt-4o-mini chat call whose worst case is these token counts. */
+const decideOneChatCall = (
+  userId: string,
+  runId: string,
+  tokens: { promptTokens: number; completionTokens: number },
+  mayDowngrade: boolean,
+  at: Date,
+) =>
+  reserveBudget(ctx.pool, {
+    userId,
+    runId,
+    workflowId: runId,
+    mayDowngrade,
+    expirySeconds: 60,
+    at,
+    calls: [
+      {
+        step: 'chat',
+        attempt: 1,
+        kind: 'chat',
+        model: 'openai/gpt-4o-mini',
+        worstCase: { ...tokens, cachedPromptTokens: 0, reasoningTokens: 0 },
+      },
+    ],
+  });
 const budgetRows = async () => (await ctx.pool.query('select count(*)::text as n from budgets')).rows[0].n;
 const downgradeRows = async () => (await ctx.pool.query('select count(*)::text as n from model_downgrades')).rows[0].n;
 
@@ -216,23 +241,39 @@ describe('thresholds compare exact decimals', () => {
     expect(s[0].spentUsd).toBe((await ctx.pool.query('select $1::numeric(38,18)::text as v', [spent])).rows[0].v);
     expect(s[0].tier).toBe(tier);
     // The decision itself (reserve_budget, in SQL) draws the same lines: a one-token call ($0.00000015) fits below 100 %.
-    const decision = await reserveBudget(ctx.pool, {
-      userId: user,
-      runId: `threshold-run-${keys}`,
-      workflowId: `threshold-run-${keys}`,
-      mayDowngrade: true,
-      expirySeconds: 60,
-      at,
-      calls: [
-        {
-          step: 'chat',
-          attempt: 1,
-          kind: 'chat',
-          model: 'openai/gpt-4o-mini',
-          worstCase: { promptTokens: 1, cachedPromptTokens: 0, completionTokens: 0, reasoningTokens: 0 },
-        },
-      ],
-    });
+    const decision = await decideOneChatCall(user, `threshold-run-${keys}`, { promptTokens: 1, completionTokens: 0 }, true, at);
     expect(decision.tier).toBe(decided);
+  });
+});
+
+// Under 80 % the default models are chosen only if their worst case fits; otherwise the cheap models' (priced only
+// then, migration 021), and blocked when neither fits or the run may not downgrade.
+describe('under 80 %, a default worst case that does not fit', () => {
+  it.each([
+    ['the cheap worst case fits: cheap', 1_000_000, true, 'cheap', '0.4'],
+    ['neither fits: blocked', 1_500_000, true, 'blocked', '0.6'],
+    ['the run may not downgrade: blocked', 1_000_000, false, 'blocked', '0.6'],
+  ])('%s', async (_what, completionTokens, mayDowngrade, tier, worstCaseUsd) => {
+    const user = `no-room-${++keys}`;
+    const at = new Date();
+    await applyBudgets(
+      ctx.pool,
+      {
+        budgets: [{ userId: user, monthlyLimitUsd: '1', timeZone: 'UTC', effectiveFrom: new Date('2026-01-01T00:00:00Z') }],
+        downgrade: { 'openai/gpt-4o-mini': 'openai/gpt-4.1-nano' },
+      },
+      'test',
+    );
+    // Half the limit spent: the default band. 1,000,000 output tokens cost 0.60 on gpt-4o-mini (does not fit in the
+    // 0.50 left) and 0.40 on gpt-4.1-nano (fits); 1,500,000 cost 0.90 and 0.60 (neither fits).
+    await bookExactSpend(ctx.pool, `no-room-${keys}`, user, '0.5', at);
+    const decision = await decideOneChatCall(user, `no-room-run-${keys}`, { promptTokens: 0, completionTokens }, mayDowngrade, at);
+    expect(decision.tier).toBe(tier);
+    expect((await ctx.pool.query('select $1::numeric = $2::numeric as same', [decision.worstCaseUsd, worstCaseUsd])).rows[0].same).toBe(
+      true,
+    );
+    if (decision.tier === 'cheap') expect(decision.models).toEqual({ chat: 'openai/gpt-4.1-nano' });
+    const reserved = await ctx.pool.query('select model, amount_usd::text as amount from budget_reservations where user_id = $1', [user]);
+    expect(reserved.rows).toEqual(tier === 'cheap' ? [{ model: 'openai/gpt-4.1-nano', amount: '0.400000000000000000' }] : []);
   });
 });

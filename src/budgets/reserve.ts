@@ -51,11 +51,12 @@ export type ReserveDecision =
   | (BudgetFigures & { tier: 'blocked'; worstCaseUsd: string; eventIds: string[] });
 
 /**
- * The budget guard's decision and reservation, one statement (reserve_budget, migrations 010, 019 and 020) under a row lock on the
- * user's month: nothing else can reserve against that month in between. Bookings go on (each adds its cost to its own
+ * The budget guard's decision and reservation, one statement (reserve_budget, migrations 010, 019, 020 and 021) under a row lock on
+ * the user's month: nothing else can reserve against that month in between. Bookings go on (each adds its cost to its own
  * session's month shard, migration 019); the decision reads spent (the month row, its shards and deltas) in the
- * statement that reads the reservations, so each call counts once, as spent or as reserved. The budget, the cheap
- * models, the prices and the worst cases are looked up before the lock; the lock is held only inside the statement, for the sums, the
+ * statement that reads the reservations, so each call counts once, as spent or as reserved. The budget, the prices and
+ * the default models' worst cases are looked up before the lock, the cheap models and theirs only when the choice needs
+ * them (past 80 %, or no room for the default models); the lock is held only inside the statement, for the sums, the
  * choice and the inserts, with no network round trip while it is held. Expired reservations do not count (the
  * sweeper closes them). The run gets the default models if spent + reserved is under 80 % and their worst case fits the limit,
  * else the cheap models if theirs fits, else it is blocked. "Fits" is spent + reserved + worst case <= limit, exactly.
