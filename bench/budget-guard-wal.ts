@@ -15,7 +15,8 @@ import { readFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import pg from 'pg';
 import { applyBudgets } from '../src/budgets/budgets-store';
-import { worstCaseOf } from '../src/budgets/worst-case';
+import { callsJson } from '../src/budgets/reserve';
+import { GUARDED_RUN_CALLS } from './guarded-run';
 import { scratchDatabase } from './scratch-database';
 
 const arg = (name: string): string | undefined => {
@@ -29,28 +30,8 @@ const SQL = arg('sql');
 const FUNCTIONS = process.argv.includes('--functions');
 const command = `node --import tsx bench/budget-guard-wal.ts --runs ${RUNS} --rounds ${ROUNDS}${SQL ? ` --sql ${SQL}` : ''}${FUNCTIONS ? ' --functions' : ''}`;
 
-const worst = worstCaseOf({ prompt: 'Summarise the day for the team.', maxOutputTokens: 1024 });
 /** claim_and_reserve's p_calls, as src/budgets/reserve.ts sends them. */
-const CALLS = JSON.stringify([
-  {
-    step: 'chat',
-    attempt: 1,
-    kind: 'chat',
-    model: 'openai/gpt-4o-mini',
-    prompt: worst.chat.promptTokens,
-    cached: 0,
-    completion: worst.chat.completionTokens,
-  },
-  {
-    step: 'embed',
-    attempt: 1,
-    kind: 'embedding',
-    model: 'openai/text-embedding-3-small',
-    prompt: worst.embedding.promptTokens,
-    cached: 0,
-    completion: 0,
-  },
-]);
+const CALLS = callsJson(GUARDED_RUN_CALLS);
 const BOOKINGS = [
   { step: 'chat', kind: 'chat', model: 'openai/gpt-4o-mini', prompt: 120, completion: 300 },
   { step: 'embed', kind: 'embedding', model: 'openai/text-embedding-3-small', prompt: 300, completion: 0 },

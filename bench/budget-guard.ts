@@ -24,9 +24,9 @@ import { performance } from 'node:perf_hooks';
 import pg from 'pg';
 import { applyBudgets } from '../src/budgets/budgets-store';
 import { claimAndReserve, releaseReservations, reserveBudget, type PlannedCall } from '../src/budgets/reserve';
-import { worstCaseOf } from '../src/budgets/worst-case';
 import { claimRun, completeRun } from '../src/db/runs';
 import { recordUsage } from '../src/ledger/record-usage';
+import { GUARDED_RUN_CALLS } from './guarded-run';
 import { sampleWaits, topWaits } from './postgres-waits';
 import { scratchDatabase } from './scratch-database';
 
@@ -51,11 +51,7 @@ const command = RATE_ONLY
   : `node --import tsx bench/budget-guard.ts --rows ${BIG} --decisions ${DECISIONS} --runs ${RUNS} --rounds ${ROUNDS}`;
 const log = (line: string) => process.stderr.write(`${line}\n`);
 
-const worst = worstCaseOf({ prompt: 'Summarise the day for the team.', maxOutputTokens: 1024 });
-const calls: PlannedCall[] = [
-  { step: 'chat', attempt: 1, kind: 'chat', model: 'openai/gpt-4o-mini', worstCase: worst.chat },
-  { step: 'embed', attempt: 1, kind: 'embedding', model: 'openai/text-embedding-3-small', worstCase: worst.embedding },
-];
+const calls = GUARDED_RUN_CALLS;
 
 /** `count` usage rows for the user, spread over the month so far, ids from `from`, exact numeric costs. */
 const ledgerRows = (from: number, count: number, user = USER) => `

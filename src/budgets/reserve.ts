@@ -148,7 +148,7 @@ async function decideThenAwaitDurability<R extends pg.QueryResultRow>(
 }
 
 /** The planned calls as reserve_budget reads them, with their worst-case counts. */
-const callsJson = (calls: PlannedCall[]): string =>
+export const callsJson = (calls: PlannedCall[]): string =>
   JSON.stringify(
     calls.map((c) => ({
       step: c.step,
