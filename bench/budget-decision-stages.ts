@@ -39,13 +39,13 @@ const arg = (name: string): string | undefined => {
 const SECONDS = Number(arg('seconds') ?? 60);
 const CLIENTS = Number(arg('clients') ?? 1);
 const SYNC = arg('sync') ?? 'off';
-/** --candidate FILE, repeatable: each one more line, candidate-1, candidate-2, ... */
+/** --candidate FILE, repeatable: each one more line, candidate_1, candidate_2, ... */
 const CANDIDATES = process.argv.flatMap((a, i) => (a === '--candidate' ? [process.argv[i + 1]] : []));
 const command =
   `node --import tsx bench/budget-decision-stages.ts --seconds ${SECONDS} --clients ${CLIENTS} --sync ${SYNC}` +
   CANDIDATES.map((c) => ` --candidate ${c}`).join('');
 
-/** Where each stage ends: the text of reserve_budget (020) that the next stage starts with. */
+/** Where each stage ends: the text of reserve_budget (migrations 020 and 021) that the next stage starts with. */
 const STAGE_ENDS = [
   ['entry', '  select b.* into v_budget from ('],
   ['budget', "  v_month := (date_trunc('month', v_at at time zone v_budget.time_zone))::date;\n  v_limit"],
