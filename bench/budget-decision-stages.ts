@@ -93,16 +93,17 @@ async function main(): Promise<void> {
         `select pg_get_functiondef('reserve_budget(text, text, text, jsonb, boolean, integer, timestamptz)'::regprocedure) as def`,
       );
       const current = rows[0].def;
-      const lines: string[] = STAGES.map((s) => s);
+      // the pgbench scripts, one per stage and candidate, in the order they are reported
+      const scripts: string[] = [...STAGES];
       for (const [stage, end] of STAGE_ENDS) await owner.query(variant(current, `stage_${stage}`, end));
       await owner.query(variant(current, 'stage_whole'));
       for (const [i, file] of CANDIDATES.entries()) {
         await owner.query(variant(readFileSync(file, 'utf8'), `stage_candidate_${i + 1}`));
-        lines.push(`candidate_${i + 1}`);
+        scripts.push(`candidate_${i + 1}`);
       }
       await owner.query(`grant execute on all functions in schema public to cronledger_app`);
       const args = ['-n', '-c', String(CLIENTS), '-j', String(CLIENTS), '-T', String(SECONDS), '-M', 'simple'];
-      for (const stage of lines) {
+      for (const stage of scripts) {
         const file = join(dir, `${stage}.sql`);
         // a run id per transaction (:r), its two reservations settled as the bookings' trigger settles them
         writeFileSync(
@@ -134,7 +135,7 @@ async function main(): Promise<void> {
         `stage        transactions   latency ms   this stage adds`,
       ];
       let before: number | undefined;
-      for (const stage of lines) {
+      for (const stage of scripts) {
         const { n, ms } = get(stage);
         const adds = stage.startsWith('candidate')
           ? `${(ms - get('whole').ms).toFixed(3)} against whole`
