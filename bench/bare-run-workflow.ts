@@ -20,6 +20,18 @@ export async function bareRun(): Promise<string> {
   patched('call-then-book');
   patched('local-bookkeeping');
   patched('claim-with-reserve');
+  return runSteps();
+}
+
+/**
+ * bareRun without the three patch markers (and the TemporalChangeVersion upsert the SDK adds to each): what they cost
+ * the server (bench/server-cpu-per-run.ts --b-workflow bareRunNoPatch).
+ */
+export async function bareRunNoPatch(): Promise<string> {
+  return runSteps();
+}
+
+async function runSteps(): Promise<string> {
   await bookkeeping.claimAndReserve();
   upsertSearchAttributes([{ key: { name: 'Tier', type: 'KEYWORD' }, value: 'default' }]);
   await modelCalls.call();

@@ -179,6 +179,9 @@ const localBookkeeping = proxyLocalActivities<Activities>(LOCAL_BOOKKEEPING_OPTI
  *   (ApplicationFailure nextRetryDelay).
  * - WAIT_CANCELLATION_COMPLETED: on cancel, wait for the call to end, so an answer that did come back is still booked.
  * What can't be fixed by retrying is thrown non-retryable by the activity itself; no error types are listed here.
+ * - Dispatched eagerly (allowEagerDispatch, the default, with the servers' system.enableActivityEagerExecution): the
+ *   worker that scheduled the call usually gets it back in the answer to its workflow task, without matching. The
+ *   timeouts above hold as for any activity, so a call held by a worker that dies is retried on another.
  */
 export const MODEL_CALL_OPTIONS: ActivityOptions = {
   scheduleToCloseTimeout: '30 minutes',
