@@ -65,8 +65,9 @@ export const DEV_SERVER_DYNAMIC_CONFIG: Record<string, unknown> = {
   // Eager activity dispatch: when a workflow task schedules an activity on its own task queue and the worker that
   // completed it has a free activity slot, the server hands the activity back in its answer to that completion,
   // instead of adding it to matching for a poll to pick up. A run's model calls are such activities: it saves the dev
-  // server a matching round trip per call, 17 % of its CPU per run (42.5 against 51.5 ms for the bare run,
-  // bench/server-cpu-per-run.ts). Off by default in the server. Nothing else changes for the call: it is recorded as
+  // server a matching round trip per call: 8 to 9 % of its CPU per run (40.0 against 44.2 ms for the bare run,
+  // bench/server-cpu-per-run.ts, two servers side by side), and P1's mock drain fell from 76.9 s to 65.8 and 71.0 s
+  // (bench/fan-out.ts, two pairs). Off by default in the server. Nothing else changes for the call: it is recorded as
   // started to that worker, with the same timeouts and heartbeats, and retried on any worker if that one dies.
   'system.enableActivityEagerExecution': true,
 };
