@@ -1,6 +1,6 @@
 /**
- * The bare workflow P1 (bench/fan-out.ts) compares scheduledRun against: the same Temporal steps as scheduledRun since
- * the `local-bookkeeping` and `claim-with-reserve` patches, in the same order and with the same options, and
+ * The bare workflow P1 (bench/fan-out.ts) compares scheduledRun against: the same Temporal steps as scheduledRun on the
+ * current run shape (CURRENT_RUN_SHAPE, which every schedule's input names), in the same order and with the same options, and
  * activities that do nothing. What scheduledRun costs beyond it is cronledger's own work (PostgreSQL, the model
  * client, payloads).
  */
@@ -14,23 +14,25 @@ type BareActivities = ReturnType<typeof createBareActivities>;
 const bookkeeping = proxyLocalActivities<BareActivities>(LOCAL_BOOKKEEPING_OPTIONS);
 const modelCalls = proxyActivities<BareActivities>(MODEL_CALL_OPTIONS);
 
-/** claim and reserve (one step), (Tier), chat + book, embedding + book, memory, complete: scheduledRun's commands, nothing done. */
+/**
+ * claim and reserve (one step), (Tier), chat + book, embedding + book, memory, complete: scheduledRun's commands for an
+ * input with the current shape (CURRENT_RUN_SHAPE: no patch markers), nothing done.
+ */
 export async function bareRun(): Promise<string> {
-  // scheduledRun records three patch markers; they travel in the same workflow task completions
+  return runSteps();
+}
+
+/**
+ * bareRun with the three patch markers (and the TemporalChangeVersion upsert the SDK adds to each) that scheduledRun
+ * records for an input without a shape: what they cost the server (bench/server-cpu-per-run.ts --a-workflow bareRunPatched).
+ */
+export async function bareRunPatched(): Promise<string> {
+  // they travel in the same workflow task completion as the claim
   patched('call-then-book');
   patched('local-bookkeeping');
   patched('claim-with-reserve');
   return runSteps();
 }
-
-/**
- * bareRun without the three patch markers (and the TemporalChangeVersion upsert the SDK adds to each): what they cost
- * the server (bench/server-cpu-per-run.ts --b-workflow bareRunNoPatch).
- */
-export async function bareRunNoPatch(): Promise<string> {
-  return runSteps();
-}
-
 async function runSteps(): Promise<string> {
   await bookkeeping.claimAndReserve();
   upsertSearchAttributes([{ key: { name: 'Tier', type: 'KEYWORD' }, value: 'default' }]);

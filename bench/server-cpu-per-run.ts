@@ -5,12 +5,11 @@
  * between the two, so drift on the shared machine hits both alike; each round starts --runs workflows, 20 at a time,
  * and reads the server process's CPU time from /proc before and after. The first round of each warms up, unmeasured.
  *
- * B differs from A by dynamic config (--b-config KEY=JSON, repeatable, added to or replacing dev up's) or by workflow
- * (--b-workflow NAME, an export of bench/bare-run-workflow.ts; A always runs bareRun). --a-config sets A's likewise,
- * to measure a setting dev up already has against its absence.
+ * The two differ by dynamic config (--a-config, --b-config KEY=JSON, repeatable, added to or replacing dev up's) or by
+ * workflow (--a-workflow, --b-workflow NAME, an export of bench/bare-run-workflow.ts; bareRun by default).
  *
  *   node --import tsx bench/server-cpu-per-run.ts --a-config system.enableActivityEagerExecution=false [--runs 200] [--rounds 5]
- *   node --import tsx bench/server-cpu-per-run.ts --b-workflow bareRunNoPatch
+ *   node --import tsx bench/server-cpu-per-run.ts --a-workflow bareRunPatched
  *
  * The worker's own CPU is in this process and not counted: the figure is the server's work per run.
  */
@@ -135,7 +134,7 @@ async function round(s: Server, label: string): Promise<{ cpu: number; wall: num
 }
 
 async function main(): Promise<void> {
-  const a: Variant = { name: 'A', workflow: 'bareRun', config: configs('a-config') };
+  const a: Variant = { name: 'A', workflow: arg('a-workflow', 'bareRun'), config: configs('a-config') };
   const b: Variant = { name: 'B', workflow: arg('b-workflow', 'bareRun'), config: configs('b-config') };
   const servers = [await startServer(a), await startServer(b)];
   const cpu: number[][] = [[], []];
