@@ -15,7 +15,7 @@ const bookkeeping = proxyLocalActivities<BareActivities>(LOCAL_BOOKKEEPING_OPTIO
 const modelCalls = proxyActivities<BareActivities>(MODEL_CALL_OPTIONS);
 
 /**
- * claim and reserve (one step), (Tier), chat + book, embedding + book, memory, complete: scheduledRun's commands for an
+ * claim and reserve (one step), (Tier), chat + book, embedding + book, memory and complete (one step): scheduledRun's commands for an
  * input with the current shape (CURRENT_RUN_SHAPE: no patch markers), nothing done.
  */
 export async function bareRun(): Promise<string> {
@@ -40,7 +40,6 @@ async function runSteps(): Promise<string> {
   await bookkeeping.book();
   await modelCalls.call();
   await bookkeeping.book();
-  await bookkeeping.store();
-  await bookkeeping.complete();
+  await bookkeeping.complete(); // storeMemoryAndCompleteRun: the memory and the claim's close, one step
   return 'completed';
 }

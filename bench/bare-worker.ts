@@ -13,7 +13,6 @@ export const createBareActivities = (callMs: number) => ({
     if (callMs > 0) await new Promise((r) => setTimeout(r, callMs));
   },
   async book(): Promise<void> {},
-  async store(): Promise<void> {},
   async complete(): Promise<void> {},
 });
 

@@ -10,6 +10,7 @@ import { connectClient } from '../src/client';
 import type { ClaimOutcome } from '../src/db/runs';
 import {
   CLAIM_WITH_RESERVE_PATCH,
+  CURRENT_RUN_SHAPE,
   LOCAL_BOOKKEEPING_PATCH,
   MAX_CALLS_PER_STEP,
   scheduledRun,
@@ -107,6 +108,7 @@ function stubActivities(calls: Call[], over: Partial<Activities> = {}): Activiti
       costUsd: '0.000027000000000000',
     })),
     storeMemory: record('storeMemory', async () => undefined),
+    storeMemoryAndCompleteRun: record('storeMemoryAndCompleteRun', async () => undefined),
     reserveBudget: record('reserveBudget', happyReserve),
     releaseBudget: record('releaseBudget', async () => ({ released: 0 })),
     deliverBudgetEvent: unused('deliverBudgetEvent'),
@@ -176,6 +178,21 @@ it('completes: claim, call and book chat, call and book the embedding, store the
   ]);
   expect(inputsOf(calls, 'completeRun')).toEqual([
     { idempotencyKey: 'cron:branchy:2026-11-02T09:00Z', status: 'completed', tier: 'default' },
+  ]);
+});
+
+it('an input with the current shape stores the memory and closes the claim in one step', async () => {
+  const calls: Call[] = [];
+  const { result, runId } = await run(stubActivities(calls), task({ shape: CURRENT_RUN_SHAPE }));
+
+  expect(result).toMatchObject({ status: 'completed', tier: 'default', generation: 1 });
+  expect(names(calls)).toEqual(['claimAndReserve', 'callChat', 'bookUsage', 'callEmbedding', 'bookUsage', 'storeMemoryAndCompleteRun']);
+  expect(inputsOf(calls, 'storeMemoryAndCompleteRun')).toEqual([
+    {
+      idempotencyKey: 'cron:branchy:2026-11-02T09:00Z',
+      tier: 'default',
+      memory: expect.objectContaining({ runId, taskId: 'branchy', userId: 'u1', content: 'the reply', embedding: [0.5, -0.5] }),
+    },
   ]);
 });
 

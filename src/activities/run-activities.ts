@@ -1,7 +1,7 @@
 import { ApplicationFailure, CancelledFailure, Context, log, sleep } from '@temporalio/activity';
 import type pg from 'pg';
 import { storeMemory } from '../db/memories';
-import { claimRun, completeRun, type ClaimOutcome, type RunStatus, type RunTier } from '../db/runs';
+import { claimRun, completeRun, storeRunMemoryAndComplete, type ClaimOutcome, type RunStatus, type RunTier } from '../db/runs';
 import { UserError } from '../errors';
 import { bookUsageOrKeepException } from '../ledger/book-usage';
 import type { CallKind } from '../ledger/cost';
@@ -169,6 +169,19 @@ export const createRunActivities = (deps: RunActivityDeps) => ({
 
   async storeMemory(input: StoreMemoryInput): Promise<void> {
     await storeMemory(deps.pool, { ...input, temporalRunId: input.runId, content: input.content });
+  },
+
+  /**
+   * storeMemory then completeRun (completed), as one statement: the last step of a run whose input names the current
+   * shape. Idempotent as both are: the memory once per execution, the claim closed only while this execution owns it.
+   */
+  async storeMemoryAndCompleteRun(input: { memory: StoreMemoryInput; idempotencyKey: string; tier?: RunTier }): Promise<void> {
+    const temporalRunId = execution('storeMemoryAndCompleteRun').runId;
+    await storeRunMemoryAndComplete(
+      deps.pool,
+      { idempotencyKey: input.idempotencyKey, temporalRunId, status: 'completed', ...(input.tier ? { tier: input.tier } : {}) },
+      { ...input.memory, temporalRunId: input.memory.runId },
+    );
   },
 
   /**

@@ -11,26 +11,37 @@ export interface MemoryRow {
   created_at: Date;
 }
 
+/** One run's memory: its reply and the reply's embedding. */
+export interface MemoryInput {
+  workflowId: string;
+  temporalRunId: string | null;
+  taskId: string;
+  userId: string;
+  content: string;
+  embedding: number[];
+  inputTruncatedFrom?: number | null;
+}
+
 /**
  * Stores what a run remembers: its reply and the reply's embedding, once per execution (a retried store does
  * nothing). `inputTruncatedFrom` says the embedding covers only the reply's first tokens, up to the model's limit.
  */
-export async function storeMemory(
-  db: pg.Pool,
-  m: {
-    workflowId: string;
-    temporalRunId: string | null;
-    taskId: string;
-    userId: string;
-    content: string;
-    embedding: number[];
-    inputTruncatedFrom?: number | null;
-  },
-): Promise<void> {
-  await db.query(
-    `insert into memories (run_workflow_id, temporal_run_id, task_id, user_id, content, embedding, input_truncated_from)
-     values ($1, $2, $3, $4, $5, $6, $7)
-     on conflict do nothing`,
-    [m.workflowId, m.temporalRunId, m.taskId, m.userId, m.content, JSON.stringify(m.embedding), m.inputTruncatedFrom ?? null],
-  );
+export async function storeMemory(db: pg.Pool, m: MemoryInput): Promise<void> {
+  await db.query(memoryInsertSql(1), memoryParams(m));
 }
+
+/** The insert of one memory, its parameters numbered from $first (so that a larger statement can embed it). */
+export const memoryInsertSql = (first: number): string => `
+  insert into memories (run_workflow_id, temporal_run_id, task_id, user_id, content, embedding, input_truncated_from)
+  values (${Array.from({ length: 7 }, (_, k) => `$${first + k}`).join(', ')})
+  on conflict do nothing`;
+
+export const memoryParams = (m: MemoryInput): unknown[] => [
+  m.workflowId,
+  m.temporalRunId,
+  m.taskId,
+  m.userId,
+  m.content,
+  JSON.stringify(m.embedding),
+  m.inputTruncatedFrom ?? null,
+];

@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { inTransaction } from './pool';
+import { memoryInsertSql, memoryParams, type MemoryInput } from './memories';
 
 export type RunStatus = 'running' | 'completed' | 'failed' | 'cancelled' | 'blocked';
 
@@ -94,33 +94,55 @@ export const claimValues = (c: ClaimRequest): unknown[] => [
   c.supersedesRunId ?? null,
 ];
 
+/** What closes one execution's claim: its status and, for a run that got that far, the tier and the budget reason. */
+export interface RunCompletion {
+  idempotencyKey: string;
+  temporalRunId: string;
+  status: Exclude<RunStatus, 'running'>;
+  error?: string;
+  tier?: RunTier;
+  budget?: Record<string, unknown>;
+}
+
 /**
- * Closes the claim of one execution. Only a running claim that this execution still owns changes, so a retried
- * completion is harmless and an execution that a retry superseded can never overwrite the new generation's outcome.
+ * The statement that closes one execution's claim and its attempt row, with the memory insert in front of it when
+ * `withMemory` (storeRunMemoryAndComplete). Data-modifying CTEs in one statement: one round trip and one implicit
+ * transaction, where BEGIN, two updates and COMMIT took four. Only a running claim that this execution still owns
+ * changes, so a retried completion is harmless and an execution that a retry superseded can never overwrite the new
+ * generation's outcome. Parameters $1 to $6 are the completion's; $7 to $13 the memory's.
  */
-export async function completeRun(
-  db: pg.Pool,
-  c: {
-    idempotencyKey: string;
-    temporalRunId: string;
-    status: Exclude<RunStatus, 'running'>;
-    error?: string;
-    tier?: RunTier;
-    budget?: Record<string, unknown>;
-  },
-): Promise<void> {
-  await inTransaction(db, async (tx) => {
-    await tx.query(
-      `update runs set status = $3, error = $4, finished_at = now(), tier = coalesce($5, tier), budget = coalesce($6, budget),
-              duration_ms = (extract(epoch from (now() - claimed_at)) * 1000)::bigint
-        where idempotency_key = $1 and temporal_run_id = $2 and status = 'running'`,
-      [c.idempotencyKey, c.temporalRunId, c.status, c.error ?? null, c.tier ?? null, c.budget ? JSON.stringify(c.budget) : null],
-    );
-    await tx.query(
-      `update run_attempts set status = $2, error = $3, finished_at = now() where temporal_run_id = $1 and status = 'running'`,
-      [c.temporalRunId, c.status, c.error ?? null],
-    );
-  });
+const completionSql = (withMemory: boolean) => `
+  with ${withMemory ? `memory as (${memoryInsertSql(7)}),` : ''}
+  claim as (
+    update runs set status = $3, error = $4, finished_at = now(), tier = coalesce($5, tier), budget = coalesce($6, budget),
+           duration_ms = (extract(epoch from (now() - claimed_at)) * 1000)::bigint
+     where idempotency_key = $1 and temporal_run_id = $2 and status = 'running'
+  ),
+  attempt as (
+    update run_attempts set status = $3, error = $4, finished_at = now() where temporal_run_id = $2 and status = 'running'
+  )
+  select 1`;
+
+const completionParams = (c: RunCompletion) => [
+  c.idempotencyKey,
+  c.temporalRunId,
+  c.status,
+  c.error ?? null,
+  c.tier ?? null,
+  c.budget ? JSON.stringify(c.budget) : null,
+];
+
+/** Closes the claim of one execution (see completionSql). */
+export async function completeRun(db: pg.Pool, c: RunCompletion): Promise<void> {
+  await db.query(completionSql(false), completionParams(c));
+}
+
+/**
+ * Stores what a completed run remembers (as storeMemory does: once per execution) and closes its claim, in one
+ * statement: the last step of a run whose input names the current shape.
+ */
+export async function storeRunMemoryAndComplete(db: pg.Pool, c: RunCompletion, m: MemoryInput): Promise<void> {
+  await db.query(completionSql(true), [...completionParams(c), ...memoryParams(m)]);
 }
 
 export async function listRuns(db: pg.Pool, filter: { taskId?: string; limit?: number } = {}): Promise<RunRow[]> {
