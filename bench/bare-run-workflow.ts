@@ -1,7 +1,7 @@
 /**
  * The bare workflow P1 (bench/fan-out.ts) compares scheduledRun against: the same Temporal steps as scheduledRun on the
- * current run shape (CURRENT_RUN_SHAPE, which every schedule's input names), in the same order and with the same options, and
- * activities that do nothing. What scheduledRun costs beyond it is cronledger's own work (PostgreSQL, the model
+ * current run shape (CURRENT_RUN_SHAPE, which every schedule's input names), in the same order and with the same
+ * options, and activities that do nothing. What scheduledRun costs beyond it is cronledger's own work (PostgreSQL, the model
  * client, payloads).
  */
 import { patched, proxyActivities, proxyLocalActivities, upsertSearchAttributes } from '@temporalio/workflow';
@@ -15,8 +15,8 @@ const bookkeeping = proxyLocalActivities<BareActivities>(LOCAL_BOOKKEEPING_OPTIO
 const modelCalls = proxyActivities<BareActivities>(MODEL_CALL_OPTIONS);
 
 /**
- * claim and reserve (one step), (Tier), chat + book, embedding + book, memory and complete (one step): scheduledRun's commands for an
- * input with the current shape (CURRENT_RUN_SHAPE: no patch markers), nothing done.
+ * claim and reserve (one step), (Tier), chat + book, embedding + book, memory and complete (one step): scheduledRun's
+ * commands for an input with the current shape (CURRENT_RUN_SHAPE: no patch markers), nothing done.
  */
 export async function bareRun(): Promise<string> {
   return runSteps();
@@ -33,6 +33,7 @@ export async function bareRunPatched(): Promise<string> {
   patched('claim-with-reserve');
   return runSteps();
 }
+
 async function runSteps(): Promise<string> {
   await bookkeeping.claimAndReserve();
   upsertSearchAttributes([{ key: { name: 'Tier', type: 'KEYWORD' }, value: 'default' }]);

@@ -58,9 +58,20 @@ interface Server {
 const configArgs = (config: string[]): string[] =>
   config.flatMap((kv) => {
     const [key, ...json] = kv.split('=');
-    JSON.parse(json.join('=')); // a malformed value fails here, naming nothing half-started
     return ['--dynamic-config-value', `${key}=${json.join('=')}`];
   });
+
+/** Every --x-config value must be JSON: checked before any server starts, so a typo names itself and starts nothing. */
+function checkConfigs(variants: Variant[]): void {
+  for (const kv of variants.flatMap((v) => v.config)) {
+    const [key, ...json] = kv.split('=');
+    try {
+      JSON.parse(json.join('='));
+    } catch {
+      throw new Error(`--a-config/--b-config ${JSON.stringify(kv)}: the value of ${key} is not JSON (e.g. ${key}=true)`);
+    }
+  }
+}
 
 async function startServer(variant: Variant): Promise<Server> {
   const dir = mkdtempSync(join(tmpdir(), 'cronledger-server-cpu-'));
@@ -136,6 +147,7 @@ async function round(s: Server, label: string): Promise<{ cpu: number; wall: num
 async function main(): Promise<void> {
   const a: Variant = { name: 'A', workflow: arg('a-workflow', 'bareRun'), config: configs('a-config') };
   const b: Variant = { name: 'B', workflow: arg('b-workflow', 'bareRun'), config: configs('b-config') };
+  checkConfigs([a, b]);
   const servers = [await startServer(a), await startServer(b)];
   const cpu: number[][] = [[], []];
   const wall: number[][] = [[], []];

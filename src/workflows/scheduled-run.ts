@@ -101,12 +101,12 @@ export const CLAIM_WITH_RESERVE_PATCH = 'claim-with-reserve';
  * claim-with-reserve. Deciding the path from the input instead of `patched()` is as deterministic (the input is the
  * first event of the history), and a new execution then records no patch markers: three markers and the three
  * TemporalChangeVersion search attribute upserts the SDK adds to them, 7 to 9 % of the dev server's CPU per run (bench/
- * server-cpu-per-run.ts --a-workflow bareRunPatched). A later change to this path goes behind a new `patched()` check
- * (or a new shape), like any change to running workflow code.
+ * server-cpu-per-run.ts --a-workflow bareRunPatched). The current shape also ends a completed run with one local
+ * activity, storeMemoryAndCompleteRun, where the patched path runs storeMemory then completeRun: one workflow command
+ * and one database round trip less. A later change to this path goes behind a new `patched()` check (or a new shape),
+ * like any change to running workflow code.
  */
 export const CURRENT_RUN_SHAPE = CLAIM_WITH_RESERVE_PATCH;
-// The current shape also ends a completed run with one local activity, storeMemoryAndCompleteRun, where the patched
-// path runs storeMemory then completeRun: one workflow command and one database round trip less.
 
 export interface BudgetReason {
   limitUsd: string | null;
