@@ -93,6 +93,31 @@ describe('booking model calls of a scheduled run', () => {
     expect(result?.embeddingInputTruncatedFrom).toBe(Number(embed.input_truncated_from));
     expect(memory.rows[0].content).toBe(longReply); // the memory keeps the whole reply
   }, 60_000);
+
+  it('a prompt and a reply containing a special token’s text are counted as plain text: the run completes, both calls booked', async () => {
+    // The tokenizer's default throws on `<|endoftext|>` in its input; the budget decision counts the prompt, and a reply
+    // over the embedding limit is cut by tokens, so both must read it as text, as OpenAI does.
+    const special = '<|endoftext|> and <|im_start|>';
+    const longReply = `${special} ${Array.from({ length: 12_000 }, (_, i) => `word${i % 97}`).join(' ')}`;
+    const chatty = new (class extends MockProvider {
+      override async chat(req: ChatRequest): Promise<ChatResult> {
+        return { ...(await super.chat(req)), text: longReply };
+      }
+    })();
+    const { workflowId, result, error } = await runScheduled(ctx, `ledger-special-${randomUUID().slice(0, 6)}`, {
+      provider: chatty,
+      input: `Summarise the log; it contains ${special} verbatim.`,
+      maxOutputTokens: 16_000,
+    });
+    expect(error).toBeUndefined();
+    expect(result?.status).toBe('completed');
+    const rows = await entriesOf(ctx, workflowId);
+    expect(rows.map((r) => [r.kind, r.status])).toEqual([
+      ['chat', 'ok'],
+      ['embedding', 'ok'],
+    ]);
+    expect(Number(rows[1].input_truncated_from)).toBeGreaterThan(8191);
+  }, 60_000);
 });
 
 describe('recordUsage', () => {

@@ -1,4 +1,5 @@
 import { encodeChat } from 'gpt-tokenizer/model/gpt-4o-mini';
+import { PLAIN_TEXT_TOKENS } from '../models/plain-text-tokens';
 import type { SimulateProfile } from '../models/simulate-profile';
 import type { TokenUsage } from '../models/provider';
 
@@ -18,7 +19,10 @@ export interface WorstCase {
 
 export function worstCaseOf(input: { prompt: string; maxOutputTokens: number; simulate?: SimulateProfile }): WorstCase {
   const s = input.simulate ?? {};
-  const promptTokens = Math.max(encodeChat([{ role: 'user', content: input.prompt }], 'gpt-4o-mini').length, s.promptTokens ?? 0);
+  const promptTokens = Math.max(
+    encodeChat([{ role: 'user', content: input.prompt }], 'gpt-4o-mini', PLAIN_TEXT_TOKENS).length,
+    s.promptTokens ?? 0,
+  );
   return {
     chat: { promptTokens, cachedPromptTokens: 0, completionTokens: input.maxOutputTokens, reasoningTokens: 0 },
     embedding: {

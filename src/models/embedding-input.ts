@@ -1,4 +1,5 @@
 import { decode, encode } from 'gpt-tokenizer/model/text-embedding-3-small';
+import { PLAIN_TEXT_TOKENS } from './plain-text-tokens';
 import { bareModel } from './provider';
 
 /**
@@ -23,7 +24,10 @@ export interface EmbeddingInput {
 
 /** Cuts the text to the model's input limit, by tokens (never by characters), so the embedding call can't be refused for length. */
 export function fitEmbeddingInput(model: string, text: string, limit = embeddingInputLimit(model)): EmbeddingInput {
-  const tokens = encode(text);
+  // The encoding is byte-level BPE: every token covers at least one byte of the UTF-8 text, so a text of at most
+  // `limit` bytes fits, and is not tokenized: a run's reply usually is that short (tokenizing it cost a worker in P1).
+  if (Buffer.byteLength(text, 'utf8') <= limit) return { text };
+  const tokens = encode(text, PLAIN_TEXT_TOKENS);
   if (tokens.length <= limit) return { text };
   return { text: decode(tokens.slice(0, limit)), truncatedFromTokens: tokens.length };
 }

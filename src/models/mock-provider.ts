@@ -11,6 +11,7 @@ import {
   type TokenUsage,
 } from './provider';
 import { sha256 } from '../hash';
+import { PLAIN_TEXT_TOKENS } from './plain-text-tokens';
 
 const EMBEDDING_DIMENSIONS = 16;
 
@@ -29,9 +30,9 @@ export class MockProvider implements ModelProvider {
     // Like a real provider told max_completion_tokens: the reply (reasoning included) stops at the cap.
     const cap = (n: number): number => (req.maxOutputTokens === undefined ? n : Math.min(n, req.maxOutputTokens));
     const usage: TokenUsage = {
-      promptTokens: s.promptTokens ?? countChatTokens(req.prompt),
+      promptTokens: s.promptTokens ?? countChatTokens(req.prompt, PLAIN_TEXT_TOKENS),
       cachedPromptTokens: s.cachedPromptTokens ?? 0,
-      completionTokens: cap(s.completionTokens ?? countChatTokens(text)),
+      completionTokens: cap(s.completionTokens ?? countChatTokens(text, PLAIN_TEXT_TOKENS)),
       reasoningTokens: cap(s.reasoningTokens ?? 0),
     };
     const requestId = `mock-chat-${sha256(`${digest}:${req.attempt}`).slice(0, 16)}`;
@@ -44,7 +45,7 @@ export class MockProvider implements ModelProvider {
     // Deterministic unit-range components from the digest bytes: a stand-in vector, not money.
     const vector = Array.from({ length: EMBEDDING_DIMENSIONS }, (_, i) => (digest[i] - 127.5) / 127.5);
     const usage: TokenUsage = {
-      promptTokens: req.simulate?.embeddingTokens ?? countEmbeddingTokens(req.input),
+      promptTokens: req.simulate?.embeddingTokens ?? countEmbeddingTokens(req.input, PLAIN_TEXT_TOKENS),
       cachedPromptTokens: 0,
       completionTokens: 0,
       reasoningTokens: 0,
