@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import { costOfUsage, type CallKind } from './cost';
-import { priceInForce, type PriceRow } from './prices';
+import { NoPriceError, type PriceRow } from './prices';
 
 const NO_TOKENS = { promptTokens: 0, cachedPromptTokens: 0, completionTokens: 0, reasoningTokens: 0 };
 
@@ -8,10 +8,22 @@ const NO_TOKENS = { promptTokens: 0, cachedPromptTokens: 0, completionTokens: 0,
  * No call without a price: refuses (NoPriceError) before any spend. The moment is the database's clock, the same clock
  * the booking prices with, so a worker whose clock runs ahead can't pass a check the booking then fails. Pricing zero
  * tokens also refuses a model whose version lacks the rates this kind of call needs (an embedding-only model used for chat).
+ *
+ * One statement reads the clock and the price in force by it (priceInForce's rule: the newest version whose
+ * effective_from is not after that moment): one round trip before every model call, not two.
  */
 export async function refuseUnpricedCall(db: pg.Pool, model: string, kind: CallKind): Promise<PriceRow> {
-  const now = (await db.query<{ now: Date }>('select now() as now')).rows[0].now;
-  const price = await priceInForce(db, model, now);
+  // a join, not a row value: numeric prices must come back as PostgreSQL prints them (to_jsonb would make them floats)
+  const { rows } = await db.query<PriceRow & { checked_at: Date }>(
+    `select n.checked_at, p.*
+       from (select now() as checked_at) n
+       left join lateral (select * from model_prices
+                           where model = $1 and effective_from <= n.checked_at
+                           order by effective_from desc limit 1) p on true`,
+    [model],
+  );
+  const { checked_at: now, ...price } = rows[0];
+  if (price.id === null) throw new NoPriceError(model, now);
   costOfUsage(kind, NO_TOKENS, price, now);
   return price;
 }
