@@ -222,7 +222,12 @@ export async function scheduledRun(task: ScheduledRunInput): Promise<ScheduledRu
   if (!current && !patched(CALL_THEN_BOOK_PATCH)) return legacyScheduledRun(task);
   // The patch check comes before the first command, the claim, which it turns from an activity into a local one.
   const local = current || patched(LOCAL_BOOKKEEPING_PATCH);
-  const steps: Steps = local ? { bookkeeping: localBookkeeping, booking: localBookkeeping, local } : { bookkeeping, booking, local };
+  // One scope for every step a cancel must not interrupt (the claim, the bookings, the closing steps), made once: each
+  // scope costs the workflow promises, and the SDK records a stack trace for every promise a workflow creates.
+  const shield = new CancellationScope({ cancellable: false });
+  const steps: Steps = local
+    ? { bookkeeping: localBookkeeping, booking: localBookkeeping, local, shield }
+    : { bookkeeping, booking, local, shield };
   const info = workflowInfo();
   const manual = task.manual === true;
   const at = manual ? manualTimeOf(info) : scheduledTimeOf(info);
@@ -254,10 +259,10 @@ export async function scheduledRun(task: ScheduledRunInput): Promise<ScheduledRu
     // reservation are one step; before it, and before LOCAL_BOOKKEEPING_PATCH, the reservation follows the claim.
     const folded = local && (current || patched(CLAIM_WITH_RESERVE_PATCH));
     // Not cancellable: a claim that is made must be known, so that a cancel can close it as cancelled.
-    const { claim, decision: foldedDecision } = await CancellationScope.nonCancellable(async () =>
+    const { claim, decision: foldedDecision } = await shield.run(() =>
       folded
         ? localBookkeeping.claimAndReserve({ ...claimInput, budget: budgetInput })
-        : { claim: await steps.bookkeeping.claimRun(claimInput), decision: null },
+        : steps.bookkeeping.claimRun(claimInput).then((c) => ({ claim: c, decision: null })),
     );
     if (!claim.claimed) {
       log.info('slot already claimed by another execution; stopping as duplicate', { idempotencyKey, owner: claim.ownerWorkflowRunId });
@@ -323,7 +328,7 @@ export async function scheduledRun(task: ScheduledRunInput): Promise<ScheduledRu
       await steps.bookkeeping.storeMemory(memory);
       await steps.bookkeeping.completeRun({ idempotencyKey, status: 'completed', ...tier });
     }
-    if (budget) await budget.deliveries;
+    if (budget?.deliveries) await budget.deliveries;
     return {
       status: 'completed',
       idempotencyKey,
@@ -339,7 +344,7 @@ export async function scheduledRun(task: ScheduledRunInput): Promise<ScheduledRu
     // Cancelled or failed, the claim is closed as such, even while the workflow is being cancelled. (A terminate or
     // a timeout runs no workflow code: `runs` shows such a claim as stale.)
     const status = isCancellation(err) ? 'cancelled' : 'failed';
-    await CancellationScope.nonCancellable(async () => {
+    await shield.run(async () => {
       // What the run still holds goes back to the user's budget; booked calls were settled by their booking.
       if (budget) await steps.bookkeeping.releaseBudget({ runId: info.runId });
       await steps.bookkeeping.completeRun({ idempotencyKey, status, error: messageOf(err) });
@@ -365,7 +370,7 @@ async function callAndBook(
       // A call made again is a new charge: it reserves again, on the run's models, or the run stops here.
       const again = await steps.bookkeeping.reserveBudget({ ...budget.input, again: { step: base.step, attempt } });
       // Thresholds this reservation crossed are delivered too (since the patch; before it they waited for a sweeper).
-      if (steps.local) budget.deliveries = Promise.all([budget.deliveries, deliverEvents(again.eventIds)]);
+      if (steps.local) budget.deliveries = deliverEvents(again.eventIds, budget.deliveries);
       if (again.tier === 'blocked') {
         // Since LOCAL_BOOKKEEPING_PATCH the run ends `blocked`, like a run blocked before its first call: the user's
         // budget ran out, nothing failed. Before it, the run failed (kept for the executions that replay it).
@@ -378,7 +383,7 @@ async function callAndBook(
     }
     const input: ModelCallInput = { ...base, attempt };
     const outcome = await (kind === 'chat' ? modelCalls.callChat(input) : modelCalls.callEmbedding(input));
-    const booked = await CancellationScope.nonCancellable(() =>
+    const booked = await steps.shield.run(() =>
       steps.booking.bookUsage({
         workflowId: base.workflowId,
         runId: base.runId,
@@ -421,6 +426,8 @@ interface Steps {
   bookkeeping: typeof bookkeeping;
   booking: typeof booking;
   local: boolean;
+  /** The run's non-cancellable scope, for the steps a cancel must not interrupt. */
+  shield: CancellationScope;
 }
 
 /**
@@ -436,7 +443,7 @@ async function blockedMidRun(
 ): Promise<ScheduledRunResult> {
   log.warn('budget exhausted before a call made again: run blocked, no further call', { ...reason });
   upsertSearchAttributes([{ key: { name: SEARCH_ATTRIBUTES.tier, type: 'KEYWORD' }, value: 'blocked' }]);
-  await CancellationScope.nonCancellable(async () => {
+  await steps.shield.run(async () => {
     await steps.bookkeeping.releaseBudget({ runId: workflowInfo().runId });
     await steps.bookkeeping.completeRun({ idempotencyKey: run.idempotencyKey, status: 'blocked', tier: 'blocked', budget: { ...reason } });
   });
@@ -456,8 +463,8 @@ interface BudgetGuard {
   /** The reservation request, with the models the decision picked. */
   input: ReserveRunInput;
   tier: 'default' | 'cheap' | 'blocked';
-  /** Threshold events being delivered; awaited before the run returns. */
-  deliveries: Promise<unknown>;
+  /** Threshold events being delivered (none: undefined); awaited before the run returns. */
+  deliveries: Promise<unknown> | undefined;
 }
 
 const reasonOf = (d: ReserveDecision): BudgetReason => ({
@@ -469,15 +476,21 @@ const reasonOf = (d: ReserveDecision): BudgetReason => ({
   timeZone: d.timeZone,
 });
 
-/** Delivers the threshold events a decision recorded; a delivery that keeps failing is logged, never fatal. */
-function deliverEvents(eventIds: string[]): Promise<unknown> {
-  return Promise.all(
+/**
+ * Delivers the threshold events a decision recorded, after (or beside) the deliveries already under way; a delivery that
+ * keeps failing is logged, never fatal. No events (nearly every decision): no new promise, since every promise a
+ * workflow creates costs the SDK a stack trace.
+ */
+function deliverEvents(eventIds: string[], underWay?: Promise<unknown>): Promise<unknown> | undefined {
+  if (eventIds.length === 0) return underWay;
+  const these = Promise.all(
     eventIds.map((eventId) =>
       budgetEvents
         .deliverBudgetEvent({ eventId })
         .catch((err: unknown) => log.error('budget event not delivered', { eventId, error: messageOf(err) })),
     ),
   );
+  return underWay ? Promise.all([underWay, these]) : these;
 }
 
 const costOf = (b: BookUsageResult): string | undefined => (b.booked === 'ledger' ? b.costUsd : undefined);
