@@ -22,6 +22,8 @@
  * --temporal: the stack's Temporal, as `dev up --temporal` (dev: the dev server on SQLite; server: the Temporal server's
  * services on the stack's PostgreSQL).
  * --lead: seconds from start of a phase to its slot at least (its N schedules are created in between).
+ * --profile-workers DIR: each worker process writes CPU profiles (node --cpu-prof, one per thread: the main thread and the
+ * workflow thread) to DIR/<phase>/ when it stops; profiling slows the workers, so such a run's figures are not P1's.
  * --dynamic-config KEY=JSON (repeatable, dev server only): added to or replacing `dev up`'s dynamic config
  * (DEV_SERVER_DYNAMIC_CONFIG), to try a setting before it goes there.
  */
@@ -56,6 +58,7 @@ const phases = arg('only', 'bare,mock,openai,jitter').split(',') as Phase[];
 const callMs = Number(arg('call-ms', '500'));
 const leadS = Number(arg('lead', '75'));
 const temporalMode = arg('temporal', 'dev') as 'dev' | 'server';
+const profileDir = arg('profile-workers', '');
 for (const [i, a] of process.argv.entries()) {
   if (a !== '--dynamic-config') continue;
   const [key, ...json] = (process.argv[i + 1] ?? '').split('=');
@@ -169,6 +172,7 @@ async function runPhase(stack: Stack, phase: Phase, taskCount: number): Promise<
     bundlePath: stack.bundlePath,
     logDir: join(stack.dir, 'logs'),
     ...(isBare(phase) ? { script: 'bench/bare-worker.ts' } : {}),
+    ...(profileDir ? { nodeArgs: ['--cpu-prof', `--cpu-prof-dir=${join(profileDir, phase)}`] } : {}),
     env: () => ({
       // each worker's SDK metrics, scraped while the phase drains: did any kind of task slot run out?
       CRONLEDGER_WORKER_METRICS_ADDRESS: `127.0.0.1:${metricsPorts[started++ % workerCount]}`,

@@ -37,6 +37,8 @@ export interface WorkerProcessOptions {
   env?: (incarnation: string) => NodeJS.ProcessEnv;
   /** The worker script, relative to the checkout (default src/worker.ts; bench/fan-out.ts runs its bare worker). */
   script?: string;
+  /** Node flags before the script (bench/fan-out.ts --profile-workers passes --cpu-prof, which NODE_OPTIONS refuses). */
+  nodeArgs?: string[];
 }
 
 export interface KillEvent {
@@ -74,7 +76,7 @@ export class WorkerProcess extends KillableProcess {
     const logFile = join(logDir, `${this.name}.log`);
     appendFileSync(logFile, `--- ${new Date().toISOString()} ${this.incarnation}\n`);
     const fromByte = statSync(logFile).size;
-    this.spawnLogged(process.execPath, ['--import', 'tsx', this.opts.script ?? 'src/worker.ts'], {
+    this.spawnLogged(process.execPath, [...(this.opts.nodeArgs ?? []), '--import', 'tsx', this.opts.script ?? 'src/worker.ts'], {
       cwd: repoRoot(),
       logFile,
       env: {
