@@ -142,7 +142,12 @@ export async function completeRun(db: pg.Pool, c: RunCompletion): Promise<void> 
  * statement: the last step of a run whose input names the current shape.
  */
 export async function storeRunMemoryAndComplete(db: pg.Pool, c: RunCompletion, m: MemoryInput): Promise<void> {
-  await db.query(completionSql(true), [...completionParams(c), ...memoryParams(m)]);
+  // named: each connection parses and plans it once (it returns no rows, so no result type to go stale)
+  await db.query({
+    name: 'store-memory-and-complete-run',
+    text: completionSql(true),
+    values: [...completionParams(c), ...memoryParams(m)],
+  });
 }
 
 export async function listRuns(db: pg.Pool, filter: { taskId?: string; limit?: number } = {}): Promise<RunRow[]> {

@@ -13,15 +13,19 @@ const NO_TOKENS = { promptTokens: 0, cachedPromptTokens: 0, completionTokens: 0,
  * effective_from is not after that moment): one round trip before every model call, not two.
  */
 export async function refuseUnpricedCall(db: pg.Pool, model: string, kind: CallKind): Promise<PriceRow> {
-  // a join, not a row value: numeric prices must come back as PostgreSQL prints them (to_jsonb would make them floats)
-  const { rows } = await db.query<PriceRow & { checked_at: Date }>(
-    `select n.checked_at, p.*
-       from (select now() as checked_at) n
-       left join lateral (select * from model_prices
-                           where model = $1 and effective_from <= n.checked_at
-                           order by effective_from desc limit 1) p on true`,
-    [model],
-  );
+  // A join, not a row value: numeric prices must come back as PostgreSQL prints them (to_jsonb would make them floats).
+  // Named, so each connection parses and plans it once; its columns are listed, so a column added to model_prices
+  // later can't change the prepared statement's result type under a running worker.
+  const { rows } = await db.query<PriceRow & { checked_at: Date }>({
+    name: 'refuse-unpriced-call',
+    text: `select n.checked_at, p.id, p.model, p.version, p.effective_from, p.input_per_million, p.cached_input_per_million,
+                  p.output_per_million, p.embedding_input_per_million, p.source
+             from (select now() as checked_at) n
+             left join lateral (select * from model_prices
+                                 where model = $1 and effective_from <= n.checked_at
+                                 order by effective_from desc limit 1) p on true`,
+    values: [model],
+  });
   const { checked_at: now, ...price } = rows[0];
   if (price.id === null) throw new NoPriceError(model, now);
   costOfUsage(kind, NO_TOKENS, price, now);
