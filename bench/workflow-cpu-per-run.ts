@@ -20,6 +20,7 @@ import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { SEARCH_ATTRIBUTES } from '../src/constants';
 import { freePorts } from '../src/dev/ports';
 import { findTemporalCli } from '../src/dev/temporal-cli';
 import { workflowsPath } from '../src/worker-setup';
@@ -48,7 +49,7 @@ interface Variant {
 /** bareRun once on a private in-memory dev server, and its history. */
 async function recordBareHistory(bundle: WorkflowBundle): Promise<unknown> {
   const cli = findTemporalCli();
-  if (!cli) throw new Error('no temporal CLI: run `npx cronledger dev up` once (it builds and caches it), or set TEMPORAL_CLI');
+  if (!cli) throw new Error('no temporal CLI: run `npx cronledger dev up` once (it builds and caches it), or set CRONLEDGER_TEMPORAL_CLI');
   const [port, uiPort] = await freePorts(2);
   const server = spawn(
     cli.path,
@@ -63,7 +64,7 @@ async function recordBareHistory(bundle: WorkflowBundle): Promise<unknown> {
       '--ui-port',
       String(uiPort),
       '--search-attribute',
-      'Tier=Keyword',
+      `${SEARCH_ATTRIBUTES.tier}=Keyword`,
     ],
     {
       stdio: 'ignore',
@@ -80,17 +81,16 @@ async function recordBareHistory(bundle: WorkflowBundle): Promise<unknown> {
     }
     const client = new Client({ connection });
     const taskQueue = `bare-${randomUUID().slice(0, 8)}`;
-    const worker = await Worker.create({
-      connection: await NativeConnection.connect({ address }),
-      taskQueue,
-      workflowBundle: bundle,
-      activities: createBareActivities(0),
-    });
-    const handle = await client.workflow.start('bareRun', { taskQueue, workflowId: `bare-${randomUUID()}` });
-    await worker.runUntil(handle.result());
-    const history = await handle.fetchHistory();
-    await connection.close();
-    return history;
+    const native = await NativeConnection.connect({ address });
+    try {
+      const worker = await Worker.create({ connection: native, taskQueue, workflowBundle: bundle, activities: createBareActivities(0) });
+      const handle = await client.workflow.start('bareRun', { taskQueue, workflowId: `bare-${randomUUID()}` });
+      await worker.runUntil(handle.result());
+      return await handle.fetchHistory();
+    } finally {
+      await native.close();
+      await connection.close();
+    }
   } finally {
     server.kill('SIGTERM');
   }
