@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import { costOfUsage, type CallKind } from './cost';
-import { NoPriceError, type PriceRow } from './prices';
+import { NoPriceError, priceInForceSql, type PriceRow } from './prices';
 
 const NO_TOKENS = { promptTokens: 0, cachedPromptTokens: 0, completionTokens: 0, reasoningTokens: 0 };
 
@@ -9,8 +9,8 @@ const NO_TOKENS = { promptTokens: 0, cachedPromptTokens: 0, completionTokens: 0,
  * the booking prices with, so a worker whose clock runs ahead can't pass a check the booking then fails. Pricing zero
  * tokens also refuses a model whose version lacks the rates this kind of call needs (an embedding-only model used for chat).
  *
- * One statement reads the clock and the price in force by it (priceInForce's rule: the newest version whose
- * effective_from is not after that moment): one round trip before every model call, not two.
+ * One statement reads the clock and the price in force by it (priceInForce's rule, priceInForceSql): one round trip
+ * before every model call, not two.
  */
 export async function refuseUnpricedCall(db: pg.Pool, model: string, kind: CallKind): Promise<PriceRow> {
   // A join, not a row value: numeric prices must come back as PostgreSQL prints them (to_jsonb would make them floats).
@@ -21,9 +21,7 @@ export async function refuseUnpricedCall(db: pg.Pool, model: string, kind: CallK
     text: `select n.checked_at, p.id, p.model, p.version, p.effective_from, p.input_per_million, p.cached_input_per_million,
                   p.output_per_million, p.embedding_input_per_million, p.source
              from (select now() as checked_at) n
-             left join lateral (select * from model_prices
-                                 where model = $1 and effective_from <= n.checked_at
-                                 order by effective_from desc limit 1) p on true`,
+             left join lateral (${priceInForceSql('n.checked_at')}) p on true`,
     values: [model],
   });
   const { checked_at: now, ...price } = rows[0];

@@ -163,11 +163,12 @@ export function fromDatabaseError(err: unknown): unknown {
 }
 
 /** The newest price version of `model` whose effective_from is at or before `at`. */
+/** The price of model `$1` in force at `at` (an SQL expression): its newest version that took effect by then. */
+export const priceInForceSql = (at: string): string =>
+  `select * from model_prices where model = $1 and effective_from <= ${at} order by effective_from desc limit 1`;
+
 export async function priceInForce(db: pg.Pool | pg.PoolClient, model: string, at: Date): Promise<PriceRow> {
-  const { rows } = await db.query<PriceRow>(
-    'select * from model_prices where model = $1 and effective_from <= $2 order by effective_from desc limit 1',
-    [model, at],
-  );
+  const { rows } = await db.query<PriceRow>(priceInForceSql('$2'), [model, at]);
   if (rows.length === 0) throw new NoPriceError(model, at);
   return rows[0];
 }
