@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { LedgerEntry } from '../src/ledger/entries';
-import { LedgerConflictError, recordUsage } from '../src/ledger/record-usage';
+import { bookCall, LedgerConflictError, recordUsage } from '../src/ledger/record-usage';
 import { MockProvider } from '../src/models/mock-provider';
 import type { ChatRequest, ChatResult } from '../src/models/provider';
 import { costAtPerMillion, parseUsd, sumMoney, toAttoUsd, toExactString } from '../src/money';
@@ -120,32 +120,39 @@ describe('booking model calls of a scheduled run', () => {
   }, 60_000);
 });
 
-describe('recordUsage', () => {
+// recordUsage returns the whole row; bookCall (the worker's booking step) reads back only the entry and its cost.
+describe.each([
+  ['recordUsage', recordUsage],
+  ['bookCall', bookCall],
+] as const)('%s', (_, bookOnce) => {
   it('booking the same call twice (one after the other, and racing) yields one row', async () => {
     const b = booking();
-    const first = await recordUsage(ctx.pool, b);
-    const second = await recordUsage(ctx.pool, b);
+    const first = await bookOnce(ctx.pool, b);
+    const second = await bookOnce(ctx.pool, b);
     expect(second.id).toBe(first.id);
+    const stored = (await ctx.pool.query<LedgerEntry>('select * from usage_ledger where id = $1', [first.id])).rows[0];
+    expect([first.cost_usd, first.price_version]).toEqual([stored.cost_usd, stored.price_version]);
+    expect(stored.cost_usd).toMatch(/^0\.0*[1-9]/);
     expect(await count(ctx, 'select 1 from usage_ledger where run_id = $1', [b.runId])).toBe('1');
 
     const c = booking();
-    const raced = await Promise.all([recordUsage(ctx.pool, c), recordUsage(ctx.pool, c), recordUsage(ctx.pool, c)]);
+    const raced = await Promise.all([bookOnce(ctx.pool, c), bookOnce(ctx.pool, c), bookOnce(ctx.pool, c)]);
     expect(new Set(raced.map((r) => r.id)).size).toBe(1);
     expect(await count(ctx, 'select 1 from usage_ledger where run_id = $1', [c.runId])).toBe('1');
   });
 
   it('a key already booked for a different call fails loudly and leaves the row as it was', async () => {
     const b = booking();
-    const first = await recordUsage(ctx.pool, b);
+    const first = await bookOnce(ctx.pool, b);
     const other = { ...b, usage: { ...b.usage, completionTokens: b.usage.completionTokens + 1 }, providerRequestId: 'another-request' };
-    const err = await recordUsage(ctx.pool, other).then(
+    const err = await bookOnce(ctx.pool, other).then(
       () => undefined,
       (e: unknown) => e,
     );
     expect(err).toBeInstanceOf(LedgerConflictError);
     expect((err as Error).message).toMatch(/completion_tokens: booked 100, now 101/);
     expect((err as Error).message).toMatch(/provider_request_id: booked null, now another-request/);
-    await expect(recordUsage(ctx.pool, { ...b, status: 'failed' })).rejects.toThrow(/status: booked ok, now failed/);
+    await expect(bookOnce(ctx.pool, { ...b, status: 'failed' })).rejects.toThrow(/status: booked ok, now failed/);
     const rows = (await ctx.pool.query<LedgerEntry>('select * from usage_ledger where run_id = $1', [b.runId])).rows;
     expect(rows.map((r) => [r.id, r.completion_tokens, r.status])).toEqual([[first.id, '100', 'ok']]);
   });

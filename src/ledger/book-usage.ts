@@ -1,10 +1,9 @@
 import type pg from 'pg';
 import { UserError } from '../errors';
-import type { LedgerEntry } from './entries';
-import { recordUsage, type UsageBooking } from './record-usage';
+import { bookCall, type BookedCall, type UsageBooking } from './record-usage';
 import { recordUsageException, type UsageException } from './usage-exceptions';
 
-export type BookingOutcome = { booked: 'ledger'; entry: LedgerEntry } | { booked: 'exception'; exception: UsageException };
+export type BookingOutcome = { booked: 'ledger'; entry: BookedCall } | { booked: 'exception'; exception: UsageException };
 
 /**
  * Books billed usage, never nowhere: into the ledger, or, when the ledger refuses it (InvalidUsageError, or
@@ -13,7 +12,7 @@ export type BookingOutcome = { booked: 'ledger'; entry: LedgerEntry } | { booked
  */
 export async function bookUsageOrKeepException(pool: pg.Pool, booking: UsageBooking): Promise<BookingOutcome> {
   try {
-    return { booked: 'ledger', entry: await recordUsage(pool, booking) };
+    return { booked: 'ledger', entry: await bookCall(pool, booking) };
   } catch (err) {
     if (!(err instanceof UserError)) throw err;
     return { booked: 'exception', exception: await recordUsageException(pool, booking, err.message) };
