@@ -83,22 +83,26 @@ export async function bookCall(pool: pg.Pool | pg.PoolClient, booking: UsageBook
   return { id: row.id, cost_usd: row.cost_usd, price_version: row.price_version };
 }
 
-/** The columns differencesFrom compares: what makes a row the same call. */
-const COMPARED_COLUMNS = [
-  'entry_type',
-  'user_id',
-  'run_id',
-  'model',
-  'kind',
-  'status',
-  'attempt',
-  'prompt_tokens',
-  'cached_prompt_tokens',
-  'completion_tokens',
-  'reasoning_tokens',
-  'provider_request_id',
-] as const;
-type ComparedColumns = Pick<LedgerEntry, (typeof COMPARED_COLUMNS)[number]>;
+/**
+ * What makes a row the same call: who, which execution, which model and kind, the outcome, the counts, the request.
+ * Each compared column with the value this booking expects in it; bookCall reads back exactly these columns.
+ */
+const EXPECTED_IN_ROW = {
+  entry_type: () => 'usage',
+  user_id: (b: UsageBooking) => b.userId,
+  run_id: (b: UsageBooking) => b.runId,
+  model: (b: UsageBooking) => b.model,
+  kind: (b: UsageBooking) => b.kind,
+  status: (b: UsageBooking) => b.status,
+  attempt: (b: UsageBooking) => b.attempt,
+  prompt_tokens: (b: UsageBooking) => String(b.usage.promptTokens),
+  cached_prompt_tokens: (b: UsageBooking) => String(b.usage.cachedPromptTokens),
+  completion_tokens: (b: UsageBooking) => String(b.usage.completionTokens),
+  reasoning_tokens: (b: UsageBooking) => String(b.usage.reasoningTokens),
+  provider_request_id: (b: UsageBooking) => b.providerRequestId,
+} satisfies Partial<Record<keyof LedgerEntry, (b: UsageBooking) => unknown>>;
+type ComparedColumns = Pick<LedgerEntry, keyof typeof EXPECTED_IN_ROW>;
+const COMPARED_COLUMNS = Object.keys(EXPECTED_IN_ROW) as (keyof typeof EXPECTED_IN_ROW)[];
 
 /** The booking statement, named (parsed and planned once per connection), reading back `columns` of the row. */
 async function book<Row extends ComparedColumns>(
@@ -145,21 +149,9 @@ async function book<Row extends ComparedColumns>(
   return row;
 }
 
-/** What makes a row the same call: who, which execution, which model and kind, the outcome, the counts, the request. */
 function differencesFrom(row: ComparedColumns, b: UsageBooking): string[] {
-  const expected: [string, unknown, unknown][] = [
-    ['entry_type', row.entry_type, 'usage'],
-    ['user_id', row.user_id, b.userId],
-    ['run_id', row.run_id, b.runId],
-    ['model', row.model, b.model],
-    ['kind', row.kind, b.kind],
-    ['status', row.status, b.status],
-    ['attempt', row.attempt, b.attempt],
-    ['prompt_tokens', row.prompt_tokens, String(b.usage.promptTokens)],
-    ['cached_prompt_tokens', row.cached_prompt_tokens, String(b.usage.cachedPromptTokens)],
-    ['completion_tokens', row.completion_tokens, String(b.usage.completionTokens)],
-    ['reasoning_tokens', row.reasoning_tokens, String(b.usage.reasoningTokens)],
-    ['provider_request_id', row.provider_request_id, b.providerRequestId],
-  ];
-  return expected.filter(([, had, want]) => had !== want).map(([name, had, want]) => `${name}: booked ${String(had)}, now ${String(want)}`);
+  return COMPARED_COLUMNS.flatMap((name) => {
+    const [had, want] = [row[name], EXPECTED_IN_ROW[name](b)];
+    return had === want ? [] : [`${name}: booked ${String(had)}, now ${String(want)}`];
+  });
 }
