@@ -20,7 +20,7 @@ import { runPostgresOutage, runProviderOutage } from '../test/fault/outages';
 import { runRetryFailed } from '../test/fault/retry-failed';
 import { runTemporalRestart } from '../test/fault/temporal-restart';
 import { runWorkerKills } from '../test/fault/worker-kills';
-import { formatFigures, type ChaosFigures } from '../test/support/chaos-figures';
+import { describeUnbooked, formatFigures, type ChaosFigures } from '../test/support/chaos-figures';
 import { startFakeOpenAI } from '../test/support/fake-openai';
 import { PrivatePostgres } from '../test/support/private-postgres';
 import { TemporalProcess } from '../test/support/temporal-process';
@@ -94,7 +94,7 @@ async function main(): Promise<void> {
       const lost = r.unbooked.filter((u) => !u.kill);
       report(r.figures, [
         ...(r.failedSlots.length ? [`slots not executed: ${r.failedSlots.join('; ')}`] : []),
-        ...lost.map((u) => `UNEXPLAINED: ${u.billed.id} from ${u.billed.caller}, billed ${new Date(u.billed.billedAt).toISOString()}`),
+        ...lost.map((u) => `UNEXPLAINED: ${describeUnbooked(u, r.kills)}`),
       ]);
     }
     if (only.includes('r3')) {

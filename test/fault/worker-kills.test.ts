@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { formatFigures } from '../support/chaos-figures';
+import { describeUnbooked, formatFigures } from '../support/chaos-figures';
 import type { ChaosEnv } from './chaos-env';
 import { createFaultContext } from './fault-context';
 import { runWorkerKills } from './worker-kills';
@@ -29,9 +29,7 @@ it('R1: with a random worker SIGKILLed every few seconds, every slot completes o
   expect(r.figures.stoppedByClaim).toBe(0);
   expect(r.figures.ledgerRowsNotBilled).toBe(0);
   expect(r.figures.billed).toBeGreaterThanOrEqual(2 * slots);
-  const lost = r.unbooked
-    .filter((u) => !u.kill)
-    .map((u) => `${u.billed.id} from ${u.billed.caller} billed at ${new Date(u.billed.billedAt).toISOString()}`);
+  const lost = r.unbooked.filter((u) => !u.kill).map((u) => describeUnbooked(u, r.kills));
   expect(lost, 'billed requests with no ledger row and no kill to explain them').toEqual([]);
   expect(r.figures.billed).toBe(r.figures.ledgerRows + r.figures.unbookedExplained);
 }, 900_000);

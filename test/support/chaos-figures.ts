@@ -35,7 +35,7 @@ export interface ChaosFigures {
 
 export interface UnbookedRequest {
   billed: BilledRequest;
-  /** The kill of the process that sent it, if that process died after sending it. */
+  /** The kill of the process that sent it, if that process died before it could book the answer (killExplaining). */
   kill?: KillEvent;
 }
 
@@ -84,11 +84,7 @@ export async function reconcile(
   const billedIds = new Set(opts.billed.map((b) => b.id));
   const unbooked: UnbookedRequest[] = opts.billed
     .filter((b) => !booked.has(b.id))
-    .map((b) => ({
-      billed: b,
-      // The process that sent it died after sending it, and not long after its answer was generated.
-      kill: opts.kills?.find((k) => k.incarnation === b.caller && k.at >= b.receivedAt && k.at - b.billedAt <= (opts.killWindowMs ?? 0)),
-    }));
+    .map((b) => ({ billed: b, kill: killExplaining(b, opts.kills ?? [], opts.killWindowMs ?? 0) }));
   const explained = unbooked.filter((u) => u.kill);
 
   const figures: ChaosFigures = {
@@ -112,8 +108,43 @@ export async function reconcile(
     const gaps = explained.map((u) => (u.kill as KillEvent).at - u.billed.billedAt);
     figures.extra['lost answer: billed-to-kill ms, max'] = Math.max(...gaps);
     figures.extra['lost answer: billed-to-kill ms, min'] = Math.min(...gaps);
+    // Requests the fake read only after their sender's SIGKILL (written to the socket just before it): see killExplaining.
+    figures.extra['lost answer: read after its sender was killed'] = explained.filter(
+      (u) => u.billed.receivedAt > (u.kill as KillEvent).at,
+    ).length;
   }
   return { figures, unbooked };
+}
+
+/**
+ * The kill that explains why a billed request has no ledger row: the death of the process that sent it, at most
+ * `windowMs` after its answer was generated (a live worker books an answer well within that).
+ *
+ * The kill is not required to come after the fake received the request. An incarnation sends nothing once dead, but
+ * a request it wrote just before its SIGKILL can still sit in the socket and be read by the fake (in the test
+ * process, whose event loop is busy with the kill) a few milliseconds after the kill's timestamp. Requiring
+ * `kill.at >= receivedAt` made such a request look like lost money (CI, 2026-12-02: one of 107).
+ */
+export function killExplaining(billed: BilledRequest, kills: KillEvent[], windowMs: number): KillEvent | undefined {
+  return kills.find(
+    (k) => k.incarnation === billed.caller && billed.receivedAt - k.at <= READ_AFTER_KILL_MS && k.at - billed.billedAt <= windowMs,
+  );
+}
+
+/**
+ * How long after its sender's SIGKILL the fake may still read a request: the socket's leftovers. Anything later can't
+ * have come from that process, and means the harness named its callers wrong.
+ */
+export const READ_AFTER_KILL_MS = 1_000;
+
+/** Why a billed request is unbooked, for a failure message: who sent it, when, and when that process died (if it did). */
+export function describeUnbooked(u: UnbookedRequest, kills: KillEvent[]): string {
+  const { billed } = u;
+  const death = kills.find((k) => k.incarnation === billed.caller);
+  const when = death
+    ? `; ${billed.caller} was killed ${death.at - billed.receivedAt} ms after the request arrived, ${death.at - billed.billedAt} ms after it was billed`
+    : `; ${billed.caller} was never killed`;
+  return `${billed.id} from ${billed.caller} billed at ${new Date(billed.billedAt).toISOString()}${when}`;
 }
 
 /** The figures as a small table, with the command that produced them. */
