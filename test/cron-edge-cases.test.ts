@@ -9,7 +9,7 @@ import { waitFor } from './support/wait';
 
 /**
  * Slot times come from the Temporal server's schedule engine (ListScheduleMatchingTimes), the same code that fires
- * the schedules. These tests pin down what it does with the cron features and the DST cases we document in README.
+ * the schedules. These tests pin down what it does with the cron features and the DST cases docs/scheduling.md documents.
  */
 let ctx: TestContext;
 

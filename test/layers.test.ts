@@ -3,7 +3,7 @@ import { dirname, join, relative, resolve } from 'node:path';
 import { expect, it } from 'vitest';
 
 /**
- * The house reads top to bottom, and an import may only run down (or stay within its layer). README's "Layout"
+ * The house reads top to bottom, and an import may only run down (or stay within its layer). docs/development.md's "Layers"
  * section lists the same order. A new top-level module must be placed here, or this test fails on it.
  */
 const LAYERS: string[][] = [
@@ -27,7 +27,7 @@ function layerOf(file: string): number {
   // An import specifier has no extension: `../errors` names src/errors.ts.
   const top = parts.length === 1 && !parts[0].endsWith('.ts') && !LAYERS.flat().includes(parts[0]) ? `${parts[0]}.ts` : parts[0];
   const index = LAYERS.findIndex((names) => names.includes(top));
-  if (index < 0) throw new Error(`src/${top} has no layer: add it to LAYERS in test/layers.test.ts and to README's Layout`);
+  if (index < 0) throw new Error(`src/${top} has no layer: add it to LAYERS in test/layers.test.ts and to docs/development.md's Layers`);
   return index;
 }
 

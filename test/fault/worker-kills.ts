@@ -6,7 +6,7 @@ import { createTaskSchedule, scenarioId, sleep, startOpenAIWorkers, type ChaosEn
 /**
  * R1: three worker processes share a backfill while one of them, chosen at random, is SIGKILLed every few seconds and
  * started again. Every slot must end with exactly one completed run, and every billed request must have its ledger
- * row, except requests whose worker died while they were in flight: that window can't be closed (README, "The one
+ * row, except requests whose worker died while they were in flight: that window can't be closed (docs/ledger.md, "The one
  * window"), and each such request must coincide with a kill.
  */
 export interface WorkerKillsOptions {

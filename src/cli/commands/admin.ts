@@ -112,6 +112,6 @@ function adminDatabaseUrl(): { url: string; variable: string } {
   }
   throw new UserError(
     'CRONLEDGER_ADMIN_DATABASE_URL is not set: the admin page connects as the SELECT-only role cronledger_readonly.\n' +
-      'Set CRONLEDGER_ADMIN_DATABASE_URL=postgres://cronledger_readonly:<password>@host:5432/<database> (README, "Database roles"), or run `npx cronledger dev up`.',
+      'Set CRONLEDGER_ADMIN_DATABASE_URL=postgres://cronledger_readonly:<password>@host:5432/<database> (docs/production.md, "Database roles"), or run `npx cronledger dev up`.',
   );
 }
