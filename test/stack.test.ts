@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { isAbsolute, join } from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { BASELINE_MIGRATION } from '../src/db/migrate';
 import { isPortFree } from '../src/dev/ports';
 import type { StackFile } from '../src/config';
 import { processExists, processStartTime } from '../src/dev/processes';
@@ -108,7 +109,7 @@ describe('dev up, status and down', () => {
     const overview = await fetch(`${first.adminUrl}/api/overview`);
     expect(overview.status, await overview.clone().text()).toBe(200);
     expect(((await overview.json()) as { spendUsd: string }).spendUsd).toBe('0.000000000000000000');
-    expect(await migrationsIn((await devEnv(a.env)).DATABASE_URL)).toContain('005_app_role_grants.sql');
+    expect(await migrationsIn((await devEnv(a.env)).DATABASE_URL)).toContain(BASELINE_MIGRATION);
     const pollers = await withConnection(first.temporalAddress!, async (c) =>
       (await c.workflowService.describeTaskQueue({ namespace: 'default', taskQueue: { name: 'cronledger' } })).pollers.map(
         (p) => p.identity,

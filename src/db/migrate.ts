@@ -1,16 +1,29 @@
 import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Pool } from 'pg';
-import { redactDatabaseUrl, repoRoot } from '../config';
+import { dataDir, redactDatabaseUrl, repoRoot } from '../config';
 import { UserError } from '../errors';
 import { connectPool } from './pool';
+import { OWNER_ROLE } from './roles';
 
 /**
  * A deliberately small migration runner (graphile-worker style): numbered plain SQL files, only ever appended,
  * each applied in its own transaction and recorded in schema_migrations. An advisory lock makes concurrent
- * runners (N workers starting at once) safe, and a second run does nothing. About 40 lines, so no dependency.
+ * runners (N workers starting at once) safe, and a second run does nothing. A recorded name with no file (a newer
+ * release's migration) is left alone. About 50 lines, so no dependency.
  */
 const MIGRATION_LOCK_ID = 727_001;
+
+/**
+ * 001_baseline.sql creates the schema that migrations 001 to 021 built one step at a time; those files are gone and
+ * their numbers are never reused. A database that recorded any of them was built by them: nothing is applied to it.
+ */
+export const BASELINE_MIGRATION = '001_baseline.sql';
+const LAST_SQUASHED = 21;
+
+/** The names in schema_migrations that only a database migrated before the baseline can hold. */
+export const squashedMigrations = (recorded: Iterable<string>): string[] =>
+  [...recorded].filter((name) => name !== BASELINE_MIGRATION && /^\d{3}_/.test(name) && Number(name.slice(0, 3)) <= LAST_SQUASHED).sort();
 
 export const migrationsDir = (): string => join(repoRoot(), 'migrations');
 
@@ -23,6 +36,17 @@ export async function migrate(pool: Pool, dir = migrationsDir()): Promise<string
     await client.query(`create table if not exists schema_migrations (
       name text primary key, applied_at timestamptz not null default now())`);
     const done = new Set((await client.query<{ name: string }>('select name from schema_migrations')).rows.map((r) => r.name));
+    const squashed = squashedMigrations(done);
+    if (squashed.length > 0) {
+      const database = (await client.query<{ db: string }>('select current_database() as db')).rows[0].db;
+      throw new UserError(
+        `database ${database} was migrated before its migrations were squashed into ${BASELINE_MIGRATION}: its schema_migrations ` +
+          `records ${squashed.join(', ')}, which no longer exist. Nothing was applied. Start afresh with an empty database: ` +
+          `for the local stack, \`npx cronledger dev down && rm -rf ${dataDir()} && npx cronledger dev up\` (this deletes the ` +
+          `stack's data); for another database, \`dropdb ${database} && createdb -O ${OWNER_ROLE} ${database}\`, then ` +
+          '`npx cronledger db migrate`.',
+      );
+    }
     for (const file of files) {
       if (done.has(file)) continue;
       const sql = await readFile(join(dir, file), 'utf8');

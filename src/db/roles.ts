@@ -2,13 +2,13 @@ import { randomBytes } from 'node:crypto';
 import type pg from 'pg';
 
 /**
- * The two database roles (see migrations/005_app_role_grants.sql): the owner runs migrations and owns every table;
+ * The two database roles (their grants end migrations/001_baseline.sql): the owner runs migrations and owns every table;
  * the application role is what workers, the CLI and reports connect as. A private dev cluster gets both from
  * `dev up`; for an external database a DBA creates them (README, "Database roles").
  */
 export const OWNER_ROLE = 'cronledger_owner';
 export const APP_ROLE = 'cronledger_app';
-/** The admin page's role: SELECT only (migrations/009_admin_readonly_role.sql). */
+/** The admin page's role: SELECT only (migrations/001_baseline.sql, at its end). */
 export const READONLY_ROLE = 'cronledger_readonly';
 
 export interface RolePasswords {

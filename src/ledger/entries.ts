@@ -11,9 +11,9 @@ export interface LedgerEntry {
   original_entry_id: string | null;
   reason: string | null;
   user_id: string;
-  /** Temporal's run ID of the execution that made the call (before migration 004: the workflow ID). */
+  /** Temporal's run ID of the execution that made the call. */
   run_id: string | null;
-  /** The slot's workflow ID; null on rows booked before migration 004. */
+  /** The slot's workflow ID. */
   workflow_id: string | null;
   task_id: string | null;
   model: string | null;
@@ -31,10 +31,10 @@ export interface LedgerEntry {
   worker_id: string | null;
   /** An embedding whose input was cut to the model's limit: the input's token count before. */
   input_truncated_from: string | null;
-  /** When the provider's usage came back to the worker (migration 009); null for corrections and older rows. */
+  /** When the provider's usage came back to the worker; null for corrections. */
   usage_received_at: Date | null;
   created_at: Date;
-  /** When the booking's statement formed the row, just before its commit (migration 010); null on older rows. */
+  /** When the booking's statement formed the row, just before its commit (its column default, so corrections have one too). */
   booked_at: Date | null;
 }
 
@@ -172,7 +172,7 @@ export async function chargesAndCredits(
 /**
  * Booking lag per ledger row, as milliseconds with counts: from the moment the worker received the usage to booked_at,
  * the clock inside the booking's own single-statement transaction (created_at is the booking's price instant, which
- * may be earlier). Rows from before migration 010 have no booked_at and are left out.
+ * may be earlier). Corrections (no usage_received_at) are left out.
  */
 export async function bookingLags(db: pg.Pool): Promise<{ lag_ms: string; entries: string }[]> {
   const { rows } = await db.query<{ lag_ms: string; entries: string }>(

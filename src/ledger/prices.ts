@@ -148,7 +148,7 @@ export class NoPriceError extends UserError {
   }
 }
 
-/** SQLSTATE of the no-price error that migration 010's SQL functions raise (book_usage, reserve_budget). */
+/** SQLSTATE of the no-price error that the SQL functions raise (book_usage, reserve_budget). */
 export const NO_PRICE_SQLSTATE = 'CL001';
 
 /**

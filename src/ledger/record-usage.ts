@@ -53,7 +53,7 @@ export class LedgerConflictError extends Error {
 }
 
 /**
- * Books one model call: validates the counts, then one statement (migration 010's book_usage) prices them with the
+ * Books one model call: validates the counts, then one statement (book_usage, migrations/001_baseline.sql) prices them with the
  * version in force at that moment, computes the exact cost with the rules of costOfUsage and inserts with
  * `on conflict do nothing`, so retrying the booking returns the row already there instead of a second one. One
  * round trip, its own transaction. A row already there that describes another call (other counts, model, status or

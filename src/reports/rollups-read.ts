@@ -114,7 +114,7 @@ const SUMMED = `sum(entries) as entries, sum(prompt_tokens) as prompt_tokens, su
 /**
  * The rollups a read may take, each with its bucket (columns of the ledger, `day` being the local day) and its rows of
  * zone $1 for local days $2..$3 (one month's). usage_rollups: the finest, per day, user, task, model and status. The
- * coarser three (migrations/017_month_and_day_rollups.sql) hold the same sums in far fewer rows: per month and user,
+ * coarser three (usage_month_rollups, usage_day_totals, usage_day_users) hold the same sums in far fewer rows: per month and user,
  * per day, per day and user and task.
  */
 const ROLLUPS = {

@@ -8,10 +8,10 @@ import { pendingEntries, readWatermark, type Watermark } from './rollups-read';
 
 /**
  * The write side of the daily rollups: the ledger per (zone, local day, user, task, model, kind, entry_type, status)
- * and the claimed runs per (zone, local day, user, task, status, tier). See migrations/003_rollups.sql and
- * 011_rollup_queue_tasks_runs.sql for why queues filled by triggers, not the id sequence, decide what a refresh
- * must recompute, and why the queues name no zone. The coarser ledger rollups of 017_month_and_day_rollups.sql (per
- * month and user, per day, per day and user and task) take every addition in the same transaction.
+ * and the claimed runs per (zone, local day, user, task, status, tier). The rollups' comment in
+ * migrations/001_baseline.sql says why queues filled by triggers, not the id sequence, decide what a refresh must
+ * recompute, and why the queues name no zone. The coarser ledger rollups (per month and user, per day, per day and
+ * user and task) take every addition in the same transaction.
  *
  * - build:   a (zone, month) is computed in full from the raw ledger the first time a report asks for it;
  * - refresh: queued entries are added to their buckets in every tracked zone, and the run buckets that queued run
@@ -57,7 +57,7 @@ const sameBucket = (bucket: string[], a: string, b: string) =>
   bucket.map((k) => (NULLABLE.has(k) ? `${a}.${k} is not distinct from ${b}.${k}` : `${a}.${k} = ${b}.${k}`)).join(' and ');
 
 /**
- * The rollups coarser than usage_rollups (migrations/017_month_and_day_rollups.sql): each bucket, and the SQL that
+ * The rollups coarser than usage_rollups (usage_month_rollups, usage_day_totals, usage_day_users): each bucket, and the SQL that
  * sums rows of usage_rollups (`source`, filtered by `where`) into it. What is added to usage_rollups is added to them.
  */
 const COARSER_ROLLUPS = [

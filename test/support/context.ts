@@ -79,6 +79,28 @@ export async function createTestContext(importMetaUrl: string): Promise<TestCont
   };
 }
 
+export interface FreshDatabase {
+  name: string;
+  /** As the owner role, which migrates. */
+  ownerDatabaseUrl: string;
+  /** As the superuser, which may dump everything. */
+  superuserDatabaseUrl: string;
+  drop(): Promise<void>;
+}
+
+/** An empty database in the suite's cluster, owned by the owner role and not migrated: what `db migrate` meets first. */
+export async function freshDatabase(prefix: string): Promise<FreshDatabase> {
+  const stack = inject('stack');
+  const name = `${prefix}_${randomUUID().slice(0, 8)}`;
+  await adminQuery(stack.adminDatabaseUrl, `create database ${name} owner ${OWNER_ROLE}`);
+  return {
+    name,
+    ownerDatabaseUrl: withDatabase(stack.ownerDatabaseUrl, name),
+    superuserDatabaseUrl: withDatabase(stack.adminDatabaseUrl, name),
+    drop: () => adminQuery(stack.adminDatabaseUrl, `drop database if exists ${name} with (force)`),
+  };
+}
+
 async function adminQuery(adminDatabaseUrl: string, sql: string): Promise<void> {
   const admin = new pg.Client({ connectionString: adminDatabaseUrl });
   await admin.connect();

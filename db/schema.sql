@@ -1,0 +1,2046 @@
+-- db/schema.sql: written by `npm run db:schema` from a freshly migrated database; do not edit.
+--
+-- PostgreSQL database dump
+--
+
+--
+-- Name: usage_ledger; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.usage_ledger (
+    id bigint NOT NULL,
+    idempotency_key text NOT NULL,
+    entry_type text NOT NULL,
+    original_entry_id bigint,
+    reason text,
+    user_id text NOT NULL,
+    run_id text,
+    task_id text,
+    model text,
+    provider_model text,
+    kind text,
+    status text DEFAULT 'ok'::text NOT NULL,
+    attempt integer,
+    prompt_tokens bigint DEFAULT 0 NOT NULL,
+    cached_prompt_tokens bigint DEFAULT 0 NOT NULL,
+    completion_tokens bigint DEFAULT 0 NOT NULL,
+    reasoning_tokens bigint DEFAULT 0 NOT NULL,
+    cost_usd numeric(38,18) NOT NULL,
+    price_version text,
+    provider_request_id text,
+    worker_id text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    workflow_id text,
+    input_truncated_from bigint,
+    usage_received_at timestamp with time zone,
+    booked_at timestamp with time zone DEFAULT clock_timestamp(),
+    CONSTRAINT usage_ledger_attempt_check CHECK ((attempt >= 1)),
+    CONSTRAINT usage_ledger_check CHECK (((cached_prompt_tokens >= 0) AND (cached_prompt_tokens <= prompt_tokens))),
+    CONSTRAINT usage_ledger_check1 CHECK (((reasoning_tokens >= 0) AND (reasoning_tokens <= completion_tokens))),
+    CONSTRAINT usage_ledger_check2 CHECK (((entry_type <> 'usage'::text) OR ((model IS NOT NULL) AND (kind IS NOT NULL) AND (price_version IS NOT NULL) AND (attempt IS NOT NULL)))),
+    CONSTRAINT usage_ledger_check3 CHECK (((entry_type = 'usage'::text) OR (reason IS NOT NULL))),
+    CONSTRAINT usage_ledger_check4 CHECK (((entry_type <> ALL (ARRAY['adjustment'::text, 'reconciliation'::text])) OR (original_entry_id IS NOT NULL))),
+    CONSTRAINT usage_ledger_completion_tokens_check CHECK ((completion_tokens >= 0)),
+    CONSTRAINT usage_ledger_entry_type_check CHECK ((entry_type = ANY (ARRAY['usage'::text, 'adjustment'::text, 'credit'::text, 'reconciliation'::text]))),
+    CONSTRAINT usage_ledger_input_truncated_from_check CHECK ((input_truncated_from >= 0)),
+    CONSTRAINT usage_ledger_kind_check CHECK ((kind = ANY (ARRAY['chat'::text, 'embedding'::text]))),
+    CONSTRAINT usage_ledger_prompt_tokens_check CHECK ((prompt_tokens >= 0)),
+    CONSTRAINT usage_ledger_status_check CHECK ((status = ANY (ARRAY['ok'::text, 'failed'::text])))
+);
+
+--
+-- Name: book_usage(text, text, text, text, text, text, text, text, text, integer, bigint, bigint, bigint, bigint, text, text, bigint, timestamp with time zone, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.book_usage(p_key text, p_user_id text, p_run_id text, p_workflow_id text, p_task_id text, p_model text, p_provider_model text, p_kind text, p_status text, p_attempt integer, p_prompt bigint, p_cached bigint, p_completion bigint, p_reasoning bigint, p_provider_request_id text, p_worker_id text, p_input_truncated_from bigint, p_occurred_at timestamp with time zone, p_usage_received_at timestamp with time zone) RETURNS public.usage_ledger
+    LANGUAGE plpgsql
+    AS $$
+declare
+  v_at timestamptz := coalesce(p_occurred_at, now());
+  v_price model_prices := price_in_force(p_model, v_at);
+  v_row usage_ledger;
+begin
+  insert into usage_ledger (idempotency_key, entry_type, user_id, run_id, workflow_id, task_id, model, provider_model, kind,
+                            status, attempt, prompt_tokens, cached_prompt_tokens, completion_tokens, reasoning_tokens,
+                            cost_usd, price_version, provider_request_id, worker_id, input_truncated_from, created_at,
+                            usage_received_at, booked_at)
+  values (p_key, 'usage', p_user_id, p_run_id, p_workflow_id, p_task_id, p_model, p_provider_model, p_kind,
+          p_status, p_attempt, p_prompt, p_cached, p_completion, p_reasoning,
+          usage_cost(p_kind, p_prompt, p_cached, p_completion, v_price, v_at), v_price.version, p_provider_request_id, p_worker_id,
+          p_input_truncated_from, v_at, p_usage_received_at, clock_timestamp())
+  on conflict (idempotency_key) do nothing
+  returning * into v_row;
+  if found then
+    return v_row;
+  end if;
+  -- A statement of its own: it sees the row that a concurrent booking of the same key committed while we waited.
+  select * into v_row from usage_ledger where idempotency_key = p_key;
+  return v_row;
+end
+$$;
+
+--
+-- Name: budget_book_ledger_entry(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.budget_book_ledger_entry() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+begin
+  perform pg_advisory_xact_lock_shared(hashtextextended('cronledger-budget-zones', 0));
+  insert into budget_month_shards as s (user_id, time_zone, month, shard, spent_usd)
+  select new.user_id, z.time_zone, (date_trunc('month', new.created_at at time zone z.time_zone))::date, pg_backend_pid(), new.cost_usd
+    from budget_zones z order by z.time_zone
+  on conflict (user_id, time_zone, month, shard) do update set spent_usd = s.spent_usd + excluded.spent_usd;
+  update budget_reservations set status = 'settled', closed_at = now(), settled_entry_id = new.id
+   where idempotency_key = new.idempotency_key and status = 'open';
+  return null;
+end
+$$;
+
+--
+-- Name: budget_fold_all_deltas(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.budget_fold_all_deltas() RETURNS integer
+    LANGUAGE plpgsql
+    AS $$
+declare
+  v_folded integer;
+begin
+  insert into budget_months (user_id, time_zone, month)
+  select user_id, time_zone, month from budget_month_deltas
+  union
+  select user_id, time_zone, month from budget_month_shards
+  order by 1, 2, 3
+  on conflict do nothing;
+  with locked as materialized (
+    select m.user_id, m.time_zone, m.month from budget_months m
+     where (m.user_id, m.time_zone, m.month) in (select d.user_id, d.time_zone, d.month from budget_month_deltas d
+                                                 union all
+                                                 select s.user_id, s.time_zone, s.month from budget_month_shards s)
+     order by 1, 2, 3
+       for update of m skip locked
+  ), shards as materialized (
+    select s.user_id, s.time_zone, s.month, s.shard from budget_month_shards s join locked l using (user_id, time_zone, month)
+     order by 1, 2, 3, 4
+       for update of s skip locked
+  ), folded as (
+    delete from budget_month_deltas d using locked l
+     where d.user_id = l.user_id and d.time_zone = l.time_zone and d.month = l.month
+    returning d.user_id, d.time_zone, d.month, d.amount_usd
+  ), folded_shards as (
+    delete from budget_month_shards s using shards h
+     where s.user_id = h.user_id and s.time_zone = h.time_zone and s.month = h.month and s.shard = h.shard
+    returning s.user_id, s.time_zone, s.month, s.spent_usd
+  ), sums as (
+    select f.user_id, f.time_zone, f.month, sum(f.amount) as amount, count(*) as n
+      from (select user_id, time_zone, month, amount_usd as amount from folded
+            union all
+            select user_id, time_zone, month, spent_usd from folded_shards) f
+     group by 1, 2, 3
+  ), updated as (
+    update budget_months m set spent_usd = m.spent_usd + s.amount from sums s
+     where m.user_id = s.user_id and m.time_zone = s.time_zone and m.month = s.month
+    returning s.n
+  )
+  select coalesce(sum(u.n), 0) into v_folded from updated u;
+  return v_folded;
+end
+$$;
+
+--
+-- Name: budget_month_figures(text, text, date, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.budget_month_figures(p_user_id text, p_zone text, p_month date, p_at timestamp with time zone, OUT spent numeric, OUT reserved numeric) RETURNS record
+    LANGUAGE plpgsql STABLE
+    AS $$
+begin
+  select coalesce((select s.spent_usd from budget_month_spent s where s.user_id = p_user_id and s.time_zone = p_zone and s.month = p_month), 0),
+         (select coalesce(sum(r.amount_usd), 0) from budget_reservations r
+           where r.user_id = p_user_id and r.time_zone = p_zone and r.month = p_month and r.status = 'open' and r.expires_at > p_at)
+    into spent, reserved;
+end
+$$;
+
+--
+-- Name: budget_track_zone(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.budget_track_zone() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+begin
+  if exists (select 1 from budget_zones where time_zone = new.time_zone) then return null; end if;
+  perform pg_advisory_xact_lock(hashtextextended('cronledger-budget-zones', 0));
+  insert into budget_zones (time_zone) values (new.time_zone) on conflict do nothing;
+  if not found then return null; end if;
+  insert into budget_months (user_id, time_zone, month, spent_usd)
+  select l.user_id, new.time_zone, (date_trunc('month', l.created_at at time zone new.time_zone))::date, sum(l.cost_usd)
+    from usage_ledger l group by 1, 3;
+  return null;
+end
+$$;
+
+--
+-- Name: call_cost(text, bigint, bigint, bigint, numeric, numeric, numeric, numeric); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.call_cost(p_kind text, p_prompt bigint, p_cached bigint, p_completion bigint, p_input numeric, p_cached_input numeric, p_output numeric, p_embedding_input numeric) RETURNS numeric
+    LANGUAGE sql IMMUTABLE
+    AS $$
+  select case when p_kind = 'embedding' then p_embedding_input * p_prompt * 0.000001
+              else p_input * (p_prompt - p_cached) * 0.000001 + coalesce(p_cached_input, p_input) * p_cached * 0.000001
+                   + p_output * p_completion * 0.000001 end
+$$;
+
+--
+-- Name: claim_and_reserve(text, text, text, text, text, timestamp with time zone, text, boolean, text, jsonb, integer, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.claim_and_reserve(p_key text, p_task_id text, p_user_id text, p_workflow_id text, p_run_id text, p_scheduled_minute timestamp with time zone, p_worker_id text, p_manual boolean, p_supersedes_run_id text, p_calls jsonb, p_expiry_seconds integer, p_at timestamp with time zone) RETURNS jsonb
+    LANGUAGE plpgsql
+    AS $$
+declare
+  v_claim jsonb := claim_run(p_key, p_task_id, p_user_id, p_workflow_id, p_run_id, p_scheduled_minute, p_worker_id, p_manual,
+                             p_supersedes_run_id);
+begin
+  if not (v_claim ->> 'claimed')::boolean then
+    return jsonb_build_object('claim', v_claim, 'decision', null);
+  end if;
+  return jsonb_build_object('claim', v_claim,
+           'decision', reserve_budget(p_user_id, p_run_id, p_workflow_id, p_calls, true, p_expiry_seconds, p_at));
+end
+$$;
+
+--
+-- Name: claim_run(text, text, text, text, text, timestamp with time zone, text, boolean, text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.claim_run(p_key text, p_task_id text, p_user_id text, p_workflow_id text, p_run_id text, p_scheduled_minute timestamp with time zone, p_worker_id text, p_manual boolean, p_supersedes_run_id text) RETURNS jsonb
+    LANGUAGE plpgsql
+    AS $$
+declare
+  v_generation integer;
+  v_owner runs;
+begin
+  insert into runs (idempotency_key, task_id, user_id, workflow_id, temporal_run_id, scheduled_minute, claimed_by, manual)
+  values (p_key, p_task_id, p_user_id, p_workflow_id, p_run_id, p_scheduled_minute, p_worker_id, p_manual)
+  on conflict (idempotency_key) do nothing
+  returning generation into v_generation;
+  if not found and p_supersedes_run_id is not null and p_supersedes_run_id <> p_run_id then
+    update runs set generation = generation + 1, workflow_id = p_workflow_id, temporal_run_id = p_run_id, claimed_by = p_worker_id,
+                    status = 'running', claimed_at = now(), finished_at = null, duration_ms = null, error = null
+     where idempotency_key = p_key and temporal_run_id = p_supersedes_run_id and status not in ('completed', 'blocked')
+     returning generation into v_generation;
+    if found then
+      update run_attempts set status = 'stale', finished_at = now() where temporal_run_id = p_supersedes_run_id and status = 'running';
+    end if;
+  end if;
+  if v_generation is not null then
+    insert into run_attempts (idempotency_key, generation, workflow_id, temporal_run_id, claimed_by)
+    values (p_key, v_generation, p_workflow_id, p_run_id, p_worker_id);
+    return jsonb_build_object('claimed', true, 'ownerWorkflowRunId', p_run_id, 'generation', v_generation);
+  end if;
+  -- A statement of its own: it sees the claim that a concurrent insert of the same key committed while we waited.
+  select * into v_owner from runs where idempotency_key = p_key;
+  if v_owner.temporal_run_id = p_run_id then
+    return jsonb_build_object('claimed', true, 'ownerWorkflowRunId', p_run_id, 'generation', v_owner.generation);
+  end if;
+  insert into run_duplicates (temporal_run_id, workflow_id, idempotency_key, task_id, user_id, detected_by)
+  values (p_run_id, p_workflow_id, p_key, p_task_id, p_user_id, p_worker_id) on conflict do nothing;
+  return jsonb_build_object('claimed', false, 'ownerWorkflowRunId', v_owner.temporal_run_id, 'generation', v_owner.generation,
+                            'ownerStatus', v_owner.status);
+end
+$$;
+
+--
+-- Name: forbid_append_only_change(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.forbid_append_only_change() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+begin
+  raise exception '% is append-only: % is not allowed', tg_table_name, tg_op
+    using errcode = 'restrict_violation',
+          hint = 'append a correcting entry (cronledger ledger adjust / ledger credit, or a new prices version) instead';
+end
+$$;
+
+--
+-- Name: model_prices; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.model_prices (
+    id bigint NOT NULL,
+    model text NOT NULL,
+    version text NOT NULL,
+    effective_from timestamp with time zone NOT NULL,
+    input_per_million numeric(30,12),
+    cached_input_per_million numeric(30,12),
+    output_per_million numeric(30,12),
+    embedding_input_per_million numeric(30,12),
+    source text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+--
+-- Name: price_class(numeric, public.model_prices, timestamp with time zone, text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.price_class(p_rate numeric, p public.model_prices, p_at timestamp with time zone, what text) RETURNS numeric
+    LANGUAGE plpgsql IMMUTABLE
+    AS $$
+begin
+  if p_rate is null then
+    raise exception 'no % price (version %) in force for model "%" at %', what, p.version, p.model, p_at
+      using errcode = 'CL001',
+            detail = json_build_object('model', p.model, 'at', p_at, 'what', format('%s price (version %s)', what, p.version))::text;
+  end if;
+  return p_rate;
+end
+$$;
+
+--
+-- Name: price_in_force(text, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.price_in_force(p_model text, p_at timestamp with time zone) RETURNS public.model_prices
+    LANGUAGE plpgsql STABLE
+    AS $$
+declare
+  p model_prices;
+begin
+  select * into p from model_prices where model = p_model and effective_from <= p_at order by effective_from desc limit 1;
+  if not found then
+    raise exception 'no price in force for model "%" at %', p_model, p_at
+      using errcode = 'CL001', detail = json_build_object('model', p_model, 'at', p_at, 'what', 'price')::text;
+  end if;
+  return p;
+end
+$$;
+
+--
+-- Name: queue_entries_for_rollups(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.queue_entries_for_rollups() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+begin
+  insert into rollup_queue (entry_id) select id from inserted;
+  return null;
+end
+$$;
+
+--
+-- Name: queue_runs_for_rollups(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.queue_runs_for_rollups() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+begin
+  if tg_op = 'UPDATE' then
+    insert into run_rollup_queue (claimed_at, user_id, task_id)
+    select claimed_at, user_id, task_id from old_runs
+    union select claimed_at, user_id, task_id from new_runs;
+  else
+    insert into run_rollup_queue (claimed_at, user_id, task_id) select claimed_at, user_id, task_id from new_runs;
+  end if;
+  return null;
+end
+$$;
+
+--
+-- Name: reserve_budget(text, text, text, jsonb, boolean, integer, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.reserve_budget(p_user_id text, p_run_id text, p_workflow_id text, p_calls jsonb, p_may_downgrade boolean, p_expiry_seconds integer, p_at timestamp with time zone) RETURNS jsonb
+    LANGUAGE plpgsql
+    AS $$
+declare
+  v_at timestamptz := coalesce(p_at, now());
+  v_budget budgets;
+  v_month date;
+  v_keys text[];
+  v_steps text[];
+  v_models text[];
+  v_costs numeric[];
+  v_cheap_models text[];
+  v_cheap_costs numeric[];
+  v_priced boolean;
+  v_downgrades boolean;
+  v_default_worst numeric;
+  v_cheap_worst numeric;
+  v_spent numeric;
+  v_reserved numeric;
+  v_retried boolean;
+  v_used numeric;
+  v_limit numeric;
+  v_band text;
+  v_tier text;
+  v_worst numeric;
+  v_event_ids jsonb := '[]'::jsonb;
+  v_contended boolean := false;
+  v_created integer;
+  v_figures record;   -- spent and reserved of a user without a budget
+begin
+  select b.* into v_budget from (
+    (select * from budgets where user_id = p_user_id and effective_from <= v_at order by effective_from desc limit 1)
+    union all
+    (select * from budgets where user_id is null and effective_from <= v_at order by effective_from desc limit 1)
+  ) b order by b.user_id is null limit 1;
+  if not found then
+    v_month := (date_trunc('month', v_at at time zone 'UTC'))::date;
+    v_figures := budget_month_figures(p_user_id, 'UTC', v_month, v_at);
+    return jsonb_build_object('tier', 'default', 'models', (select jsonb_object_agg(c ->> 'step', c ->> 'model') from jsonb_array_elements(p_calls) c),
+      'worstCaseUsd', '0', 'eventIds', '[]'::jsonb, 'limitUsd', null, 'spentUsd', v_figures.spent::text,
+      'reservedUsd', v_figures.reserved::text, 'timeZone', 'UTC', 'month', to_char(v_month, 'YYYY-MM'),
+      'awaitDurability', false);
+  end if;
+  v_month := (date_trunc('month', v_at at time zone v_budget.time_zone))::date;
+  v_limit := v_budget.monthly_limit_usd;
+
+  -- Lock-free: each call's key and its worst case at its own model, and their sum, as arrays in the calls' order. The
+  -- cheap models are priced further down, only when the choice needs them.
+  select array_agg(p_run_id || ':' || w.step || ':' || w.attempt order by w.n), array_agg(w.step order by w.n),
+         array_agg(w.model order by w.n), array_agg(w.cost order by w.n), bool_and(w.cost is not null), sum(w.cost)
+    into v_keys, v_steps, v_models, v_costs, v_priced, v_default_worst
+    from (select e.n, e.step, e.attempt, e.model,
+                 call_cost(e.kind, e.prompt, e.cached, e.completion, p.input_per_million, p.cached_input_per_million,
+                           p.output_per_million, p.embedding_input_per_million) as cost
+            from (select j.n, j.c ->> 'step' as step, j.c ->> 'attempt' as attempt, j.c ->> 'model' as model, j.c ->> 'kind' as kind,
+                         (j.c ->> 'prompt')::bigint as prompt, (j.c ->> 'cached')::bigint as cached, (j.c ->> 'completion')::bigint as completion
+                    from jsonb_array_elements(p_calls) with ordinality j(c, n) offset 0) e -- OFFSET 0: each field read once
+            left join lateral (select * from model_prices m where m.model = e.model and m.effective_from <= v_at
+                                order by m.effective_from desc limit 1) p on true) w;
+  if not v_priced then
+    -- a model or a price class without a price in force: worst_case_cost raises the error that names it
+    perform worst_case_cost(c, c ->> 'model', v_at) from jsonb_array_elements(p_calls) c;
+  end if;
+
+  -- The lock on the user's month row, taken at once when free; otherwise the insert creates it (the month's first
+  -- decision, uncontended), or finds it there (DO NOTHING takes no lock) or being created by a concurrent decision:
+  -- then we queue, and commit asynchronously (see above).
+  perform from budget_months m where m.user_id = p_user_id and m.time_zone = v_budget.time_zone and m.month = v_month
+     for update skip locked;
+  if not found then
+    insert into budget_months (user_id, time_zone, month) values (p_user_id, v_budget.time_zone, v_month) on conflict do nothing;
+    get diagnostics v_created = row_count;
+    v_contended := v_created = 0;
+    perform from budget_months m where m.user_id = p_user_id and m.time_zone = v_budget.time_zone and m.month = v_month for update;
+    if v_contended then
+      perform set_config('synchronous_commit', 'off', true);
+    end if;
+  end if;
+
+  -- Under the lock, one statement and so one snapshot: spent, reserved (open and not expired), and whether these keys
+  -- were reserved already (a retried request). The keys are probed one by one through the primary key
+  -- (LATERAL ... LIMIT 1): a join on `= any(keys)` is planned as a sequential scan while the table's statistics are
+  -- young.
+  select coalesce((select s.spent_usd from budget_month_spent s where s.user_id = p_user_id and s.time_zone = v_budget.time_zone and s.month = v_month), 0),
+         (select coalesce(sum(r.amount_usd), 0) from budget_reservations r
+           where r.user_id = p_user_id and r.time_zone = v_budget.time_zone and r.month = v_month and r.status = 'open' and r.expires_at > v_at),
+         exists (select from unnest(v_keys) k(key) cross join lateral (select from budget_reservations r where r.idempotency_key = k.key limit 1) r)
+    into v_spent, v_reserved, v_retried;
+
+  if v_retried then
+    -- the reservation already made for these keys, as it was made
+    return (
+      select jsonb_build_object('tier', min(r.tier), 'models', jsonb_object_agg(k.step, coalesce(r.model, k.model)),
+               'worstCaseUsd', coalesce(sum(r.amount_usd), 0)::text)
+        from unnest(v_keys, v_steps, v_models) k(key, step, model) left join budget_reservations r on r.idempotency_key = k.key
+    ) || jsonb_build_object('eventIds', '[]'::jsonb, 'limitUsd', v_limit::text, 'spentUsd', v_spent::text,
+           'reservedUsd', v_reserved::text, 'timeZone', v_budget.time_zone, 'month', to_char(v_month, 'YYYY-MM'),
+           'awaitDurability', v_contended);
+  end if;
+
+  v_used := v_spent + v_reserved;
+  -- the bands of src/budgets/tier.ts tierFor: blocked from 100 %, cheap from 80 % (exactly 80 % is cheap), and the
+  -- default models in the default band if their worst case fits, else the cheap ones if theirs fits, else blocked
+  v_band := case when v_used * 100 >= v_limit * 100 then 'blocked' when v_used * 100 >= v_limit * 80 then 'cheap' else 'default' end;
+  if v_band = 'default' and v_used + v_default_worst <= v_limit then
+    v_tier := 'default';
+    v_worst := v_default_worst;
+  else
+    -- The cheap models (each call's own when it has none, or when the run may not downgrade) and their worst cases,
+    -- priced now that the choice needs them. This is under the lock, but only for decisions past 80 % or without room
+    -- for the default models.
+    select array_agg(w.cheap_model order by w.n), array_agg(w.cheap_cost order by w.n), bool_and(w.cheap_cost is not null),
+           bool_or(w.cheap_model <> w.model), sum(w.cheap_cost)
+      into v_cheap_models, v_cheap_costs, v_priced, v_downgrades, v_cheap_worst
+      from (select u.n, u.model, d.cheap_model,
+                   call_cost(j.c ->> 'kind', (j.c ->> 'prompt')::bigint, (j.c ->> 'cached')::bigint, (j.c ->> 'completion')::bigint,
+                             q.input_per_million, q.cached_input_per_million, q.output_per_million, q.embedding_input_per_million) as cheap_cost
+              from unnest(v_models) with ordinality u(model, n)
+              join jsonb_array_elements(p_calls) with ordinality j(c, n) using (n)
+              cross join lateral (
+                select coalesce(case when p_may_downgrade then
+                         (select g.cheap_model from model_downgrades g where g.model = u.model and g.effective_from <= v_at
+                           order by g.effective_from desc limit 1) end, u.model) as cheap_model) d
+              left join lateral (select * from model_prices m where m.model = d.cheap_model and m.effective_from <= v_at
+                                  order by m.effective_from desc limit 1) q on true) w;
+    if not v_priced then
+      perform worst_case_cost(c, m, v_at)
+         from jsonb_array_elements(p_calls) with ordinality j(c, n) join unnest(v_cheap_models) with ordinality u(m, n) using (n);
+    end if;
+    if (v_band = 'cheap' or (v_band = 'default' and v_downgrades)) and v_used + v_cheap_worst <= v_limit then
+      v_tier := 'cheap';
+      v_worst := v_cheap_worst;
+      v_models := v_cheap_models;
+      v_costs := v_cheap_costs;
+    else
+      v_tier := 'blocked';
+      v_worst := v_cheap_worst; -- the last tier tried (the default one, without downgrades, costs the same)
+    end if;
+  end if;
+
+  if v_tier <> 'blocked' then
+    insert into budget_reservations (idempotency_key, user_id, time_zone, month, amount_usd, model, tier, workflow_id, run_id, expires_at)
+    select k.key, p_user_id, v_budget.time_zone, v_month, k.cost, k.model, v_tier, p_workflow_id, p_run_id,
+           v_at + make_interval(secs => p_expiry_seconds)
+      from unnest(v_keys, v_models, v_costs) k(key, model, cost);
+  end if;
+
+  -- threshold events reached with this decision's reservation (a blocked run counts as 100 %), once per user and month
+  if v_tier = 'blocked' or (v_used + v_worst) * 100 >= v_limit * 80 then
+    with inserted as (
+      insert into budget_events (event_id, user_id, time_zone, month, threshold, limit_usd, spent_usd, reserved_usd)
+      select format('budget:%s:%s:%s:%s', p_user_id, v_budget.time_zone, to_char(v_month, 'YYYY-MM'), t), p_user_id,
+             v_budget.time_zone, v_month, t, v_limit, v_spent,
+             v_reserved + case when v_tier = 'blocked' then 0 else v_worst end
+        from unnest(array[80, 100]) t
+       where v_tier = 'blocked' or (v_used + v_worst) * 100 >= v_limit * t
+      on conflict do nothing
+      returning event_id, threshold
+    )
+    select coalesce(jsonb_agg(to_jsonb(event_id) order by threshold), '[]'::jsonb) into v_event_ids from inserted;
+  end if;
+
+  return jsonb_build_object('tier', v_tier, 'worstCaseUsd', v_worst::text, 'eventIds', v_event_ids, 'limitUsd', v_limit::text,
+           'spentUsd', v_spent::text, 'reservedUsd', v_reserved::text, 'timeZone', v_budget.time_zone,
+           'month', to_char(v_month, 'YYYY-MM'), 'awaitDurability', v_contended)
+      || case when v_tier = 'blocked' then '{}'::jsonb else jsonb_build_object('models', jsonb_object(v_steps, v_models)) end;
+end
+$$;
+
+--
+-- Name: usage_cost(text, bigint, bigint, bigint, public.model_prices, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.usage_cost(p_kind text, p_prompt bigint, p_cached bigint, p_completion bigint, p public.model_prices, p_at timestamp with time zone) RETURNS numeric
+    LANGUAGE plpgsql STABLE
+    AS $$
+begin
+  if p_kind = 'embedding' then
+    perform price_class(p.embedding_input_per_million, p, p_at, 'embedding input');
+  else
+    perform price_class(p.input_per_million, p, p_at, 'input');
+    perform price_class(p.output_per_million, p, p_at, 'output');
+  end if;
+  return call_cost(p_kind, p_prompt, p_cached, p_completion, p.input_per_million, p.cached_input_per_million,
+                   p.output_per_million, p.embedding_input_per_million);
+end
+$$;
+
+--
+-- Name: worst_case_cost(jsonb, text, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.worst_case_cost(p_call jsonb, p_model text, p_at timestamp with time zone) RETURNS numeric
+    LANGUAGE sql STABLE
+    AS $$
+  select usage_cost(p_call ->> 'kind', (p_call ->> 'prompt')::bigint, (p_call ->> 'cached')::bigint, (p_call ->> 'completion')::bigint,
+                    price_in_force(p_model, p_at), p_at)
+$$;
+
+--
+-- Name: applied_tasks; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.applied_tasks (
+    task_id text NOT NULL,
+    applied_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+--
+-- Name: budget_events; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.budget_events (
+    event_id text NOT NULL,
+    user_id text NOT NULL,
+    time_zone text NOT NULL,
+    month date NOT NULL,
+    threshold integer NOT NULL,
+    limit_usd numeric(38,18) NOT NULL,
+    spent_usd numeric(38,18) NOT NULL,
+    reserved_usd numeric(38,18) NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    delivered_at timestamp with time zone,
+    attempts integer DEFAULT 0 NOT NULL,
+    last_error text,
+    last_attempt_at timestamp with time zone,
+    CONSTRAINT budget_events_threshold_check CHECK ((threshold = ANY (ARRAY[80, 100])))
+);
+
+--
+-- Name: budget_month_deltas; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.budget_month_deltas (
+    user_id text NOT NULL,
+    time_zone text NOT NULL,
+    month date NOT NULL,
+    amount_usd numeric(38,18) NOT NULL
+);
+
+--
+-- Name: budget_month_shards; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.budget_month_shards (
+    user_id text NOT NULL,
+    time_zone text NOT NULL,
+    month date NOT NULL,
+    shard integer NOT NULL,
+    spent_usd numeric(38,18) NOT NULL
+)
+WITH (fillfactor='50');
+
+--
+-- Name: budget_months; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.budget_months (
+    user_id text NOT NULL,
+    time_zone text NOT NULL,
+    month date NOT NULL,
+    spent_usd numeric(38,18) DEFAULT 0 NOT NULL
+);
+
+--
+-- Name: budget_month_spent; Type: VIEW; Schema: public; Owner: -
+--
+
+CREATE VIEW public.budget_month_spent AS
+ SELECT s.user_id,
+    s.time_zone,
+    s.month,
+    sum(s.spent_usd) AS spent_usd
+   FROM ( SELECT budget_months.user_id,
+            budget_months.time_zone,
+            budget_months.month,
+            budget_months.spent_usd
+           FROM public.budget_months
+        UNION ALL
+         SELECT budget_month_deltas.user_id,
+            budget_month_deltas.time_zone,
+            budget_month_deltas.month,
+            budget_month_deltas.amount_usd
+           FROM public.budget_month_deltas
+        UNION ALL
+         SELECT budget_month_shards.user_id,
+            budget_month_shards.time_zone,
+            budget_month_shards.month,
+            budget_month_shards.spent_usd
+           FROM public.budget_month_shards) s
+  GROUP BY s.user_id, s.time_zone, s.month;
+
+--
+-- Name: budget_reservations; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.budget_reservations (
+    idempotency_key text NOT NULL,
+    user_id text NOT NULL,
+    time_zone text NOT NULL,
+    month date NOT NULL,
+    amount_usd numeric(38,18) NOT NULL,
+    model text NOT NULL,
+    tier text NOT NULL,
+    workflow_id text,
+    run_id text,
+    status text DEFAULT 'open'::text NOT NULL,
+    expires_at timestamp with time zone NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    closed_at timestamp with time zone,
+    settled_entry_id bigint,
+    CONSTRAINT budget_reservations_amount_usd_check CHECK ((amount_usd >= (0)::numeric)),
+    CONSTRAINT budget_reservations_status_check CHECK ((status = ANY (ARRAY['open'::text, 'settled'::text, 'released'::text, 'expired'::text]))),
+    CONSTRAINT budget_reservations_tier_check CHECK ((tier = ANY (ARRAY['default'::text, 'cheap'::text])))
+);
+
+--
+-- Name: budget_zones; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.budget_zones (
+    time_zone text NOT NULL,
+    added_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+--
+-- Name: budgets; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.budgets (
+    id bigint NOT NULL,
+    user_id text,
+    monthly_limit_usd numeric(38,18) NOT NULL,
+    time_zone text DEFAULT 'UTC'::text NOT NULL,
+    effective_from timestamp with time zone DEFAULT now() NOT NULL,
+    source text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT budgets_monthly_limit_usd_check CHECK ((monthly_limit_usd >= (0)::numeric))
+);
+
+--
+-- Name: budgets_id_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+CREATE SEQUENCE public.budgets_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+--
+-- Name: budgets_id_seq; Type: SEQUENCE OWNED BY; Schema: public; Owner: -
+--
+
+ALTER SEQUENCE public.budgets_id_seq OWNED BY public.budgets.id;
+
+--
+-- Name: memories; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.memories (
+    run_workflow_id text NOT NULL,
+    task_id text NOT NULL,
+    user_id text NOT NULL,
+    content text NOT NULL,
+    embedding jsonb NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    temporal_run_id text,
+    input_truncated_from bigint
+);
+
+--
+-- Name: model_downgrades; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.model_downgrades (
+    id bigint NOT NULL,
+    model text NOT NULL,
+    cheap_model text,
+    effective_from timestamp with time zone DEFAULT now() NOT NULL,
+    source text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+--
+-- Name: model_downgrades_id_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+CREATE SEQUENCE public.model_downgrades_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+--
+-- Name: model_downgrades_id_seq; Type: SEQUENCE OWNED BY; Schema: public; Owner: -
+--
+
+ALTER SEQUENCE public.model_downgrades_id_seq OWNED BY public.model_downgrades.id;
+
+--
+-- Name: model_prices_id_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+CREATE SEQUENCE public.model_prices_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+--
+-- Name: model_prices_id_seq; Type: SEQUENCE OWNED BY; Schema: public; Owner: -
+--
+
+ALTER SEQUENCE public.model_prices_id_seq OWNED BY public.model_prices.id;
+
+--
+-- Name: report_deliveries; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.report_deliveries (
+    id bigint NOT NULL,
+    month text NOT NULL,
+    time_zone text NOT NULL,
+    complete boolean NOT NULL,
+    report_sha256 text NOT NULL,
+    target text NOT NULL,
+    workflow_id text,
+    attempt integer,
+    response_status integer,
+    delivered_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT report_deliveries_month_check CHECK ((month ~ '^\d{4}-(0[1-9]|1[0-2])$'::text))
+);
+
+--
+-- Name: report_deliveries_id_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+CREATE SEQUENCE public.report_deliveries_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+--
+-- Name: report_deliveries_id_seq; Type: SEQUENCE OWNED BY; Schema: public; Owner: -
+--
+
+ALTER SEQUENCE public.report_deliveries_id_seq OWNED BY public.report_deliveries.id;
+
+--
+-- Name: rollup_months; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.rollup_months (
+    zone text NOT NULL,
+    month text NOT NULL,
+    built_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT rollup_months_month_check CHECK ((month ~ '^\d{4}-(0[1-9]|1[0-2])$'::text))
+);
+
+--
+-- Name: rollup_queue; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.rollup_queue (
+    entry_id bigint NOT NULL
+);
+
+--
+-- Name: rollup_zones; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.rollup_zones (
+    zone text NOT NULL,
+    registered_at timestamp with time zone DEFAULT now() NOT NULL,
+    refreshed_at timestamp with time zone,
+    last_entry_id bigint DEFAULT 0 NOT NULL,
+    entries_folded bigint DEFAULT 0 NOT NULL
+);
+
+--
+-- Name: run_attempts; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.run_attempts (
+    id bigint NOT NULL,
+    idempotency_key text NOT NULL,
+    generation integer NOT NULL,
+    workflow_id text NOT NULL,
+    temporal_run_id text NOT NULL,
+    status text DEFAULT 'running'::text NOT NULL,
+    claimed_by text NOT NULL,
+    started_at timestamp with time zone DEFAULT now() NOT NULL,
+    finished_at timestamp with time zone,
+    error text,
+    CONSTRAINT run_attempts_generation_check CHECK ((generation >= 1)),
+    CONSTRAINT run_attempts_status_check CHECK ((status = ANY (ARRAY['running'::text, 'completed'::text, 'failed'::text, 'cancelled'::text, 'stale'::text, 'blocked'::text])))
+);
+
+--
+-- Name: run_attempts_id_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+CREATE SEQUENCE public.run_attempts_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+--
+-- Name: run_attempts_id_seq; Type: SEQUENCE OWNED BY; Schema: public; Owner: -
+--
+
+ALTER SEQUENCE public.run_attempts_id_seq OWNED BY public.run_attempts.id;
+
+--
+-- Name: run_duplicates; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.run_duplicates (
+    temporal_run_id text NOT NULL,
+    workflow_id text NOT NULL,
+    idempotency_key text NOT NULL,
+    task_id text NOT NULL,
+    user_id text NOT NULL,
+    detected_by text NOT NULL,
+    detected_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+--
+-- Name: run_rollup_queue; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.run_rollup_queue (
+    id bigint NOT NULL,
+    claimed_at timestamp with time zone NOT NULL,
+    user_id text NOT NULL,
+    task_id text NOT NULL
+);
+
+--
+-- Name: run_rollup_queue_id_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+CREATE SEQUENCE public.run_rollup_queue_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+--
+-- Name: run_rollup_queue_id_seq; Type: SEQUENCE OWNED BY; Schema: public; Owner: -
+--
+
+ALTER SEQUENCE public.run_rollup_queue_id_seq OWNED BY public.run_rollup_queue.id;
+
+--
+-- Name: run_rollups; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.run_rollups (
+    zone text NOT NULL,
+    day date NOT NULL,
+    user_id text NOT NULL,
+    task_id text NOT NULL,
+    status text NOT NULL,
+    tier text,
+    runs bigint NOT NULL
+);
+
+--
+-- Name: runs; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.runs (
+    id bigint NOT NULL,
+    idempotency_key text NOT NULL,
+    task_id text NOT NULL,
+    user_id text NOT NULL,
+    workflow_id text NOT NULL,
+    temporal_run_id text NOT NULL,
+    scheduled_minute timestamp with time zone NOT NULL,
+    status text DEFAULT 'running'::text NOT NULL,
+    claimed_by text NOT NULL,
+    claimed_at timestamp with time zone DEFAULT now() NOT NULL,
+    finished_at timestamp with time zone,
+    duration_ms bigint,
+    error text,
+    generation integer DEFAULT 1 NOT NULL,
+    manual boolean DEFAULT false NOT NULL,
+    tier text,
+    budget jsonb,
+    CONSTRAINT runs_generation_check CHECK ((generation >= 1)),
+    CONSTRAINT runs_status_check CHECK ((status = ANY (ARRAY['running'::text, 'completed'::text, 'failed'::text, 'cancelled'::text, 'blocked'::text]))),
+    CONSTRAINT runs_tier_check CHECK ((tier = ANY (ARRAY['default'::text, 'cheap'::text, 'blocked'::text])))
+);
+
+--
+-- Name: runs_id_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+CREATE SEQUENCE public.runs_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+--
+-- Name: runs_id_seq; Type: SEQUENCE OWNED BY; Schema: public; Owner: -
+--
+
+ALTER SEQUENCE public.runs_id_seq OWNED BY public.runs.id;
+
+--
+-- Name: schema_migrations; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.schema_migrations (
+    name text NOT NULL,
+    applied_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+--
+-- Name: usage_day_totals; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.usage_day_totals (
+    zone text NOT NULL,
+    day date NOT NULL,
+    model text,
+    kind text,
+    entry_type text NOT NULL,
+    status text NOT NULL,
+    entries bigint NOT NULL,
+    prompt_tokens bigint NOT NULL,
+    cached_prompt_tokens bigint NOT NULL,
+    completion_tokens bigint NOT NULL,
+    reasoning_tokens bigint NOT NULL,
+    cost_usd numeric(38,18) NOT NULL,
+    first_entry_id bigint NOT NULL,
+    last_entry_id bigint NOT NULL
+);
+
+--
+-- Name: usage_day_users; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.usage_day_users (
+    zone text NOT NULL,
+    day date NOT NULL,
+    user_id text NOT NULL,
+    task_id text,
+    entry_type text NOT NULL,
+    entries bigint NOT NULL,
+    prompt_tokens bigint NOT NULL,
+    cached_prompt_tokens bigint NOT NULL,
+    completion_tokens bigint NOT NULL,
+    reasoning_tokens bigint NOT NULL,
+    cost_usd numeric(38,18) NOT NULL,
+    first_entry_id bigint NOT NULL,
+    last_entry_id bigint NOT NULL
+);
+
+--
+-- Name: usage_exceptions; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.usage_exceptions (
+    id bigint NOT NULL,
+    idempotency_key text NOT NULL,
+    user_id text NOT NULL,
+    workflow_id text,
+    run_id text,
+    task_id text,
+    model text NOT NULL,
+    provider_model text,
+    kind text NOT NULL,
+    status text NOT NULL,
+    attempt integer NOT NULL,
+    raw_usage jsonb NOT NULL,
+    reason text NOT NULL,
+    provider_request_id text,
+    worker_id text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT usage_exceptions_attempt_check CHECK ((attempt >= 1)),
+    CONSTRAINT usage_exceptions_kind_check CHECK ((kind = ANY (ARRAY['chat'::text, 'embedding'::text]))),
+    CONSTRAINT usage_exceptions_status_check CHECK ((status = ANY (ARRAY['ok'::text, 'failed'::text])))
+);
+
+--
+-- Name: usage_exceptions_id_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+CREATE SEQUENCE public.usage_exceptions_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+--
+-- Name: usage_exceptions_id_seq; Type: SEQUENCE OWNED BY; Schema: public; Owner: -
+--
+
+ALTER SEQUENCE public.usage_exceptions_id_seq OWNED BY public.usage_exceptions.id;
+
+--
+-- Name: usage_ledger_id_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+CREATE SEQUENCE public.usage_ledger_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+--
+-- Name: usage_ledger_id_seq; Type: SEQUENCE OWNED BY; Schema: public; Owner: -
+--
+
+ALTER SEQUENCE public.usage_ledger_id_seq OWNED BY public.usage_ledger.id;
+
+--
+-- Name: usage_month_rollups; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.usage_month_rollups (
+    zone text NOT NULL,
+    month text NOT NULL,
+    user_id text NOT NULL,
+    model text,
+    kind text,
+    entry_type text NOT NULL,
+    status text NOT NULL,
+    entries bigint NOT NULL,
+    prompt_tokens bigint NOT NULL,
+    cached_prompt_tokens bigint NOT NULL,
+    completion_tokens bigint NOT NULL,
+    reasoning_tokens bigint NOT NULL,
+    cost_usd numeric(38,18) NOT NULL,
+    first_entry_id bigint NOT NULL,
+    last_entry_id bigint NOT NULL,
+    CONSTRAINT usage_month_rollups_month_check CHECK ((month ~ '^\d{4}-(0[1-9]|1[0-2])$'::text))
+);
+
+--
+-- Name: usage_rollups; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.usage_rollups (
+    zone text NOT NULL,
+    day date NOT NULL,
+    user_id text NOT NULL,
+    model text,
+    kind text,
+    entry_type text NOT NULL,
+    status text NOT NULL,
+    entries bigint NOT NULL,
+    prompt_tokens bigint NOT NULL,
+    cached_prompt_tokens bigint NOT NULL,
+    completion_tokens bigint NOT NULL,
+    reasoning_tokens bigint NOT NULL,
+    cost_usd numeric(38,18) NOT NULL,
+    first_entry_id bigint NOT NULL,
+    last_entry_id bigint NOT NULL,
+    task_id text
+);
+
+--
+-- Name: budgets id; Type: DEFAULT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.budgets ALTER COLUMN id SET DEFAULT nextval('public.budgets_id_seq'::regclass);
+
+--
+-- Name: model_downgrades id; Type: DEFAULT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.model_downgrades ALTER COLUMN id SET DEFAULT nextval('public.model_downgrades_id_seq'::regclass);
+
+--
+-- Name: model_prices id; Type: DEFAULT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.model_prices ALTER COLUMN id SET DEFAULT nextval('public.model_prices_id_seq'::regclass);
+
+--
+-- Name: report_deliveries id; Type: DEFAULT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.report_deliveries ALTER COLUMN id SET DEFAULT nextval('public.report_deliveries_id_seq'::regclass);
+
+--
+-- Name: run_attempts id; Type: DEFAULT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_attempts ALTER COLUMN id SET DEFAULT nextval('public.run_attempts_id_seq'::regclass);
+
+--
+-- Name: run_rollup_queue id; Type: DEFAULT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_rollup_queue ALTER COLUMN id SET DEFAULT nextval('public.run_rollup_queue_id_seq'::regclass);
+
+--
+-- Name: runs id; Type: DEFAULT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.runs ALTER COLUMN id SET DEFAULT nextval('public.runs_id_seq'::regclass);
+
+--
+-- Name: usage_exceptions id; Type: DEFAULT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.usage_exceptions ALTER COLUMN id SET DEFAULT nextval('public.usage_exceptions_id_seq'::regclass);
+
+--
+-- Name: usage_ledger id; Type: DEFAULT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.usage_ledger ALTER COLUMN id SET DEFAULT nextval('public.usage_ledger_id_seq'::regclass);
+
+--
+-- Name: applied_tasks applied_tasks_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.applied_tasks
+    ADD CONSTRAINT applied_tasks_pkey PRIMARY KEY (task_id);
+
+--
+-- Name: budget_events budget_events_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.budget_events
+    ADD CONSTRAINT budget_events_pkey PRIMARY KEY (event_id);
+
+--
+-- Name: budget_events budget_events_user_id_time_zone_month_threshold_key; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.budget_events
+    ADD CONSTRAINT budget_events_user_id_time_zone_month_threshold_key UNIQUE (user_id, time_zone, month, threshold);
+
+--
+-- Name: budget_month_shards budget_month_shards_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.budget_month_shards
+    ADD CONSTRAINT budget_month_shards_pkey PRIMARY KEY (user_id, time_zone, month, shard);
+
+--
+-- Name: budget_months budget_months_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.budget_months
+    ADD CONSTRAINT budget_months_pkey PRIMARY KEY (user_id, time_zone, month);
+
+--
+-- Name: budget_reservations budget_reservations_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.budget_reservations
+    ADD CONSTRAINT budget_reservations_pkey PRIMARY KEY (idempotency_key);
+
+--
+-- Name: budget_zones budget_zones_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.budget_zones
+    ADD CONSTRAINT budget_zones_pkey PRIMARY KEY (time_zone);
+
+--
+-- Name: budgets budgets_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.budgets
+    ADD CONSTRAINT budgets_pkey PRIMARY KEY (id);
+
+--
+-- Name: model_downgrades model_downgrades_model_effective_from_key; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.model_downgrades
+    ADD CONSTRAINT model_downgrades_model_effective_from_key UNIQUE (model, effective_from);
+
+--
+-- Name: model_downgrades model_downgrades_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.model_downgrades
+    ADD CONSTRAINT model_downgrades_pkey PRIMARY KEY (id);
+
+--
+-- Name: model_prices model_prices_model_effective_from_key; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.model_prices
+    ADD CONSTRAINT model_prices_model_effective_from_key UNIQUE (model, effective_from);
+
+--
+-- Name: model_prices model_prices_model_version_key; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.model_prices
+    ADD CONSTRAINT model_prices_model_version_key UNIQUE (model, version);
+
+--
+-- Name: model_prices model_prices_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.model_prices
+    ADD CONSTRAINT model_prices_pkey PRIMARY KEY (id);
+
+--
+-- Name: report_deliveries report_deliveries_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.report_deliveries
+    ADD CONSTRAINT report_deliveries_pkey PRIMARY KEY (id);
+
+--
+-- Name: rollup_months rollup_months_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.rollup_months
+    ADD CONSTRAINT rollup_months_pkey PRIMARY KEY (zone, month);
+
+--
+-- Name: rollup_queue rollup_queue_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.rollup_queue
+    ADD CONSTRAINT rollup_queue_pkey PRIMARY KEY (entry_id);
+
+--
+-- Name: rollup_zones rollup_zones_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.rollup_zones
+    ADD CONSTRAINT rollup_zones_pkey PRIMARY KEY (zone);
+
+--
+-- Name: run_attempts run_attempts_idempotency_key_generation_key; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_attempts
+    ADD CONSTRAINT run_attempts_idempotency_key_generation_key UNIQUE (idempotency_key, generation);
+
+--
+-- Name: run_attempts run_attempts_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_attempts
+    ADD CONSTRAINT run_attempts_pkey PRIMARY KEY (id);
+
+--
+-- Name: run_attempts run_attempts_temporal_run_id_key; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_attempts
+    ADD CONSTRAINT run_attempts_temporal_run_id_key UNIQUE (temporal_run_id);
+
+--
+-- Name: run_duplicates run_duplicates_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_duplicates
+    ADD CONSTRAINT run_duplicates_pkey PRIMARY KEY (temporal_run_id);
+
+--
+-- Name: run_rollup_queue run_rollup_queue_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_rollup_queue
+    ADD CONSTRAINT run_rollup_queue_pkey PRIMARY KEY (id);
+
+--
+-- Name: run_rollups run_rollups_bucket; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_rollups
+    ADD CONSTRAINT run_rollups_bucket UNIQUE NULLS NOT DISTINCT (zone, day, user_id, task_id, status, tier);
+
+--
+-- Name: runs runs_idempotency_key_key; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.runs
+    ADD CONSTRAINT runs_idempotency_key_key UNIQUE (idempotency_key);
+
+--
+-- Name: runs runs_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.runs
+    ADD CONSTRAINT runs_pkey PRIMARY KEY (id);
+
+--
+-- Name: schema_migrations schema_migrations_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.schema_migrations
+    ADD CONSTRAINT schema_migrations_pkey PRIMARY KEY (name);
+
+--
+-- Name: usage_day_totals usage_day_totals_bucket; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.usage_day_totals
+    ADD CONSTRAINT usage_day_totals_bucket UNIQUE NULLS NOT DISTINCT (zone, day, model, kind, entry_type, status);
+
+--
+-- Name: usage_day_users usage_day_users_bucket; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.usage_day_users
+    ADD CONSTRAINT usage_day_users_bucket UNIQUE NULLS NOT DISTINCT (zone, day, user_id, task_id, entry_type);
+
+--
+-- Name: usage_exceptions usage_exceptions_idempotency_key_key; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.usage_exceptions
+    ADD CONSTRAINT usage_exceptions_idempotency_key_key UNIQUE (idempotency_key);
+
+--
+-- Name: usage_exceptions usage_exceptions_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.usage_exceptions
+    ADD CONSTRAINT usage_exceptions_pkey PRIMARY KEY (id);
+
+--
+-- Name: usage_ledger usage_ledger_idempotency_key_key; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.usage_ledger
+    ADD CONSTRAINT usage_ledger_idempotency_key_key UNIQUE (idempotency_key);
+
+--
+-- Name: usage_ledger usage_ledger_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.usage_ledger
+    ADD CONSTRAINT usage_ledger_pkey PRIMARY KEY (id);
+
+--
+-- Name: usage_month_rollups usage_month_rollups_bucket; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.usage_month_rollups
+    ADD CONSTRAINT usage_month_rollups_bucket UNIQUE NULLS NOT DISTINCT (zone, month, user_id, model, kind, entry_type, status);
+
+--
+-- Name: usage_rollups usage_rollups_bucket; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.usage_rollups
+    ADD CONSTRAINT usage_rollups_bucket UNIQUE NULLS NOT DISTINCT (zone, day, user_id, task_id, model, kind, entry_type, status);
+
+--
+-- Name: budget_month_deltas_month; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX budget_month_deltas_month ON public.budget_month_deltas USING btree (user_id, time_zone, month);
+
+--
+-- Name: budget_reservations_open; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX budget_reservations_open ON public.budget_reservations USING btree (user_id, time_zone, month) WHERE (status = 'open'::text);
+
+--
+-- Name: budget_reservations_run; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX budget_reservations_run ON public.budget_reservations USING btree (run_id) WHERE (status = 'open'::text);
+
+--
+-- Name: budgets_scope_effective; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE UNIQUE INDEX budgets_scope_effective ON public.budgets USING btree (COALESCE(user_id, ''::text), effective_from);
+
+--
+-- Name: budgets_user_effective; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX budgets_user_effective ON public.budgets USING btree (user_id, effective_from DESC);
+
+--
+-- Name: memories_execution; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE UNIQUE INDEX memories_execution ON public.memories USING btree (COALESCE(temporal_run_id, run_workflow_id));
+
+--
+-- Name: report_deliveries_month_once; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE UNIQUE INDEX report_deliveries_month_once ON public.report_deliveries USING btree (month) WHERE complete;
+
+--
+-- Name: report_deliveries_partial_once; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE UNIQUE INDEX report_deliveries_partial_once ON public.report_deliveries USING btree (month, report_sha256) WHERE (NOT complete);
+
+--
+-- Name: run_duplicates_detected_at; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX run_duplicates_detected_at ON public.run_duplicates USING btree (detected_at);
+
+--
+-- Name: runs_cheap_workflow; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX runs_cheap_workflow ON public.runs USING btree (workflow_id) WHERE (tier = 'cheap'::text);
+
+--
+-- Name: runs_claimed_at; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX runs_claimed_at ON public.runs USING btree (claimed_at);
+
+--
+-- Name: runs_task_minute; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX runs_task_minute ON public.runs USING btree (task_id, scheduled_minute DESC);
+
+--
+-- Name: runs_user_task_claimed; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX runs_user_task_claimed ON public.runs USING btree (user_id, task_id, claimed_at);
+
+--
+-- Name: usage_exceptions_created_at; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX usage_exceptions_created_at ON public.usage_exceptions USING btree (created_at);
+
+--
+-- Name: usage_ledger_created_at; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX usage_ledger_created_at ON public.usage_ledger USING btree (created_at);
+
+--
+-- Name: usage_ledger_model_created; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX usage_ledger_model_created ON public.usage_ledger USING btree (model, created_at);
+
+--
+-- Name: usage_ledger_run; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX usage_ledger_run ON public.usage_ledger USING btree (run_id);
+
+--
+-- Name: usage_ledger_user_created; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX usage_ledger_user_created ON public.usage_ledger USING btree (user_id, created_at);
+
+--
+-- Name: usage_ledger_workflow; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX usage_ledger_workflow ON public.usage_ledger USING btree (workflow_id);
+
+--
+-- Name: budgets budgets_append_only; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER budgets_append_only BEFORE DELETE OR UPDATE ON public.budgets FOR EACH ROW EXECUTE FUNCTION public.forbid_append_only_change();
+
+--
+-- Name: budgets budgets_no_truncate; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER budgets_no_truncate BEFORE TRUNCATE ON public.budgets FOR EACH STATEMENT EXECUTE FUNCTION public.forbid_append_only_change();
+
+--
+-- Name: budgets budgets_track_zone; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER budgets_track_zone AFTER INSERT ON public.budgets FOR EACH ROW EXECUTE FUNCTION public.budget_track_zone();
+
+--
+-- Name: model_downgrades model_downgrades_append_only; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER model_downgrades_append_only BEFORE DELETE OR UPDATE ON public.model_downgrades FOR EACH ROW EXECUTE FUNCTION public.forbid_append_only_change();
+
+--
+-- Name: model_prices model_prices_append_only; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER model_prices_append_only BEFORE DELETE OR UPDATE ON public.model_prices FOR EACH ROW EXECUTE FUNCTION public.forbid_append_only_change();
+
+--
+-- Name: model_prices model_prices_no_truncate; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER model_prices_no_truncate BEFORE TRUNCATE ON public.model_prices FOR EACH STATEMENT EXECUTE FUNCTION public.forbid_append_only_change();
+
+--
+-- Name: runs runs_queue_rollups_insert; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER runs_queue_rollups_insert AFTER INSERT ON public.runs REFERENCING NEW TABLE AS new_runs FOR EACH STATEMENT EXECUTE FUNCTION public.queue_runs_for_rollups();
+
+--
+-- Name: runs runs_queue_rollups_update; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER runs_queue_rollups_update AFTER UPDATE ON public.runs REFERENCING OLD TABLE AS old_runs NEW TABLE AS new_runs FOR EACH STATEMENT EXECUTE FUNCTION public.queue_runs_for_rollups();
+
+--
+-- Name: usage_exceptions usage_exceptions_append_only; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER usage_exceptions_append_only BEFORE DELETE OR UPDATE ON public.usage_exceptions FOR EACH ROW EXECUTE FUNCTION public.forbid_append_only_change();
+
+--
+-- Name: usage_exceptions usage_exceptions_no_truncate; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER usage_exceptions_no_truncate BEFORE TRUNCATE ON public.usage_exceptions FOR EACH STATEMENT EXECUTE FUNCTION public.forbid_append_only_change();
+
+--
+-- Name: usage_ledger usage_ledger_append_only; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER usage_ledger_append_only BEFORE DELETE OR UPDATE ON public.usage_ledger FOR EACH ROW EXECUTE FUNCTION public.forbid_append_only_change();
+
+--
+-- Name: usage_ledger usage_ledger_budget_months; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER usage_ledger_budget_months AFTER INSERT ON public.usage_ledger FOR EACH ROW EXECUTE FUNCTION public.budget_book_ledger_entry();
+
+--
+-- Name: usage_ledger usage_ledger_no_truncate; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER usage_ledger_no_truncate BEFORE TRUNCATE ON public.usage_ledger FOR EACH STATEMENT EXECUTE FUNCTION public.forbid_append_only_change();
+
+--
+-- Name: usage_ledger usage_ledger_queue_rollups; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER usage_ledger_queue_rollups AFTER INSERT ON public.usage_ledger REFERENCING NEW TABLE AS inserted FOR EACH STATEMENT EXECUTE FUNCTION public.queue_entries_for_rollups();
+
+--
+-- Name: budget_months budget_months_time_zone_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.budget_months
+    ADD CONSTRAINT budget_months_time_zone_fkey FOREIGN KEY (time_zone) REFERENCES public.budget_zones(time_zone);
+
+--
+-- Name: rollup_months rollup_months_zone_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.rollup_months
+    ADD CONSTRAINT rollup_months_zone_fkey FOREIGN KEY (zone) REFERENCES public.rollup_zones(zone) ON DELETE CASCADE;
+
+--
+-- Name: run_attempts run_attempts_idempotency_key_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_attempts
+    ADD CONSTRAINT run_attempts_idempotency_key_fkey FOREIGN KEY (idempotency_key) REFERENCES public.runs(idempotency_key);
+
+--
+-- Name: run_duplicates run_duplicates_idempotency_key_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_duplicates
+    ADD CONSTRAINT run_duplicates_idempotency_key_fkey FOREIGN KEY (idempotency_key) REFERENCES public.runs(idempotency_key);
+
+--
+-- Name: run_rollups run_rollups_zone_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.run_rollups
+    ADD CONSTRAINT run_rollups_zone_fkey FOREIGN KEY (zone) REFERENCES public.rollup_zones(zone) ON DELETE CASCADE;
+
+--
+-- Name: usage_day_totals usage_day_totals_zone_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.usage_day_totals
+    ADD CONSTRAINT usage_day_totals_zone_fkey FOREIGN KEY (zone) REFERENCES public.rollup_zones(zone) ON DELETE CASCADE;
+
+--
+-- Name: usage_day_users usage_day_users_zone_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.usage_day_users
+    ADD CONSTRAINT usage_day_users_zone_fkey FOREIGN KEY (zone) REFERENCES public.rollup_zones(zone) ON DELETE CASCADE;
+
+--
+-- Name: usage_ledger usage_ledger_original_entry_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.usage_ledger
+    ADD CONSTRAINT usage_ledger_original_entry_id_fkey FOREIGN KEY (original_entry_id) REFERENCES public.usage_ledger(id);
+
+--
+-- Name: usage_month_rollups usage_month_rollups_zone_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.usage_month_rollups
+    ADD CONSTRAINT usage_month_rollups_zone_fkey FOREIGN KEY (zone) REFERENCES public.rollup_zones(zone) ON DELETE CASCADE;
+
+--
+-- Name: usage_rollups usage_rollups_zone_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.usage_rollups
+    ADD CONSTRAINT usage_rollups_zone_fkey FOREIGN KEY (zone) REFERENCES public.rollup_zones(zone) ON DELETE CASCADE;
+
+--
+-- Name: SCHEMA public; Type: ACL; Schema: -; Owner: -
+--
+
+GRANT USAGE ON SCHEMA public TO cronledger_app;
+GRANT USAGE ON SCHEMA public TO cronledger_readonly;
+
+--
+-- Name: TABLE usage_ledger; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT ON TABLE public.usage_ledger TO cronledger_app;
+GRANT SELECT ON TABLE public.usage_ledger TO cronledger_readonly;
+
+--
+-- Name: FUNCTION book_usage(p_key text, p_user_id text, p_run_id text, p_workflow_id text, p_task_id text, p_model text, p_provider_model text, p_kind text, p_status text, p_attempt integer, p_prompt bigint, p_cached bigint, p_completion bigint, p_reasoning bigint, p_provider_request_id text, p_worker_id text, p_input_truncated_from bigint, p_occurred_at timestamp with time zone, p_usage_received_at timestamp with time zone); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.book_usage(p_key text, p_user_id text, p_run_id text, p_workflow_id text, p_task_id text, p_model text, p_provider_model text, p_kind text, p_status text, p_attempt integer, p_prompt bigint, p_cached bigint, p_completion bigint, p_reasoning bigint, p_provider_request_id text, p_worker_id text, p_input_truncated_from bigint, p_occurred_at timestamp with time zone, p_usage_received_at timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.book_usage(p_key text, p_user_id text, p_run_id text, p_workflow_id text, p_task_id text, p_model text, p_provider_model text, p_kind text, p_status text, p_attempt integer, p_prompt bigint, p_cached bigint, p_completion bigint, p_reasoning bigint, p_provider_request_id text, p_worker_id text, p_input_truncated_from bigint, p_occurred_at timestamp with time zone, p_usage_received_at timestamp with time zone) TO cronledger_app;
+
+--
+-- Name: FUNCTION budget_fold_all_deltas(); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.budget_fold_all_deltas() FROM PUBLIC;
+GRANT ALL ON FUNCTION public.budget_fold_all_deltas() TO cronledger_app;
+
+--
+-- Name: FUNCTION budget_month_figures(p_user_id text, p_zone text, p_month date, p_at timestamp with time zone, OUT spent numeric, OUT reserved numeric); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.budget_month_figures(p_user_id text, p_zone text, p_month date, p_at timestamp with time zone, OUT spent numeric, OUT reserved numeric) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.budget_month_figures(p_user_id text, p_zone text, p_month date, p_at timestamp with time zone, OUT spent numeric, OUT reserved numeric) TO cronledger_app;
+
+--
+-- Name: FUNCTION call_cost(p_kind text, p_prompt bigint, p_cached bigint, p_completion bigint, p_input numeric, p_cached_input numeric, p_output numeric, p_embedding_input numeric); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.call_cost(p_kind text, p_prompt bigint, p_cached bigint, p_completion bigint, p_input numeric, p_cached_input numeric, p_output numeric, p_embedding_input numeric) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.call_cost(p_kind text, p_prompt bigint, p_cached bigint, p_completion bigint, p_input numeric, p_cached_input numeric, p_output numeric, p_embedding_input numeric) TO cronledger_app;
+
+--
+-- Name: FUNCTION claim_and_reserve(p_key text, p_task_id text, p_user_id text, p_workflow_id text, p_run_id text, p_scheduled_minute timestamp with time zone, p_worker_id text, p_manual boolean, p_supersedes_run_id text, p_calls jsonb, p_expiry_seconds integer, p_at timestamp with time zone); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.claim_and_reserve(p_key text, p_task_id text, p_user_id text, p_workflow_id text, p_run_id text, p_scheduled_minute timestamp with time zone, p_worker_id text, p_manual boolean, p_supersedes_run_id text, p_calls jsonb, p_expiry_seconds integer, p_at timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.claim_and_reserve(p_key text, p_task_id text, p_user_id text, p_workflow_id text, p_run_id text, p_scheduled_minute timestamp with time zone, p_worker_id text, p_manual boolean, p_supersedes_run_id text, p_calls jsonb, p_expiry_seconds integer, p_at timestamp with time zone) TO cronledger_app;
+
+--
+-- Name: FUNCTION claim_run(p_key text, p_task_id text, p_user_id text, p_workflow_id text, p_run_id text, p_scheduled_minute timestamp with time zone, p_worker_id text, p_manual boolean, p_supersedes_run_id text); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.claim_run(p_key text, p_task_id text, p_user_id text, p_workflow_id text, p_run_id text, p_scheduled_minute timestamp with time zone, p_worker_id text, p_manual boolean, p_supersedes_run_id text) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.claim_run(p_key text, p_task_id text, p_user_id text, p_workflow_id text, p_run_id text, p_scheduled_minute timestamp with time zone, p_worker_id text, p_manual boolean, p_supersedes_run_id text) TO cronledger_app;
+
+--
+-- Name: TABLE model_prices; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT ON TABLE public.model_prices TO cronledger_app;
+GRANT SELECT ON TABLE public.model_prices TO cronledger_readonly;
+
+--
+-- Name: FUNCTION price_class(p_rate numeric, p public.model_prices, p_at timestamp with time zone, what text); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.price_class(p_rate numeric, p public.model_prices, p_at timestamp with time zone, what text) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.price_class(p_rate numeric, p public.model_prices, p_at timestamp with time zone, what text) TO cronledger_app;
+
+--
+-- Name: FUNCTION price_in_force(p_model text, p_at timestamp with time zone); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.price_in_force(p_model text, p_at timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.price_in_force(p_model text, p_at timestamp with time zone) TO cronledger_app;
+
+--
+-- Name: FUNCTION reserve_budget(p_user_id text, p_run_id text, p_workflow_id text, p_calls jsonb, p_may_downgrade boolean, p_expiry_seconds integer, p_at timestamp with time zone); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.reserve_budget(p_user_id text, p_run_id text, p_workflow_id text, p_calls jsonb, p_may_downgrade boolean, p_expiry_seconds integer, p_at timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.reserve_budget(p_user_id text, p_run_id text, p_workflow_id text, p_calls jsonb, p_may_downgrade boolean, p_expiry_seconds integer, p_at timestamp with time zone) TO cronledger_app;
+
+--
+-- Name: FUNCTION usage_cost(p_kind text, p_prompt bigint, p_cached bigint, p_completion bigint, p public.model_prices, p_at timestamp with time zone); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.usage_cost(p_kind text, p_prompt bigint, p_cached bigint, p_completion bigint, p public.model_prices, p_at timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.usage_cost(p_kind text, p_prompt bigint, p_cached bigint, p_completion bigint, p public.model_prices, p_at timestamp with time zone) TO cronledger_app;
+
+--
+-- Name: FUNCTION worst_case_cost(p_call jsonb, p_model text, p_at timestamp with time zone); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.worst_case_cost(p_call jsonb, p_model text, p_at timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.worst_case_cost(p_call jsonb, p_model text, p_at timestamp with time zone) TO cronledger_app;
+
+--
+-- Name: TABLE applied_tasks; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE public.applied_tasks TO cronledger_app;
+GRANT SELECT ON TABLE public.applied_tasks TO cronledger_readonly;
+
+--
+-- Name: TABLE budget_events; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT,UPDATE ON TABLE public.budget_events TO cronledger_app;
+GRANT SELECT ON TABLE public.budget_events TO cronledger_readonly;
+
+--
+-- Name: TABLE budget_month_deltas; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT,DELETE ON TABLE public.budget_month_deltas TO cronledger_app;
+GRANT SELECT ON TABLE public.budget_month_deltas TO cronledger_readonly;
+
+--
+-- Name: TABLE budget_month_shards; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE public.budget_month_shards TO cronledger_app;
+GRANT SELECT ON TABLE public.budget_month_shards TO cronledger_readonly;
+
+--
+-- Name: TABLE budget_months; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT,UPDATE ON TABLE public.budget_months TO cronledger_app;
+GRANT SELECT ON TABLE public.budget_months TO cronledger_readonly;
+
+--
+-- Name: TABLE budget_month_spent; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT ON TABLE public.budget_month_spent TO cronledger_app;
+GRANT SELECT ON TABLE public.budget_month_spent TO cronledger_readonly;
+
+--
+-- Name: TABLE budget_reservations; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT,UPDATE ON TABLE public.budget_reservations TO cronledger_app;
+GRANT SELECT ON TABLE public.budget_reservations TO cronledger_readonly;
+
+--
+-- Name: TABLE budget_zones; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT ON TABLE public.budget_zones TO cronledger_app;
+GRANT SELECT ON TABLE public.budget_zones TO cronledger_readonly;
+
+--
+-- Name: TABLE budgets; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT ON TABLE public.budgets TO cronledger_app;
+GRANT SELECT ON TABLE public.budgets TO cronledger_readonly;
+
+--
+-- Name: SEQUENCE budgets_id_seq; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT USAGE ON SEQUENCE public.budgets_id_seq TO cronledger_app;
+
+--
+-- Name: TABLE memories; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT ON TABLE public.memories TO cronledger_app;
+
+--
+-- Name: TABLE model_downgrades; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT ON TABLE public.model_downgrades TO cronledger_app;
+GRANT SELECT ON TABLE public.model_downgrades TO cronledger_readonly;
+
+--
+-- Name: SEQUENCE model_downgrades_id_seq; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT USAGE ON SEQUENCE public.model_downgrades_id_seq TO cronledger_app;
+
+--
+-- Name: SEQUENCE model_prices_id_seq; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT USAGE ON SEQUENCE public.model_prices_id_seq TO cronledger_app;
+
+--
+-- Name: TABLE report_deliveries; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT ON TABLE public.report_deliveries TO cronledger_app;
+GRANT SELECT ON TABLE public.report_deliveries TO cronledger_readonly;
+
+--
+-- Name: SEQUENCE report_deliveries_id_seq; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT USAGE ON SEQUENCE public.report_deliveries_id_seq TO cronledger_app;
+
+--
+-- Name: TABLE rollup_months; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT,UPDATE ON TABLE public.rollup_months TO cronledger_app;
+GRANT SELECT ON TABLE public.rollup_months TO cronledger_readonly;
+
+--
+-- Name: TABLE rollup_queue; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT,DELETE ON TABLE public.rollup_queue TO cronledger_app;
+GRANT SELECT ON TABLE public.rollup_queue TO cronledger_readonly;
+
+--
+-- Name: TABLE rollup_zones; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT,UPDATE ON TABLE public.rollup_zones TO cronledger_app;
+GRANT SELECT ON TABLE public.rollup_zones TO cronledger_readonly;
+
+--
+-- Name: TABLE run_attempts; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT,UPDATE ON TABLE public.run_attempts TO cronledger_app;
+GRANT SELECT ON TABLE public.run_attempts TO cronledger_readonly;
+
+--
+-- Name: SEQUENCE run_attempts_id_seq; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT USAGE ON SEQUENCE public.run_attempts_id_seq TO cronledger_app;
+
+--
+-- Name: TABLE run_duplicates; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT ON TABLE public.run_duplicates TO cronledger_app;
+GRANT SELECT ON TABLE public.run_duplicates TO cronledger_readonly;
+
+--
+-- Name: TABLE run_rollup_queue; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT,DELETE ON TABLE public.run_rollup_queue TO cronledger_app;
+GRANT SELECT ON TABLE public.run_rollup_queue TO cronledger_readonly;
+
+--
+-- Name: SEQUENCE run_rollup_queue_id_seq; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT USAGE ON SEQUENCE public.run_rollup_queue_id_seq TO cronledger_app;
+
+--
+-- Name: TABLE run_rollups; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT,DELETE ON TABLE public.run_rollups TO cronledger_app;
+GRANT SELECT ON TABLE public.run_rollups TO cronledger_readonly;
+
+--
+-- Name: TABLE runs; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT,UPDATE ON TABLE public.runs TO cronledger_app;
+GRANT SELECT ON TABLE public.runs TO cronledger_readonly;
+
+--
+-- Name: SEQUENCE runs_id_seq; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT USAGE ON SEQUENCE public.runs_id_seq TO cronledger_app;
+
+--
+-- Name: TABLE schema_migrations; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT ON TABLE public.schema_migrations TO cronledger_app;
+GRANT SELECT ON TABLE public.schema_migrations TO cronledger_readonly;
+
+--
+-- Name: TABLE usage_day_totals; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT,DELETE ON TABLE public.usage_day_totals TO cronledger_app;
+GRANT SELECT ON TABLE public.usage_day_totals TO cronledger_readonly;
+
+--
+-- Name: TABLE usage_day_users; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT,DELETE ON TABLE public.usage_day_users TO cronledger_app;
+GRANT SELECT ON TABLE public.usage_day_users TO cronledger_readonly;
+
+--
+-- Name: TABLE usage_exceptions; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT ON TABLE public.usage_exceptions TO cronledger_app;
+GRANT SELECT ON TABLE public.usage_exceptions TO cronledger_readonly;
+
+--
+-- Name: SEQUENCE usage_exceptions_id_seq; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT USAGE ON SEQUENCE public.usage_exceptions_id_seq TO cronledger_app;
+
+--
+-- Name: SEQUENCE usage_ledger_id_seq; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT USAGE ON SEQUENCE public.usage_ledger_id_seq TO cronledger_app;
+
+--
+-- Name: TABLE usage_month_rollups; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT,DELETE ON TABLE public.usage_month_rollups TO cronledger_app;
+GRANT SELECT ON TABLE public.usage_month_rollups TO cronledger_readonly;
+
+--
+-- Name: TABLE usage_rollups; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT,DELETE ON TABLE public.usage_rollups TO cronledger_app;
+GRANT SELECT ON TABLE public.usage_rollups TO cronledger_readonly;
+
+--
+-- Name: DEFAULT PRIVILEGES FOR SEQUENCES; Type: DEFAULT ACL; Schema: public; Owner: -
+--
+
+ALTER DEFAULT PRIVILEGES FOR ROLE cronledger_owner IN SCHEMA public GRANT USAGE ON SEQUENCES  TO cronledger_app;
+
+--
+-- Name: DEFAULT PRIVILEGES FOR TABLES; Type: DEFAULT ACL; Schema: public; Owner: -
+--
+
+ALTER DEFAULT PRIVILEGES FOR ROLE cronledger_owner IN SCHEMA public GRANT SELECT ON TABLES  TO cronledger_app;
+ALTER DEFAULT PRIVILEGES FOR ROLE cronledger_owner IN SCHEMA public GRANT SELECT ON TABLES  TO cronledger_readonly;
+
+--
+-- PostgreSQL database dump complete
+--
