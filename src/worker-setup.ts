@@ -1,6 +1,7 @@
 import { Worker, type NativeConnection, type WorkerOptions } from '@temporalio/worker';
 import { fileURLToPath } from 'node:url';
 import { createActivities, type ActivityDeps } from './activities';
+import { payloadDataConverter, payloadKeysFromEnv, type PayloadKeys } from './payload-codec';
 
 export const workflowsPath = fileURLToPath(new URL('./workflows/index.ts', import.meta.url));
 
@@ -11,6 +12,8 @@ export interface CronledgerWorkerOptions {
   deps: ActivityDeps;
   /** Pre-bundled workflow code, so tests that start several workers bundle once. */
   workflowBundle?: WorkerOptions['workflowBundle'];
+  /** The payload keys; CRONLEDGER_PAYLOAD_KEYS(_FILE) when not given (none: payloads travel unencrypted). */
+  payloadKeys?: PayloadKeys;
 }
 
 /**
@@ -38,6 +41,8 @@ export async function createCronledgerWorker(opts: CronledgerWorkerOptions): Pro
     taskQueue: opts.taskQueue,
     identity: opts.deps.workerId,
     activities: createActivities(opts.deps),
+    // Runs outside the workflow sandbox: workflow code sees decrypted values and never a key.
+    dataConverter: payloadDataConverter(opts.payloadKeys ?? payloadKeysFromEnv()),
     // Model-call activities heartbeat every 5 s against a 30 s heartbeat timeout. The SDK would otherwise send at most
     // one heartbeat per 0.8 × timeout (24 s), leaving a loaded worker 6 s of slack before Temporal retries a live call.
     maxHeartbeatThrottleInterval: '5 seconds',

@@ -17,7 +17,18 @@ const LAYERS: string[][] = [
   ['budgets'],
   ['ledger'],
   ['models', 'db'],
-  ['config.ts', 'constants.ts', 'client.ts', 'money.ts', 'errors.ts', 'time-zone.ts', 'text-table.ts', 'progress-bar.ts', 'hash.ts'],
+  [
+    'config.ts',
+    'constants.ts',
+    'client.ts',
+    'payload-codec.ts',
+    'money.ts',
+    'errors.ts',
+    'time-zone.ts',
+    'text-table.ts',
+    'progress-bar.ts',
+    'hash.ts',
+  ],
 ];
 
 const src = resolve(import.meta.dirname, '..', 'src');

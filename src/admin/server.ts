@@ -1,5 +1,6 @@
 import { serve } from '@hono/node-server';
 import type { Client } from '@temporalio/client';
+import type { PayloadCodec } from '@temporalio/common';
 import { Hono, type Context } from 'hono';
 import { getCookie } from 'hono/cookie';
 import { readFileSync } from 'node:fs';
@@ -18,6 +19,7 @@ import { DEFAULT_MISSED_SLOT_GRACE_MS, DEFAULT_MISSED_SLOT_WINDOW_MS, missedSlot
 import { latestRuns, models, overview, parseMonthQuery, runPage, runView, userPage, users } from './admin-data';
 import { parseFactor } from './anomalies';
 import { sharedResult } from './shared-result';
+import { CODEC_DECODE_PATH, CODEC_PATH, codecBodyLimit, codecCors, codecDecode } from './codec-endpoint';
 import { adminMetrics } from './metrics';
 import {
   errorPage,
@@ -56,6 +58,8 @@ export interface AdminOptions {
   missedSlotWindowMs?: number;
   /** How long one missed-slot check serves every page, API call and scrape (default 30 seconds; 0: only concurrent ones). */
   missedSlotCacheMs?: number;
+  /** Decrypts payloads for POST /codec/decode (Temporal's codec-server protocol); without it that route answers 503. */
+  payloadCodec?: PayloadCodec;
 }
 
 /** 30 s: two Prometheus scrapes at the usual 15 s share one check, and a figure is never older than the interval. */
@@ -147,9 +151,13 @@ export function createAdminApp(opts: AdminOptions): Hono {
     c.header('Cache-Control', 'no-store');
   });
 
-  // Read-only: GET (and HEAD) everywhere, POST only to sign in.
+  // The codec endpoint's CORS, before the checks below: the Web UI's preflight carries no token.
+  app.use(`${CODEC_PATH}/*`, codecCors(opts.uiUrl ? new URL(opts.uiUrl).origin : undefined));
+
+  // Read-only: GET (and HEAD) everywhere, POST only to sign in and to decode payloads (which changes nothing).
   app.use('*', async (c, next) => {
-    const ok = c.req.method === 'GET' || c.req.method === 'HEAD' || (c.req.method === 'POST' && c.req.path === '/login');
+    const post = c.req.method === 'POST' && (c.req.path === '/login' || c.req.path === CODEC_DECODE_PATH);
+    const ok = c.req.method === 'GET' || c.req.method === 'HEAD' || post;
     if (!ok) return c.text('the admin page is read-only', 405, { Allow: 'GET, HEAD' });
     await next();
   });
@@ -159,7 +167,7 @@ export function createAdminApp(opts: AdminOptions): Hono {
     const bearer = /^Bearer (.+)$/.exec(c.req.header('Authorization') ?? '')?.[1];
     const cookie = getCookie(c, ADMIN_COOKIE);
     if ((bearer && sameSecret(bearer, opts.token)) || (cookie && cookieValue && sameSecret(cookie, cookieValue))) return next();
-    if (c.req.path.startsWith('/api/') || c.req.path === '/metrics') {
+    if (c.req.path.startsWith('/api/') || c.req.path === '/metrics' || c.req.path.startsWith(`${CODEC_PATH}/`)) {
       return c.json({ error: 'a bearer token is required (CRONLEDGER_ADMIN_TOKEN)' }, 401, { 'WWW-Authenticate': 'Bearer' });
     }
     return c.html(loginPage(), 401, { 'WWW-Authenticate': 'Bearer' });
@@ -250,6 +258,8 @@ export function createAdminApp(opts: AdminOptions): Hono {
     const t = await tasks();
     return 'error' in t ? c.json(t, 503) : c.json(t);
   });
+
+  app.post(CODEC_DECODE_PATH, codecBodyLimit(), codecDecode(opts.payloadCodec, Boolean(opts.token)));
 
   app.get('/metrics', async (c) => c.body(await metrics.render(), 200, { 'Content-Type': metrics.contentType }));
 

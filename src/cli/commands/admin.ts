@@ -7,6 +7,7 @@ import { parseFactor } from '../../admin/anomalies';
 import { connectPool, readOnlySessionUrl } from '../../db/pool';
 import { databaseUrlFor } from '../../dev/postgres';
 import { UserError } from '../../errors';
+import { EncryptionCodec, payloadKeysFromEnv } from '../../payload-codec';
 import { parseDuration } from '../../tasks/duration';
 import { parseCount } from '../options';
 
@@ -54,6 +55,7 @@ export function registerAdminCommand(program: Command): void {
         throw new UserError(`--anomaly-factor ${JSON.stringify(opts.anomalyFactor)} is not a decimal such as 1.5`);
       }
       const token = process.env.CRONLEDGER_ADMIN_TOKEN || undefined;
+      const payloadKeys = payloadKeysFromEnv();
       const { url: databaseUrl, variable } = adminDatabaseUrl();
       const pool = await connectPool(readOnlySessionUrl(databaseUrl), variable, 4);
       const conn = resolveConnections(process.env, { db: false });
@@ -80,6 +82,7 @@ export function registerAdminCommand(program: Command): void {
           missedSlotGraceMs,
           missedSlotWindowMs,
           missedSlotCacheMs,
+          payloadCodec: payloadKeys && new EncryptionCodec(payloadKeys),
         });
         process.stdout.write(`cronledger admin on ${server.url}${token ? ' (token required)' : ''}\n`);
         await new Promise<void>((resolve) => {
