@@ -2,13 +2,11 @@ import { InterceptingCall, type Interceptor } from '@grpc/grpc-js';
 import { Client, Connection, defaultGrpcRetryOptions, makeGrpcRetryInterceptor } from '@temporalio/client';
 import parsePrometheus from 'parse-prometheus-text-format';
 import type pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, expect, it } from 'vitest';
 import type { MissedSlotsView } from '../src/admin/pages';
 import { startAdminServer, type RunningAdmin } from '../src/admin/server';
-import { sharedResult } from '../src/admin/shared-result';
 import { recordAppliedTasks } from '../src/db/applied-tasks';
 import { createPool, readOnlySessionUrl } from '../src/db/pool';
-import { mapWithConcurrency } from '../src/schedules/bounded-concurrency';
 import { scheduleOptionsFor } from '../src/schedules/task-schedule';
 import { parseTasksFile } from '../src/tasks/tasks-file';
 import { runCli } from './support/cli';
@@ -207,76 +205,4 @@ it('refuses a --missed-slot-cache that is not a duration, naming the value and t
   expect(r.stderr).toContain('--missed-slot-cache "30 seconds"');
   expect(r.stderr).toMatch(/15m, 1h30m or 90s/);
   expect(r.stderr).not.toMatch(/\n\s+at /);
-});
-
-/** The sharing rule on a plain function, with a clock the test moves: no Temporal, no waiting. */
-describe('one shared result', { timeout: 10_000 }, () => {
-  const deferred = <T>() => {
-    let resolve!: (v: T) => void;
-    let reject!: (e: Error) => void;
-    const promise = new Promise<T>((res, rej) => {
-      resolve = res;
-      reject = rej;
-    });
-    return { promise, resolve, reject };
-  };
-
-  it('shares one computation among requests in flight and within the window, and recomputes after it', async () => {
-    let now = 1_000_000;
-    const pending: ReturnType<typeof deferred<string>>[] = [];
-    const shared = sharedResult(
-      () => {
-        pending.push(deferred<string>());
-        return pending[pending.length - 1].promise;
-      },
-      { maxAgeMs: 30_000, clock: () => now },
-    );
-    const waiting = [shared.get(), shared.get(), shared.get()];
-    expect(pending).toHaveLength(1); // the later two await the first
-    pending[0].resolve('first');
-    for (const r of await Promise.all(waiting)) expect(r).toEqual({ value: 'first', computedAt: new Date(1_000_000) });
-    now += 29_999;
-    expect((await shared.get()).value).toBe('first');
-    expect(pending).toHaveLength(1);
-    now += 1;
-    const later = shared.get();
-    expect(pending).toHaveLength(2);
-    pending[1].resolve('second');
-    expect(await later).toEqual({ value: 'second', computedAt: new Date(1_030_000) });
-  });
-
-  it('hands a failure to those who awaited it and tries again on the next request', async () => {
-    const pending: ReturnType<typeof deferred<string>>[] = [];
-    const shared = sharedResult(
-      () => {
-        pending.push(deferred<string>());
-        return pending[pending.length - 1].promise;
-      },
-      { maxAgeMs: 30_000, clock: () => 0 },
-    );
-    const waiting = [shared.get(), shared.get()];
-    pending[0].reject(new Error('frontend unavailable'));
-    for (const w of waiting) await expect(w).rejects.toThrow('frontend unavailable');
-    const retry = shared.get();
-    expect(pending).toHaveLength(2);
-    pending[1].resolve('ok');
-    expect((await retry).value).toBe('ok');
-  });
-
-  it('keeps at most the limit in flight and the results in order', async () => {
-    let inFlight = 0;
-    let most = 0;
-    const results = await mapWithConcurrency(
-      Array.from({ length: 50 }, (_, i) => i),
-      16,
-      async (i) => {
-        most = Math.max(most, ++inFlight);
-        await new Promise((r) => setImmediate(r));
-        inFlight--;
-        return i * 2;
-      },
-    );
-    expect(most).toBe(16);
-    expect(results).toEqual(Array.from({ length: 50 }, (_, i) => i * 2));
-  });
 });

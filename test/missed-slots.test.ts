@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, inject, it } from 'vitest';
 import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
 import { applyTasks } from '../src/schedules/apply-tasks';
 import { parseTasksFile } from '../src/tasks/tasks-file';
@@ -12,7 +12,8 @@ const TEMPORAL_SCHEDULED_START_TIME = defineSearchAttributeKey('TemporalSchedule
 
 /**
  * Slots that pass while nothing can run them. These wait for real minute boundaries (cron has minute resolution),
- * so each takes up to about two minutes; they run in parallel with the rest of the suite.
+ * so each takes up to about two minutes; they share nothing but the ledger database (distinct tasks, and the second
+ * its own Temporal server), so they wait at the same time.
  */
 let ctx: TestContext;
 
@@ -33,29 +34,33 @@ const runOf = async (workflowId: string) =>
     ])
   ).rows;
 
-it('with every worker down, the server still starts the slot, and it runs once a worker returns', async () => {
-  await applyTasks(ctx.client, everyMinute('no-worker'), ctx.taskQueue);
-  const started = `TaskId = 'no-worker'`;
-  // Up to a minute for the slot, then the start and its visibility record: on the Temporal server that is four processes
-  // and PostgreSQL, which on this 2-core machine loaded by other jobs once missed the 75 s allowed here before.
-  await waitFor(async () => (await ctx.client.workflow.count(started)).count > 0, 120_000, 'the schedule started a run');
-  await ctx.client.schedule.getHandle('cron-no-worker').pause('test: one slot is enough');
+it.concurrent(
+  'with every worker down, the server still starts the slot, and it runs once a worker returns',
+  async ({ expect }) => {
+    await applyTasks(ctx.client, everyMinute('no-worker'), ctx.taskQueue);
+    const started = `TaskId = 'no-worker'`;
+    // Up to a minute for the slot, then the start and its visibility record: on the Temporal server that is four processes
+    // and PostgreSQL, which on this 2-core machine loaded by other jobs once missed the 75 s allowed here before.
+    await waitFor(async () => (await ctx.client.workflow.count(started)).count > 0, 120_000, 'the schedule started a run');
+    await ctx.client.schedule.getHandle('cron-no-worker').pause('test: one slot is enough');
 
-  let workflowId = '';
-  for await (const w of ctx.client.workflow.list({ query: started })) workflowId = w.workflowId;
-  expect(workflowId).toMatch(/^cron-no-worker-\d{4}-\d\d-\d\dT\d\d:\d\d:00Z$/);
-  const described = await ctx.client.workflow.getHandle(workflowId).describe();
-  expect(described.status.name).toBe('RUNNING');
-  expect(await runOf(workflowId)).toEqual([]); // nothing ran it yet
+    let workflowId = '';
+    for await (const w of ctx.client.workflow.list({ query: started })) workflowId = w.workflowId;
+    expect(workflowId).toMatch(/^cron-no-worker-\d{4}-\d\d-\d\dT\d\d:\d\d:00Z$/);
+    const described = await ctx.client.workflow.getHandle(workflowId).describe();
+    expect(described.status.name).toBe('RUNNING');
+    expect(await runOf(workflowId)).toEqual([]); // nothing ran it yet
 
-  const fleet = await startWorkers(ctx, 1);
-  await fleet.runWhile(() => ctx.client.workflow.getHandle(workflowId).result());
-  const [run] = await runOf(workflowId);
-  expect(run.status).toBe('completed');
-  expect(`${run.scheduled_minute.toISOString().slice(0, 19)}Z`).toBe(workflowId.slice('cron-no-worker-'.length));
-}, 240_000);
+    const fleet = await startWorkers(ctx, 1);
+    await fleet.runWhile(() => ctx.client.workflow.getHandle(workflowId).result());
+    const [run] = await runOf(workflowId);
+    expect(run.status).toBe('completed');
+    expect(`${run.scheduled_minute.toISOString().slice(0, 19)}Z`).toBe(workflowId.slice('cron-no-worker-'.length));
+  },
+  240_000,
+);
 
-it('with the Temporal server down across a slot, a restart on the same persistence catches the slot up', async () => {
+it.concurrent('with the Temporal server down across a slot, a restart on the same persistence catches the slot up', async ({ expect }) => {
   // The suite's kind of server: the dev server as `dev up` runs it (a WAL-mode SQLite file, synchronous=normal), or with
   // CRONLEDGER_TEST_TEMPORAL=server the Temporal server (its four services stopped and started on the same databases).
   const { temporalMode, temporalCli } = inject('stack');

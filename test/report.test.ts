@@ -6,7 +6,6 @@ import { applyPrices, loadPricesFile } from '../src/ledger/prices';
 import { recordUsage } from '../src/ledger/record-usage';
 import { writeArtifacts } from '../src/reports/artifacts';
 import { buildReport } from '../src/reports/build-report';
-import { previousMonthOf } from '../src/reports/month';
 import { renderCsv, renderMarkdown, renderTable } from '../src/reports/render';
 import type { UsageReport } from '../src/reports/types';
 import { atto, ledgerSums, parseCsv, seedMonth, type SeedResult } from './support/report-fixtures';
@@ -151,16 +150,6 @@ describe('month boundaries follow the zone', () => {
     expect(utc.totals.costUsd).not.toBe(berlin.totals.costUsd);
     expect(berlin.byDay.length).toBeGreaterThan(0);
     expect(berlin.byDay.every((l) => l.day.startsWith('2026-06-'))).toBe(true);
-  });
-});
-
-describe('the month a scheduled report covers', () => {
-  it('is the month before the nominal time, in the schedule zone', () => {
-    // `0 0 1 * *` in Berlin fires at 22:00 UTC on the last day of the month it follows.
-    expect(previousMonthOf(new Date('2026-06-30T22:00:00Z'), 'Europe/Berlin')).toBe('2026-06');
-    expect(previousMonthOf(new Date('2026-06-30T22:00:00Z'), 'UTC')).toBe('2026-05');
-    expect(previousMonthOf(new Date('2027-01-01T00:00:00Z'), 'UTC')).toBe('2026-12');
-    expect(previousMonthOf(new Date('2026-03-01T05:00:00Z'), 'America/New_York')).toBe('2026-02');
   });
 });
 

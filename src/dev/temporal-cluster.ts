@@ -71,7 +71,7 @@ export async function planCluster(binaries: TemporalServerBinaries, frontendPort
 
 /**
  * The variables deploy/temporal/cronledger.yaml reads, for this stack. The four services get the same ones, so they
- * run from the same rendered config; docker-compose.yml sets the same names (test/docker-compose.test.ts).
+ * run from the same rendered config; docker-compose.yml sets the same names (test/unit/docker-compose.test.ts).
  */
 export function temporalServerEnvironment(stack: StackFile, dataDir: string): Record<string, string> {
   const c = requireCluster(stack);

@@ -34,7 +34,7 @@ export const DEV_SERVER_SQLITE_PRAGMAS = ['journal_mode=wal', 'synchronous=norma
  * The dev server starts at most 30 scheduled workflows per second per namespace by default; 1,000 tasks firing in the
  * same minute would then take 33 s just to start. The schedules' own limit is raised so that the workers, not this
  * throttle, set the pace (BENCHMARKS.md, fan-out). deploy/temporal/dynamicconfig.yaml gives the real server the same
- * values (test/docker-compose.test.ts holds them equal).
+ * values (test/unit/docker-compose.test.ts holds them equal).
  */
 export const DEV_SERVER_DYNAMIC_CONFIG: Record<string, unknown> = {
   'worker.schedulerNamespaceStartWorkflowRPS': 1000,

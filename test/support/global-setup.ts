@@ -15,14 +15,46 @@ const TEMPLATE_DATABASE = 'cronledger_template';
 
 /**
  * One real stack for the whole run (Temporal dev server, private PostgreSQL, no workers) in a fresh temp dir.
- * With CRONLEDGER_TEST_TEMPORAL=server the stack runs the Temporal server on PostgreSQL instead of the dev server
- * (`dev up --temporal server`); scripts/test.sh runs the scheduling tests that way too.
+ * A project whose env sets CRONLEDGER_TEST_TEMPORAL=server (vitest.config.ts's temporal-server project; or the shell's
+ * variable) gets the Temporal server on PostgreSQL instead of the dev server (`dev up --temporal server`).
+ * Projects that ask for the same kind share one stack (integration and fault); the last of them to finish stops it.
  * Test files share it without seeing each other: each gets its own namespace and its own clone of a migrated
  * template database. The temporal binary comes from the usual resolution, so CRONLEDGER_TEMPORAL_CLI is honoured.
  * As in production, the template is migrated by the owner role and tests connect as the application role.
  */
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
-  const temporalMode = testTemporalMode(process.env.CRONLEDGER_TEST_TEMPORAL);
+  const temporalMode = testTemporalMode(project.config.env?.CRONLEDGER_TEST_TEMPORAL ?? process.env.CRONLEDGER_TEST_TEMPORAL);
+  // Vitest loads this file once per project: the stacks live on globalThis so that the projects can share them.
+  const stacks = ((globalThis as { cronledgerTestStacks?: Map<TemporalMode, SharedStack> }).cronledgerTestStacks ??= new Map());
+  let shared = stacks.get(temporalMode);
+  if (!shared) {
+    // The dev server takes every test file's namespace as a flag at start; the Temporal server registers each one and
+    // waits until it is usable, so it gets only the namespaces of the files it runs.
+    const files = temporalMode === 'dev' ? allTestFiles() : (await project.globTestFiles()).testFiles;
+    shared = { stack: startTestStack(temporalMode, [...new Set(files.map((f) => basename(f, '.test.ts')))]), users: 0 };
+    stacks.set(temporalMode, shared);
+  }
+  shared.users += 1;
+  project.provide('stack', (await shared.stack).provided);
+  const { stack } = shared;
+  return async () => {
+    shared.users -= 1;
+    if (shared.users === 0) {
+      stacks.delete(temporalMode);
+      await (await stack).teardown();
+    }
+  };
+}
+
+interface SharedStack {
+  stack: Promise<{ provided: TestStack; teardown: () => Promise<void> }>;
+  users: number;
+}
+
+async function startTestStack(
+  temporalMode: TemporalMode,
+  namespaces: string[],
+): Promise<{ provided: TestStack; teardown: () => Promise<void> }> {
   const dataDir = mkdtempSync(join(tmpdir(), 'cronledger-test-'));
   const teardown = async () => {
     await stopStack(dataDir);
@@ -31,7 +63,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
   const started = Date.now();
   try {
     // No externalDatabaseUrl: a DATABASE_URL in the developer's shell must never receive test databases.
-    const up = await startStack({ dataDir, workers: 0, namespaces: testFileNamespaces(), admin: false, temporal: temporalMode });
+    const up = await startStack({ dataDir, workers: 0, namespaces, admin: false, temporal: temporalMode });
     const { port, passwords } = up.stack.postgres;
     if (!passwords) throw new Error('the test stack has no role passwords in its stack file');
     const adminDatabaseUrl = databaseUrlFor(port, 'superuser', passwords, 'postgres');
@@ -49,16 +81,15 @@ export default async function setup(project: TestProject): Promise<() => Promise
       templateDatabase: TEMPLATE_DATABASE,
       dataDir,
     };
-    project.provide('stack', provided);
     process.stderr.write(
       `test stack up in ${((Date.now() - started) / 1000).toFixed(1)}s: Temporal ${temporalMode === 'server' ? 'server on PostgreSQL' : 'dev server'} ` +
         `${provided.temporalAddress}, UI ${provided.uiUrl}\n`,
     );
+    return { provided, teardown };
   } catch (err) {
     await teardown().catch(() => undefined);
     throw err;
   }
-  return teardown;
 }
 
 function testTemporalMode(value: string | undefined): TemporalMode {
@@ -67,11 +98,10 @@ function testTemporalMode(value: string | undefined): TemporalMode {
   throw new Error(`CRONLEDGER_TEST_TEMPORAL=${value} is not a Temporal mode; use dev (the default) or server`);
 }
 
-/** A namespace per test file, named after it (test/backfill.test.ts -> backfill), created when the server starts. */
-function testFileNamespaces(): string[] {
+/** Every test file under test/ (a namespace each, named after the file: test/backfill.test.ts -> backfill). */
+function allTestFiles(): string[] {
   const testDir = join(repoRoot(), 'test');
-  const files = readdirSync(testDir, { recursive: true, encoding: 'utf8' }).filter((f) => f.endsWith('.test.ts'));
-  return [...new Set(files.map((f) => basename(f, '.test.ts')))];
+  return readdirSync(testDir, { recursive: true, encoding: 'utf8' }).filter((f) => f.endsWith('.test.ts'));
 }
 
 async function createTemplateDatabase(adminDatabaseUrl: string, ownerTemplateUrl: string): Promise<void> {

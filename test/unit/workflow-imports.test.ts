@@ -7,7 +7,7 @@ import { expect, it } from 'vitest';
  * from other workflow files; anything else (node:*, pg, the activities) may be imported as a type only.
  */
 it('workflow files import values only from @temporalio/workflow and each other', () => {
-  const dir = join(import.meta.dirname, '..', 'src', 'workflows');
+  const dir = join(import.meta.dirname, '..', '..', 'src', 'workflows');
   const offenders: string[] = [];
   for (const file of readdirSync(dir).filter((f) => f.endsWith('.ts'))) {
     const source = readFileSync(join(dir, file), 'utf8');

@@ -4,11 +4,11 @@ import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
-import { repoRoot, TEMPORAL_SERVICES, type StackFile } from '../src/config';
-import { SEARCH_ATTRIBUTES } from '../src/constants';
-import { TEMPORAL_CONFIG_DIR, TEMPORAL_CONFIG_ENV, temporalServerEnvironment, temporalServiceArgs } from '../src/dev/temporal-cluster';
-import { DEV_SERVER_DYNAMIC_CONFIG } from '../src/dev/temporal-server';
-import { findTemporalServerBinaries, TEMPORAL_SERVER_VERSION, TEMPORAL_UI_VERSION } from '../src/dev/temporal-server-binaries';
+import { repoRoot, TEMPORAL_SERVICES, type StackFile } from '../../src/config';
+import { SEARCH_ATTRIBUTES } from '../../src/constants';
+import { TEMPORAL_CONFIG_DIR, TEMPORAL_CONFIG_ENV, temporalServerEnvironment, temporalServiceArgs } from '../../src/dev/temporal-cluster';
+import { DEV_SERVER_DYNAMIC_CONFIG } from '../../src/dev/temporal-server';
+import { findTemporalServerBinaries, TEMPORAL_SERVER_VERSION, TEMPORAL_UI_VERSION } from '../../src/dev/temporal-server-binaries';
 
 /**
  * docker-compose.yml cannot be started here (no Docker engine), so it is checked against the code instead:

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { READ_AFTER_KILL_MS, killExplaining } from './support/chaos-figures';
-import type { BilledRequest } from './support/fake-openai';
-import type { KillEvent } from './support/worker-processes';
+import { READ_AFTER_KILL_MS, killExplaining } from '../support/chaos-figures';
+import type { BilledRequest } from '../support/fake-openai';
+import type { KillEvent } from '../support/worker-processes';
 
 /**
  * The rule R1 (worker kills) uses to tell an answer lost with its dying worker from lost money. Pure logic over the

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { findAnomalies, parseFactor, type Anomaly, type DailyPoint } from '../src/admin/anomalies';
+import { findAnomalies, parseFactor, type Anomaly, type DailyPoint } from '../../src/admin/anomalies';
 
 /**
  * findAnomalies ranks each series' days once and finds every window's median from the ranks. This checks it against

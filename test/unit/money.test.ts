@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { costAtPerMillion, displayUsd, parseUsd, sumMoney, toAttoUsd, toExactString } from '../src/money';
+import { costAtPerMillion, displayUsd, parseUsd, sumMoney, toAttoUsd, toExactString } from '../../src/money';
 
 describe('money', () => {
   it('prices tokens exactly at per-million rates', () => {
