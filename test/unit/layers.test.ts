@@ -38,7 +38,8 @@ function layerOf(file: string): number {
   // An import specifier has no extension: `../errors` names src/errors.ts.
   const top = parts.length === 1 && !parts[0].endsWith('.ts') && !LAYERS.flat().includes(parts[0]) ? `${parts[0]}.ts` : parts[0];
   const index = LAYERS.findIndex((names) => names.includes(top));
-  if (index < 0) throw new Error(`src/${top} has no layer: add it to LAYERS in test/unit/layers.test.ts and to docs/development.md's Layers`);
+  if (index < 0)
+    throw new Error(`src/${top} has no layer: add it to LAYERS in test/unit/layers.test.ts and to docs/development.md's Layers`);
   return index;
 }
 

@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
  * Every relative link in the prose (README.md, BENCHMARKS.md, docs/ and bench/) names a file or folder that exists, and
  * a `#anchor` into a Markdown file names one of its headings. Pure file reading: no server.
  */
-const ROOT = resolve(import.meta.dirname, '..');
+const ROOT = resolve(import.meta.dirname, '..', '..');
 
 function markdownFiles(): string[] {
   const files = ['README.md', 'BENCHMARKS.md'].map((f) => join(ROOT, f)).filter((f) => existsSync(f));
