@@ -4,7 +4,8 @@ import { describe, expect, it } from 'vitest';
 
 /**
  * Every relative link in the prose (README.md, BENCHMARKS.md, docs/ and bench/) names a file or folder that exists, and
- * a `#anchor` into a Markdown file names one of its headings. Pure file reading: no server.
+ * a `#anchor` into a Markdown file names one of its headings; so does every repository path the prose names outside a
+ * code block (`src/db/pool.ts`, test/unit/). Pure file reading: no server.
  */
 const ROOT = resolve(import.meta.dirname, '..', '..');
 
@@ -64,6 +65,26 @@ function brokenLinks(file: string, text: string): string[] {
   return broken;
 }
 
+/** Top-level folders whose paths the prose names as plain text or inline code. */
+const REPO_FOLDERS = ['src', 'test', 'bench', 'migrations', 'deploy', 'scripts', 'prices', 'examples', 'db', 'docs', 'prometheus'];
+const NAMED_PATH = new RegExp(`(?<![\\w./<-])(?:${REPO_FOLDERS.join('|')})/[\\w./-]*`, 'g');
+
+/**
+ * The repository paths named outside code blocks (relative to the repository's root) that name nothing. A path that
+ * goes on with a pattern or a placeholder (`test/fault/*.test.ts`, `docs/<page>`) is not a path, and is skipped.
+ */
+function missingNamedPaths(text: string): string[] {
+  const outsideBlocks = text.replace(/^(```|~~~)[^\n]*\n[\s\S]*?^\1[^\n]*$/gm, '');
+  const missing: string[] = [];
+  for (const match of outsideBlocks.matchAll(NAMED_PATH)) {
+    const next = outsideBlocks[match.index + match[0].length] ?? '';
+    if ('*<{'.includes(next) && next !== '') continue;
+    const path = match[0].replace(/[.,]+$/, '');
+    if (!existsSync(join(ROOT, path))) missing.push(path);
+  }
+  return [...new Set(missing)];
+}
+
 describe('links in the docs', () => {
   const files = markdownFiles();
 
@@ -73,6 +94,21 @@ describe('links in the docs', () => {
 
   it.each(files.map((f) => [relative(ROOT, f), f]))('%s: every relative link resolves', (_name, file) => {
     expect(brokenLinks(file, readFileSync(file, 'utf8'))).toEqual([]);
+  });
+
+  it.each(files.map((f) => [relative(ROOT, f), f]))('%s: every repository path it names exists', (_name, file) => {
+    expect(missingNamedPaths(readFileSync(file, 'utf8'))).toEqual([]);
+  });
+
+  it('reports a named path that is gone, and skips patterns, placeholders and code blocks', () => {
+    const text = [
+      'See src/db/pool.ts, `test/unit/` and `src/nowhere.ts`; also bench/gone.ts.',
+      'Patterns: `test/fault/*.test.ts`, docs/<page>.md, a URL https://example.com/src/nowhere.ts.',
+      '```',
+      'node --import tsx bench/in-a-block.ts',
+      '```',
+    ].join('\n');
+    expect(missingNamedPaths(text)).toEqual(['src/nowhere.ts', 'bench/gone.ts']);
   });
 
   it('reports a link to a missing file and to a missing heading, and ignores code and URLs', () => {
