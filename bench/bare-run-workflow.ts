@@ -1,10 +1,9 @@
 /**
- * The bare workflow P1 (bench/fan-out.ts) compares scheduledRun against: the same Temporal steps as scheduledRun on the
- * current run shape (CURRENT_RUN_SHAPE, which every schedule's input names), in the same order and with the same
- * options, and activities that do nothing. What scheduledRun costs beyond it is cronledger's own work (PostgreSQL, the model
+ * The bare workflow P1 (bench/fan-out.ts) compares scheduledRun against: the same Temporal steps as scheduledRun, in the
+ * same order and with the same options, and activities that do nothing. What scheduledRun costs beyond it is cronledger's own work (PostgreSQL, the model
  * client, payloads).
  */
-import { patched, proxyActivities, proxyLocalActivities, upsertSearchAttributes } from '@temporalio/workflow';
+import { proxyActivities, proxyLocalActivities, upsertSearchAttributes } from '@temporalio/workflow';
 import { LOCAL_BOOKKEEPING_OPTIONS, MODEL_CALL_OPTIONS } from '../src/workflows/scheduled-run';
 import type { createBareActivities } from './bare-worker';
 
@@ -14,27 +13,8 @@ type BareActivities = ReturnType<typeof createBareActivities>;
 const bookkeeping = proxyLocalActivities<BareActivities>(LOCAL_BOOKKEEPING_OPTIONS);
 const modelCalls = proxyActivities<BareActivities>(MODEL_CALL_OPTIONS);
 
-/**
- * claim and reserve (one step), (Tier), chat + book, embedding + book, memory and complete (one step): scheduledRun's
- * commands for an input with the current shape (CURRENT_RUN_SHAPE: no patch markers), nothing done.
- */
+/** claim and reserve (one step), (Tier), chat + book, embedding + book, memory and complete (one step), nothing done. */
 export async function bareRun(): Promise<string> {
-  return runSteps();
-}
-
-/**
- * bareRun with the three patch markers (and the TemporalChangeVersion upsert the SDK adds to each) that scheduledRun
- * records for an input without a shape: what they cost the server (bench/server-cpu-per-run.ts --a-workflow bareRunPatched).
- */
-export async function bareRunPatched(): Promise<string> {
-  // they travel in the same workflow task completion as the claim
-  patched('call-then-book');
-  patched('local-bookkeeping');
-  patched('claim-with-reserve');
-  return runSteps();
-}
-
-async function runSteps(): Promise<string> {
   await bookkeeping.claimAndReserve();
   upsertSearchAttributes([{ key: { name: 'Tier', type: 'KEYWORD' }, value: 'default' }]);
   await modelCalls.call();

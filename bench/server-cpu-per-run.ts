@@ -9,7 +9,6 @@
  * workflow (--a-workflow, --b-workflow NAME, an export of bench/bare-run-workflow.ts; bareRun by default).
  *
  *   node --import tsx bench/server-cpu-per-run.ts --a-config system.enableActivityEagerExecution=false [--runs 200] [--rounds 5]
- *   node --import tsx bench/server-cpu-per-run.ts --a-workflow bareRunPatched
  *
  * The worker's own CPU is in this process and not counted: the figure is the server's work per run.
  */

@@ -8,14 +8,7 @@ import type { Activities } from '../src/activities';
 import type { BookUsageInput, ModelCallInput, ModelCallOutcome } from '../src/activities/run-activities';
 import { connectClient } from '../src/client';
 import type { ClaimOutcome } from '../src/db/runs';
-import {
-  CLAIM_WITH_RESERVE_PATCH,
-  CURRENT_RUN_SHAPE,
-  LOCAL_BOOKKEEPING_PATCH,
-  MAX_CALLS_PER_STEP,
-  scheduledRun,
-  type ScheduledRunInput,
-} from '../src/workflows/scheduled-run';
+import { MAX_CALLS_PER_STEP, scheduledRun, type ScheduledRunInput } from '../src/workflows/scheduled-run';
 import './support/provided';
 import './support/quiet-runtime';
 import { workflowBundle } from './support/workers';
@@ -61,11 +54,14 @@ const billedFailure = (input: ModelCallInput): ModelCallOutcome => ({
   error: 'reply cut off',
 });
 
+/** How the claim goes, for the stub claimAndReserve (its reservation is `over.reserveBudget`'s answer, or the happy one). */
+type Over = Partial<Activities> & { claim?: () => Promise<ClaimOutcome> };
+
 /**
  * Stub activities: every one records its call; `over` replaces the happy-path behaviour of some of them. The report
  * activities are never reached by scheduledRun and fail if they are.
  */
-function stubActivities(calls: Call[], over: Partial<Activities> = {}): Activities {
+function stubActivities(calls: Call[], over: Over = {}): Activities {
   const record = <K extends keyof Activities>(name: K, happy: Activities[K]): Activities[K] =>
     // eslint-disable-next-line @typescript-eslint/no-explicit-any
     (async (input: any) => {
@@ -93,10 +89,9 @@ function stubActivities(calls: Call[], over: Partial<Activities> = {}): Activiti
     throw ApplicationFailure.nonRetryable(`${name} is not part of scheduledRun`);
   };
   return {
-    claimRun: record('claimRun', happyClaim),
-    // the claim and the first reservation in one step (claim-with-reserve): the claimRun and reserveBudget overrides apply
-    claimAndReserve: record('claimAndReserve', async ({ budget, ...claimInput }) => {
-      const claim = await (over.claimRun ?? happyClaim)(claimInput);
+    // the claim and the first reservation in one step: the claim and reserveBudget overrides apply
+    claimAndReserve: record('claimAndReserve', async ({ budget }) => {
+      const claim = await (over.claim ?? happyClaim)();
       return { claim, decision: claim.claimed ? await (over.reserveBudget ?? happyReserve)(budget) : null };
     }),
     completeRun: record('completeRun', async () => undefined),
@@ -107,15 +102,12 @@ function stubActivities(calls: Call[], over: Partial<Activities> = {}): Activiti
       entryId: `${input.step}-${input.attempt}`,
       costUsd: '0.000027000000000000',
     })),
-    storeMemory: record('storeMemory', async () => undefined),
     storeMemoryAndCompleteRun: record('storeMemoryAndCompleteRun', async () => undefined),
     reserveBudget: record('reserveBudget', happyReserve),
     releaseBudget: record('releaseBudget', async () => ({ released: 0 })),
     deliverBudgetEvent: unused('deliverBudgetEvent'),
     sweepExpiredReservations: unused('sweepExpiredReservations'),
     budgetEventsToRedeliver: unused('budgetEventsToRedeliver'),
-    chat: record('chat', unused('chat')),
-    embedMemory: record('embedMemory', unused('embedMemory')),
     resolveReportMonth: unused('resolveReportMonth'),
     generateMonthlyReport: unused('generateMonthlyReport'),
     deliverMonthlyReport: unused('deliverMonthlyReport'),
@@ -163,30 +155,19 @@ async function run(
 const names = (calls: Call[]) => calls.map((c) => c.name);
 const inputsOf = <T>(calls: Call[], name: keyof Activities) => calls.filter((c) => c.name === name).map((c) => c.input as T);
 
-it('completes: claim, call and book chat, call and book the embedding, store the memory, close the claim', async () => {
+it('completes: claim, call and book chat, call and book the embedding, store the memory and close the claim in one step', async () => {
   const calls: Call[] = [];
   const { result, error, workflowId, runId } = await run(stubActivities(calls), task());
 
   expect(error).toBeUndefined();
-  expect(result).toMatchObject({ status: 'completed', idempotencyKey: 'cron:branchy:2026-11-02T09:00Z', generation: 1 });
+  expect(result).toMatchObject({ status: 'completed', tier: 'default', idempotencyKey: 'cron:branchy:2026-11-02T09:00Z', generation: 1 });
   expect(result?.manual).toBeUndefined();
-  expect(names(calls)).toEqual(['claimAndReserve', 'callChat', 'bookUsage', 'callEmbedding', 'bookUsage', 'storeMemory', 'completeRun']);
+  expect(names(calls)).toEqual(['claimAndReserve', 'callChat', 'bookUsage', 'callEmbedding', 'bookUsage', 'storeMemoryAndCompleteRun']);
   // ledger keys name the execution: Temporal's run ID, with the workflow ID alongside
   expect(inputsOf<BookUsageInput>(calls, 'bookUsage').map((b) => [b.runId, b.workflowId, b.step, b.attempt, b.status])).toEqual([
     [runId, workflowId, 'chat', 1, 'ok'],
     [runId, workflowId, 'embed', 1, 'ok'],
   ]);
-  expect(inputsOf(calls, 'completeRun')).toEqual([
-    { idempotencyKey: 'cron:branchy:2026-11-02T09:00Z', status: 'completed', tier: 'default' },
-  ]);
-});
-
-it('an input with the current shape stores the memory and closes the claim in one step', async () => {
-  const calls: Call[] = [];
-  const { result, runId } = await run(stubActivities(calls), task({ shape: CURRENT_RUN_SHAPE }));
-
-  expect(result).toMatchObject({ status: 'completed', tier: 'default', generation: 1 });
-  expect(names(calls)).toEqual(['claimAndReserve', 'callChat', 'bookUsage', 'callEmbedding', 'bookUsage', 'storeMemoryAndCompleteRun']);
   expect(inputsOf(calls, 'storeMemoryAndCompleteRun')).toEqual([
     {
       idempotencyKey: 'cron:branchy:2026-11-02T09:00Z',
@@ -200,7 +181,7 @@ it('stops as duplicate before any model call when another execution owns the cla
   const calls: Call[] = [];
   const { result } = await run(
     stubActivities(calls, {
-      claimRun: async () => ({ claimed: false, ownerWorkflowRunId: 'the-owner', generation: 1, ownerStatus: 'failed' }),
+      claim: async () => ({ claimed: false, ownerWorkflowRunId: 'the-owner', generation: 1, ownerStatus: 'failed' }),
     }),
     task(),
   );
@@ -339,8 +320,7 @@ it('a database outage while booking delays the booking and never repeats the cal
     'bookUsage',
     'callEmbedding',
     'bookUsage',
-    'storeMemory',
-    'completeRun',
+    'storeMemoryAndCompleteRun',
   ]);
 });
 
@@ -384,13 +364,11 @@ it('the bookkeeping steps run as local activities: only the two model calls are 
   const history = await client.workflow.getHandle(workflowId, runId).fetchHistory();
   const scheduled = (history.events ?? []).flatMap((e) => e.activityTaskScheduledEventAttributes?.activityType?.name ?? []);
   expect(scheduled).toEqual(['callChat', 'callEmbedding']);
-  // claim with its reservation (one step), two bookings, memory and completion are recorded as local-activity markers
+  // claim with its reservation (one step), two bookings, memory with completion (one step): local-activity markers
   const markers = (history.events ?? []).filter((e) => e.markerRecordedEventAttributes?.markerName === 'core_local_activity');
-  expect(markers).toHaveLength(5);
-  // the patch marker lets executions that started before it replay on normal activities
-  const patches = (history.events ?? []).flatMap((e) => e.markerRecordedEventAttributes?.details?.['patch-data']?.payloads ?? []);
-  expect(patches.map((p) => Buffer.from(p.data ?? new Uint8Array()).toString('utf8')).join()).toContain(LOCAL_BOOKKEEPING_PATCH);
-  expect(patches.map((p) => Buffer.from(p.data ?? new Uint8Array()).toString('utf8')).join()).toContain(CLAIM_WITH_RESERVE_PATCH);
+  expect(markers).toHaveLength(4);
+  // one path, so no patch markers
+  expect((history.events ?? []).filter((e) => e.markerRecordedEventAttributes?.markerName === 'core_patch')).toEqual([]);
 });
 
 it('budget exhausted before a call made again: the run ends blocked, makes no further call, releases what it holds', async () => {

@@ -9,10 +9,6 @@ import { BUDGET_SWEEP_SCHEDULE_ID } from '../src/constants';
 import { describeOrUndefined } from '../src/schedules/describe-schedule';
 import { applyPrices, loadPricesFile } from '../src/ledger/prices';
 import { startWorkers } from './support/workers';
-import { fingerprintOf } from '../src/hash';
-import { runInputOf, scheduleOptionsFor } from '../src/schedules/task-schedule';
-import { parseTasksFile } from '../src/tasks/tasks-file';
-import { CURRENT_RUN_SHAPE, type ScheduledRunInput } from '../src/workflows/scheduled-run';
 
 let ctx: TestContext;
 const dir = mkdtempSync(join(tmpdir(), 'cronledger-tasks-'));
@@ -211,29 +207,6 @@ describe('tasks apply', () => {
     expect(JSON.parse(changed.stdout).changes).toEqual([{ action: 'updated', scheduleId: 'cron-sim' }]);
     const d = await ctx.client.schedule.getHandle('cron-sim').describe();
     expect(d.action.type === 'startWorkflow' && d.action.args?.[0]).toMatchObject({ simulate: { completionTokens: 900 } });
-  });
-
-  it('updates a schedule applied before run inputs named their shape, so that its runs take it (no patch markers)', async () => {
-    // the schedule as `tasks apply` made it before CURRENT_RUN_SHAPE: no shape in the input, nor in the fingerprint
-    const [parsed] = parseTasksFile({ tasks: [task('pre-shape')], monthlyReport: false, budgetSweep: false }).tasks;
-    const options = scheduleOptionsFor(parsed, ctx.taskQueue);
-    const { shape: _shape, ...input } = runInputOf(parsed);
-    const { paused: _paused, ...fields } = parsed;
-    const memo = { ...options.action.memo, fingerprint: fingerprintOf({ taskQueue: ctx.taskQueue, ...fields }) };
-    await ctx.client.schedule.create({ ...options, action: { ...options.action, args: [input], memo } });
-    const argsOf = async () => {
-      const d = await ctx.client.schedule.getHandle('cron-pre-shape').describe();
-      return d.action.type === 'startWorkflow' ? (d.action.args?.[0] as ScheduledRunInput) : undefined;
-    };
-    expect((await argsOf())?.shape).toBeUndefined();
-
-    const file = tasksFile('pre-shape.json', { tasks: [task('pre-shape')], monthlyReport: false, budgetSweep: false });
-    const applied = await runCli(['tasks', 'apply', file, '--json'], ctx.env);
-    expect(applied.code, applied.stderr).toBe(0);
-    expect(JSON.parse(applied.stdout).changes).toContainEqual({ action: 'updated', scheduleId: 'cron-pre-shape' });
-    expect(await argsOf()).toMatchObject({ taskId: 'pre-shape', input: 'run pre-shape', shape: CURRENT_RUN_SHAPE });
-    const again = await runCli(['tasks', 'apply', file, '--json'], ctx.env);
-    expect(JSON.parse(again.stdout).changes).toContainEqual({ action: 'unchanged', scheduleId: 'cron-pre-shape' });
   });
 });
 

@@ -120,9 +120,9 @@ export const createBudgetActivities = (deps: BudgetActivityDeps) => {
     },
 
     /**
-     * The claim and the run's first budget decision in one transaction, so the guard costs no commit of its own
-     * (since the `claim-with-reserve` patch). Not won: a duplicate, and nothing reserved (decision null). Run again by
-     * the same execution (a re-run local activity), it returns the same claim and the same reservation.
+     * The claim and the run's first budget decision in one transaction, so the guard costs no commit of its own. Not
+     * won: a duplicate, and nothing reserved (decision null, and only then). Run again by the same execution (a re-run
+     * local activity), it returns the same claim and the same reservation.
      */
     async claimAndReserve(
       input: ClaimRunInput & { budget: ReserveRunInput },

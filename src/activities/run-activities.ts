@@ -1,13 +1,11 @@
-import { ApplicationFailure, CancelledFailure, Context, log, sleep } from '@temporalio/activity';
+import { ApplicationFailure, CancelledFailure, Context, log } from '@temporalio/activity';
 import type pg from 'pg';
-import { storeMemory } from '../db/memories';
-import { claimRun, completeRun, storeRunMemoryAndComplete, type ClaimOutcome, type RunStatus, type RunTier } from '../db/runs';
+import { completeRun, storeRunMemoryAndComplete, type RunStatus, type RunTier } from '../db/runs';
 import { UserError } from '../errors';
 import { bookUsageOrKeepException } from '../ledger/book-usage';
 import type { CallKind } from '../ledger/cost';
-import type { LedgerEntry } from '../ledger/entries';
 import { refuseUnpricedCall } from '../ledger/price-check';
-import { LedgerConflictError, recordUsage, usageKey, type UsageBooking } from '../ledger/record-usage';
+import { LedgerConflictError, usageKey, type UsageBooking } from '../ledger/record-usage';
 import { embeddingInputLimit, fitEmbeddingInput } from '../models/embedding-input';
 import {
   BilledCallError,
@@ -106,11 +104,6 @@ export interface StoreMemoryInput {
 }
 
 export const createRunActivities = (deps: RunActivityDeps) => ({
-  async claimRun(input: ClaimRunInput): Promise<ClaimOutcome> {
-    const { workflowId, runId } = execution('claimRun');
-    return claimRun(deps.pool, { ...input, workflowId, temporalRunId: runId, workerId: deps.workerId });
-  },
-
   /** Closes this execution's own claim (never another generation's). */
   async completeRun(input: {
     idempotencyKey: string;
@@ -167,13 +160,9 @@ export const createRunActivities = (deps: RunActivityDeps) => ({
     return { booked: 'exception', exceptionId: outcome.exception.id, reason: outcome.exception.reason };
   },
 
-  async storeMemory(input: StoreMemoryInput): Promise<void> {
-    await storeMemory(deps.pool, { ...input, temporalRunId: input.runId, content: input.content });
-  },
-
   /**
-   * storeMemory then completeRun (completed), as one statement: the last step of a run whose input names the current
-   * shape. Idempotent as both are: the memory once per execution, the claim closed only while this execution owns it.
+   * The last step of a completed run: stores its memory and closes its claim, one statement. Idempotent: the memory
+   * once per execution, the claim closed only while this execution owns it.
    */
   async storeMemoryAndCompleteRun(input: { memory: StoreMemoryInput; idempotencyKey: string; tier?: RunTier }): Promise<void> {
     const temporalRunId = execution('storeMemoryAndCompleteRun').runId;
@@ -182,36 +171,6 @@ export const createRunActivities = (deps: RunActivityDeps) => ({
       { idempotencyKey: input.idempotencyKey, temporalRunId, status: 'completed', ...(input.tier ? { tier: input.tier } : {}) },
       { ...input.memory, temporalRunId: input.memory.runId },
     );
-  },
-
-  /**
-   * @deprecated Call and book in one activity, as executions started before the `call-then-book` patch still do.
-   * Kept registered so those executions can finish; new executions use callChat + bookUsage.
-   */
-  async chat(input: LegacyModelStepInput): Promise<LegacyModelStepResult> {
-    return legacyCallAndBook(deps, input, 'chat', async (attempt) => {
-      const r = await deps.provider.chat({ ...context({ ...input, attempt }), model: input.model, prompt: input.text });
-      return { ...r, output: r.text };
-    });
-  },
-
-  /** @deprecated See chat: callEmbedding + bookUsage + storeMemory for new executions. */
-  async embedMemory(input: LegacyModelStepInput): Promise<LegacyModelStepResult> {
-    let vector: number[] = [];
-    const result = await legacyCallAndBook(deps, input, 'embedding', async (attempt) => {
-      const r = await deps.provider.embed({ ...context({ ...input, attempt }), model: input.model, input: input.text });
-      vector = r.vector;
-      return { ...r, output: input.text };
-    });
-    await storeMemory(deps.pool, {
-      workflowId: input.runId,
-      temporalRunId: null,
-      taskId: input.taskId,
-      userId: input.userId,
-      content: input.text,
-      embedding: vector,
-    });
-    return result;
   },
 });
 
@@ -322,82 +281,3 @@ const context = (input: Pick<ModelCallInput, 'taskId' | 'userId' | 'attempt' | '
   attempt: input.attempt,
   simulate: input.simulate,
 });
-
-// ---------------------------------------------------------------------------------------------------------------
-// Before the call-then-book patch: kept only for executions that started on the old code.
-// ---------------------------------------------------------------------------------------------------------------
-
-export interface LegacyModelStepInput {
-  /** The run's workflow ID: the first part of every ledger key of such a run. */
-  runId: string;
-  step: 'chat' | 'embed';
-  taskId: string;
-  userId: string;
-  model: string;
-  text: string;
-  simulate?: SimulateProfile;
-}
-
-export interface LegacyModelStepResult {
-  text: string;
-  ledgerEntryId: string;
-  costUsd: string;
-  usage: TokenUsage;
-}
-
-type ProviderAnswer = { output: string; usage: TokenUsage; providerModel: string; requestId: string | null };
-
-async function legacyCallAndBook(
-  deps: RunActivityDeps,
-  input: LegacyModelStepInput,
-  kind: CallKind,
-  call: (attempt: number) => Promise<ProviderAnswer>,
-): Promise<LegacyModelStepResult> {
-  const { attempt } = Context.current().info;
-  const booking = {
-    runId: input.runId,
-    workflowId: input.runId,
-    step: input.step,
-    attempt,
-    userId: input.userId,
-    taskId: input.taskId,
-    model: input.model,
-    kind,
-    workerId: deps.workerId,
-  };
-  await nonRetryableWhenFinal(() => refuseUnpricedCall(deps.pool, input.model, kind));
-  let answer: ProviderAnswer;
-  try {
-    answer = await call(attempt);
-  } catch (err) {
-    if (err instanceof BilledCallError) {
-      await legacyBook(deps.pool, {
-        ...booking,
-        status: 'failed',
-        usage: err.usage,
-        providerModel: err.providerModel,
-        providerRequestId: err.requestId,
-      });
-    }
-    throw finalOrRetried(err);
-  }
-  const entry = await legacyBook(deps.pool, {
-    ...booking,
-    status: 'ok',
-    usage: answer.usage,
-    providerModel: answer.providerModel,
-    providerRequestId: answer.requestId,
-  });
-  return { text: answer.output, ledgerEntryId: entry.id, costUsd: entry.cost_usd, usage: answer.usage };
-}
-
-async function legacyBook(pool: pg.Pool, booking: UsageBooking): Promise<LedgerEntry> {
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await recordUsage(pool, booking);
-    } catch (err) {
-      if (err instanceof UserError || err instanceof LedgerConflictError || attempt >= 8) throw finalOrRetried(err);
-      await sleep(Math.min(200 * 2 ** attempt, 5_000));
-    }
-  }
-}

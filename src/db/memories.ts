@@ -1,5 +1,3 @@
-import type pg from 'pg';
-
 export interface MemoryRow {
   run_workflow_id: string;
   temporal_run_id: string | null;
@@ -23,14 +21,10 @@ export interface MemoryInput {
 }
 
 /**
- * Stores what a run remembers: its reply and the reply's embedding, once per execution (a retried store does
- * nothing). `inputTruncatedFrom` says the embedding covers only the reply's first tokens, up to the model's limit.
+ * The insert of one memory (a run's reply and its embedding), once per execution, its parameters numbered from $first
+ * (storeRunMemoryAndComplete embeds it in the run's completion). `inputTruncatedFrom` says the embedding covers only
+ * the reply's first tokens, up to the model's limit.
  */
-export async function storeMemory(db: pg.Pool, m: MemoryInput): Promise<void> {
-  await db.query(memoryInsertSql(1), memoryParams(m));
-}
-
-/** The insert of one memory, its parameters numbered from $first (so that a larger statement can embed it). */
 export const memoryInsertSql = (first: number): string => `
   insert into memories (run_workflow_id, temporal_run_id, task_id, user_id, content, embedding, input_truncated_from)
   values (${Array.from({ length: 7 }, (_, k) => `$${first + k}`).join(', ')})

@@ -137,10 +137,7 @@ export async function completeRun(db: pg.Pool, c: RunCompletion): Promise<void> 
   await db.query(completionSql(false), completionParams(c));
 }
 
-/**
- * Stores what a completed run remembers (as storeMemory does: once per execution) and closes its claim, in one
- * statement: the last step of a run whose input names the current shape.
- */
+/** Stores what a completed run remembers (once per execution) and closes its claim, in one statement. */
 export async function storeRunMemoryAndComplete(db: pg.Pool, c: RunCompletion, m: MemoryInput): Promise<void> {
   // named: each connection parses and plans it once (it returns no rows, so no result type to go stale)
   await db.query({

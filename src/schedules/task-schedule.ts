@@ -3,7 +3,7 @@ import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/commo
 import { z } from 'zod';
 import { MANAGED_BY_MEMO_KEY, MANAGED_BY_VALUE, SEARCH_ATTRIBUTES, taskScheduleId } from '../constants';
 import { fingerprintOf } from '../hash';
-import { CURRENT_RUN_SHAPE, scheduledRun, type ScheduledRunInput } from '../workflows/scheduled-run';
+import { scheduledRun, type ScheduledRunInput } from '../workflows/scheduled-run';
 import { parseDuration } from '../tasks/duration';
 import { taskSchema, type Task } from '../tasks/tasks-file';
 import { isManagedSchedule } from './reconcile-schedule';
@@ -22,18 +22,15 @@ export const runInputOf = (task: Task): ScheduledRunInput => ({
   embeddingModel: task.embeddingModel,
   maxOutputTokens: task.maxOutputTokens,
   ...(task.simulate ? { simulate: task.simulate } : {}),
-  shape: CURRENT_RUN_SHAPE,
 });
 
 /**
  * Fingerprint of the whole task, nested keys (`simulate`) included, except `paused` (compared against the schedule's
- * state instead), and of the run shape its input names. Stored in the action memo, since Temporal compiles cron
- * strings into calendars and can't give them back. With the shape in it, `tasks apply` updates a schedule applied
- * before the shape was (or before a newer one), so that its runs take the path without patch markers.
+ * state instead). Stored in the action memo, since Temporal compiles cron strings into calendars and can't give them back.
  */
 export function taskFingerprint(task: Task, taskQueue: string): string {
   const { paused: _paused, ...fields } = task;
-  return fingerprintOf({ taskQueue, ...fields, runShape: CURRENT_RUN_SHAPE });
+  return fingerprintOf({ taskQueue, ...fields });
 }
 
 /** The memo every scheduled run carries (visible in the Web UI), including the task as applied. */

@@ -6,7 +6,7 @@ import type { UsageBooking } from '../../src/ledger/record-usage';
 import { MockProvider } from '../../src/models/mock-provider';
 import type { ChatRequest, EmbeddingRequest, ModelProvider } from '../../src/models/provider';
 import type { SimulateProfile } from '../../src/models/simulate-profile';
-import { CURRENT_RUN_SHAPE, scheduledRun, type ScheduledRunInput, type ScheduledRunResult } from '../../src/workflows/scheduled-run';
+import { scheduledRun, type ScheduledRunInput, type ScheduledRunResult } from '../../src/workflows/scheduled-run';
 import { createTestContext, type TestContext } from './context';
 import { startWorkers } from './workers';
 
@@ -59,8 +59,6 @@ export async function runScheduled(
     embeddingModel: opts.embeddingModel ?? 'openai/text-embedding-3-small',
     ...(opts.simulate ? { simulate: opts.simulate } : {}),
     ...(opts.maxOutputTokens === undefined ? {} : { maxOutputTokens: opts.maxOutputTokens }),
-    // as a schedule's input is (runInputOf): the current shape, which ends with storeMemoryAndCompleteRun
-    shape: CURRENT_RUN_SHAPE,
   };
   const fleet = await startWorkers({ ...ctx, taskQueue }, 1, { provider: opts.provider ?? new MockProvider() });
   const outcome = await fleet.runWhile(async () => {
