@@ -19,7 +19,7 @@ import { startWorkers, workflowBundle } from './support/workers';
 
 /**
  * Fresh runs of today's code, one per path a run can take and one per other workflow, replay against the code that
- * made them (test/replay.test.ts replays the committed ones without a server). With RECORD_HISTORIES=1 each is written
+ * made them (test/unit/replay.test.ts replays the committed ones without a server). With RECORD_HISTORIES=1 each is written
  * as the committed fixture of its name, with the temporal CLI (the JSON Worker.runReplayHistory reads back).
  */
 let ctx: TestContext;

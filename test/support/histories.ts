@@ -1,6 +1,6 @@
 import { join } from 'node:path';
 
-/** Where the committed workflow histories live (replayed by test/replay.test.ts, recorded by test/replay-fresh.test.ts). */
+/** Where the committed workflow histories live (replayed by test/unit/replay.test.ts, recorded by test/replay-fresh.test.ts). */
 export const FIXTURES = join(import.meta.dirname, '..', 'fixtures', 'histories');
 
 /** One history per path a run can take, and one per other workflow. */

@@ -2,8 +2,8 @@ import { Worker } from '@temporalio/worker';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { expect, it } from 'vitest';
-import { FIXTURE_NAMES, FIXTURES } from './support/histories';
-import { workflowBundle } from './support/workers';
+import { FIXTURE_NAMES, FIXTURES } from '../support/histories';
+import { workflowBundle } from '../support/workers';
 
 /**
  * Determinism without a server: every history committed under test/fixtures/histories replays against today's
