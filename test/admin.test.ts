@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process';
+import { request } from 'node:http';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -75,6 +76,7 @@ beforeAll(async () => {
     uiUrl: inject('stack').uiUrl,
     host: '127.0.0.1',
     port: 0,
+    metricsCacheMs: 0, // tests here change the ledger and scrape at once; the cache has its own test
   });
   profile = mkdtempSync(join(tmpdir(), 'cronledger-admin-chromium-'));
   browser = await launchChromium(profile, { width: 1280, height: 900 });
@@ -342,6 +344,213 @@ describe('safety', () => {
   });
 });
 
+/** A request with a Host header of our choosing (fetch sets Host from the URL); the status, headers and body. */
+function rawGet(url: string, host: string, headers: Record<string, string> = {}) {
+  return new Promise<{ status: number; headers: Record<string, unknown>; body: string }>((resolve, reject) => {
+    const req = request(url, { headers: { ...headers, Host: host } }, (res) => {
+      let body = '';
+      res.on('data', (c: Buffer) => (body += c.toString('utf8')));
+      res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body }));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+const TOKEN = 'a-long-test-token-0123456789';
+const guardedAdmin = (opts: Partial<Parameters<typeof startAdminServer>[0]> = {}) =>
+  startAdminServer({ pool: readonly, namespace: ctx.namespace, host: '127.0.0.1', port: 0, token: TOKEN, ...opts });
+const login = (url: string, token: string, headers: Record<string, string> = {}) =>
+  fetch(`${url}/login`, { method: 'POST', body: new URLSearchParams({ token }), redirect: 'manual', headers });
+
+describe('doors', () => {
+  it('without a token answers only to a loopback Host with its own port: any other gets 421 (DNS rebinding)', async () => {
+    const port = new URL(admin.url).port;
+    for (const host of [`127.0.0.1:${port}`, `localhost:${port}`, `LOCALHOST:${port}`]) {
+      expect([host, (await rawGet(`${admin.url}/api/runs`, host)).status]).toEqual([host, 200]);
+    }
+    for (const host of [`rebind.attacker.example:${port}`, `127.0.0.1:${Number(port) + 1}`, '127.0.0.1', `127.0.0.1.nip.io:${port}`]) {
+      const res = await rawGet(`${admin.url}/api/runs`, host);
+      expect([host, res.status]).toEqual([host, 421]);
+      expect(res.body).toContain('DNS rebinding');
+      expect(res.body).not.toContain('user-real'); // nothing of the ledger
+    }
+  });
+
+  it('with a token serves any Host name, and still only with the token', async () => {
+    const guarded = await guardedAdmin();
+    try {
+      expect((await rawGet(`${guarded.url}/api/runs`, 'admin.example.com')).status).toBe(401);
+      expect((await rawGet(`${guarded.url}/api/runs`, 'admin.example.com', { Authorization: `Bearer ${TOKEN}` })).status).toBe(200);
+    } finally {
+      await guarded.close();
+    }
+  });
+
+  it('refuses a login body over 4 KB with 413, without reading it as a login', async () => {
+    const guarded = await guardedAdmin();
+    try {
+      const big = await fetch(`${guarded.url}/login`, {
+        method: 'POST',
+        body: new URLSearchParams({ token: TOKEN, pad: 'x'.repeat(5000) }),
+      });
+      expect(big.status).toBe(413);
+      expect(big.headers.get('set-cookie')).toBeNull();
+      // The same form under the limit signs in.
+      expect((await login(guarded.url, TOKEN)).status).toBe(303);
+    } finally {
+      await guarded.close();
+    }
+  });
+
+  it('limits wrong tokens per client address: 429 with Retry-After, even for the right token, once the limit is reached', async () => {
+    const guarded = await guardedAdmin();
+    try {
+      for (let i = 0; i < 5; i++) expect((await login(guarded.url, `wrong-token-number-${i}`)).status).toBe(401);
+      const limited = await login(guarded.url, 'wrong-token-number-6');
+      expect(limited.status).toBe(429);
+      const retryAfter = Number(limited.headers.get('retry-after'));
+      expect(retryAfter).toBeGreaterThan(0);
+      expect(retryAfter).toBeLessThanOrEqual(15 * 60);
+      expect(await limited.text()).toContain(`try again in ${retryAfter} seconds`);
+      const right = await login(guarded.url, TOKEN);
+      expect(right.status).toBe(429);
+      expect(right.headers.get('set-cookie')).toBeNull();
+    } finally {
+      await guarded.close();
+    }
+  });
+
+  it('signs in with a random server-side session: HttpOnly, SameSite=Strict, Secure over https, ended by logout and by its lifetime', async () => {
+    const guarded = await guardedAdmin({ sessionMs: 3_000 });
+    try {
+      const cookieOf = async (res: Response) => {
+        expect(res.status).toBe(303);
+        return res.headers.get('set-cookie')!;
+      };
+      const first = await cookieOf(await login(guarded.url, TOKEN));
+      const second = await cookieOf(await login(guarded.url, TOKEN));
+      const value = (c: string) => c.split(';')[0];
+      expect(value(first)).not.toBe(value(second)); // random per session, not derived from the token
+      expect(value(first)).toMatch(/^cronledger_admin=[A-Za-z0-9_-]{43}$/);
+      expect(first).not.toContain(TOKEN);
+      expect(first).toMatch(/; HttpOnly/);
+      expect(first).toMatch(/; SameSite=Strict/);
+      expect(first).toMatch(/; Max-Age=3;/);
+      expect(first).not.toMatch(/Secure/);
+      expect(await cookieOf(await login(guarded.url, TOKEN, { 'X-Forwarded-Proto': 'https' }))).toMatch(/; Secure/);
+      const page = (c: string) => fetch(`${guarded.url}/api/runs`, { headers: { Cookie: value(c) } });
+      expect((await page(first)).status).toBe(200);
+      expect((await page(second)).status).toBe(200);
+      // A made-up session ID, or the old token-derived cookie, is nobody's session.
+      expect((await page('cronledger_admin=' + 'A'.repeat(43))).status).toBe(401);
+      const out = await fetch(`${guarded.url}/logout`, { method: 'POST', headers: { Cookie: value(first) }, redirect: 'manual' });
+      expect(out.status).toBe(303);
+      expect((await page(first)).status).toBe(401);
+      expect((await page(second)).status).toBe(200);
+      await new Promise((r) => setTimeout(r, 3_500)); // past the session's lifetime
+      expect((await page(second)).status).toBe(401);
+    } finally {
+      await guarded.close();
+    }
+  });
+
+  it('serves assets from a fixed list: Object property names are 404, with no stack trace', async () => {
+    for (const name of ['constructor', '__proto__', 'toString', 'hasOwnProperty', 'valueOf']) {
+      const res = await fetch(`${admin.url}/assets/${name}`);
+      const body = await res.text();
+      expect([name, res.status]).toEqual([name, 404]);
+      expect(body).not.toMatch(/\n\s+at |Error:/);
+    }
+    expect((await fetch(`${admin.url}/assets/admin.css`)).status).toBe(200);
+  });
+
+  it('logs a failing request with its path printable (no control characters), and answers without a stack trace', async () => {
+    const broken = createPool(readOnlySessionUrl(ctx.readonlyDatabaseUrl), 1);
+    await broken.end(); // every query now fails: a 500 from inside a route
+    const failing = await startAdminServer({ pool: broken, namespace: ctx.namespace, host: '127.0.0.1', port: 0 });
+    const logged: string[] = [];
+    const write = process.stderr.write.bind(process.stderr);
+    process.stderr.write = ((chunk: string | Uint8Array) => (logged.push(String(chunk)), true)) as typeof process.stderr.write;
+    let res: Response;
+    try {
+      res = await fetch(`${failing.url}/runs/x%1B%5B2J%0D%0Aforged%20line%E2%80%AEtxt.exe`);
+    } finally {
+      process.stderr.write = write;
+      await failing.close();
+    }
+    expect(res.status).toBe(500);
+    const body = await res.text();
+    expect(body).toContain('internal error');
+    expect(body).not.toMatch(/\n\s+at |\.ts:\d+/);
+    const line = logged.find((l) => l.includes('cronledger admin: GET /runs/'))!;
+    expect(line, logged.join('')).toBeDefined();
+    const path = line.split(': ')[1];
+    expect(path).toBe('GET /runs/x\\u{001b}[2J\\u{000d}\\u{000a}forged line\\u{202e}txt.exe');
+  });
+
+  it('serves one /metrics text for its cache window, then a fresh one', async () => {
+    const cached = await startAdminServer({ pool: readonly, namespace: ctx.namespace, host: '127.0.0.1', port: 0, metricsCacheMs: 60_000 });
+    const fresh = await startAdminServer({ pool: readonly, namespace: ctx.namespace, host: '127.0.0.1', port: 0, metricsCacheMs: 0 });
+    const runsTotal = async (url: string) =>
+      parsePrometheus(await (await fetch(`${url}/metrics`)).text())
+        .find((f) => f.name === 'cronledger_runs_total')!
+        .metrics.reduce((n, m) => n + BigInt(m.value!), 0n);
+    try {
+      const before = await runsTotal(cached.url);
+      expect(await runsTotal(fresh.url)).toBe(before);
+      await ctx.pool.query(
+        `insert into runs (idempotency_key, task_id, user_id, workflow_id, temporal_run_id, scheduled_minute, status, claimed_by)
+         values ('cron:metrics-cache', 'metrics-cache', 'metrics-cache-user', 'cron-metrics-cache', 'metrics-cache-run', date_trunc('minute', now()), 'running', 'seed')`,
+      );
+      expect(await runsTotal(cached.url)).toBe(before);
+      expect(await runsTotal(fresh.url)).toBe(before + 1n);
+    } finally {
+      await ctx.pool.query(`delete from runs where idempotency_key = 'cron:metrics-cache'`).catch(() => undefined);
+      await cached.close();
+      await fresh.close();
+    }
+  });
+
+  it('lists the tasks once per cache window for every /api/tasks call', async () => {
+    const file = join(artifacts, 'tasks-cache.json');
+    writeFileSync(file, JSON.stringify({ tasks: [{ id: 'tasks-cache', cron: '0 0 1 1 *', userId: 'tasks-cache-user', input: 'yearly' }] }));
+    const applied = await runCli(['tasks', 'apply', file], ctx.env);
+    expect(applied.code, applied.stderr).toBe(0);
+    const cached = await startAdminServer({
+      pool: readonly,
+      client: ctx.client,
+      namespace: ctx.namespace,
+      host: '127.0.0.1',
+      port: 0,
+      tasksCacheMs: 60_000,
+    });
+    const fresh = await startAdminServer({
+      pool: readonly,
+      client: ctx.client,
+      namespace: ctx.namespace,
+      host: '127.0.0.1',
+      port: 0,
+      tasksCacheMs: 0,
+    });
+    const paused = async (url: string) =>
+      ((await (await fetch(`${url}/api/tasks`)).json()) as { tasks: { id: string; paused: boolean }[] }).tasks.find(
+        (t) => t.id === 'tasks-cache',
+      )?.paused;
+    const schedule = ctx.client.schedule.getHandle('cron-tasks-cache');
+    try {
+      expect(await paused(cached.url)).toBe(false);
+      await schedule.pause('tasks cache test');
+      expect(await paused(cached.url)).toBe(false); // the listing of a moment ago
+      expect(await paused(fresh.url)).toBe(true);
+    } finally {
+      await schedule.delete().catch(() => undefined);
+      await cached.close();
+      await fresh.close();
+    }
+  });
+});
+
 describe('metrics', () => {
   it('parse as Prometheus text, and the cost counters match the ledger in micro-dollars', async () => {
     const res = await fetch(`${admin.url}/metrics`);
@@ -370,7 +579,17 @@ describe('metrics', () => {
     expect(runs.metrics.find((m) => m.labels!.status === 'completed' && m.labels!.tier === 'cheap')?.value).toBe('1');
     const utilisation = family('cronledger_budget_utilisation_ratio')!;
     expect(utilisation.metrics).toEqual([{ labels: { user: 'budget-user', tier: 'default' }, value: '0.28' }]);
-    expect(family('cronledger_run_duration_seconds')!.type).toBe('HISTOGRAM');
+    const durations = family('cronledger_run_duration_seconds')!;
+    expect(durations.type).toBe('HISTOGRAM');
+    // Bucket counts and the sum as the runs table has them (the steady task's 25 runs took 1.5 s each)
+    const { rows: d } = await ctx.pool.query<Record<string, string>>(
+      `select count(*) filter (where duration_ms <= 1000)::text as le1, count(*) filter (where duration_ms <= 2000)::text as le2,
+              count(*)::text as n, (sum(duration_ms) / 1000)::text as seconds from runs where duration_ms is not null`,
+    );
+    expect(durations.metrics[0].buckets).toMatchObject({ '1': d[0].le1, '2': d[0].le2, '+Inf': d[0].n });
+    expect(BigInt(d[0].le2) - BigInt(d[0].le1)).toBeGreaterThanOrEqual(25n);
+    expect(durations.metrics[0].count).toBe(d[0].n);
+    expect(Number(durations.metrics[0].sum)).toBe(Number(d[0].seconds));
     // The real run's two calls carried the moment their usage came back: each row has it, before its commit.
     const lag = family('cronledger_ledger_booking_lag_seconds')!;
     expect(lag.type).toBe('HISTOGRAM');

@@ -1,19 +1,28 @@
-import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { Counter, Gauge, Registry } from 'prom-client';
 import type pg from 'pg';
 import { budgetStatusOfAll } from '../budgets/budget-status';
-import { runCountsByStatus, runDurations } from '../db/runs';
-import { bookingLags, chargesAndCredits } from '../ledger/entries';
+import { runCountsByStatus, runDurationBuckets } from '../db/runs';
+import { bookingLagBuckets, chargesAndCredits } from '../ledger/entries';
 import { parseUsd, toAttoUsd } from '../money';
 import { divideHalfEven } from '../reports/economics';
 import type { TaskSlotCheck } from '../schedules/missed-slots';
+import { sharedResult } from './shared-result';
+
+/** 10 s: every Prometheus replica and a person reloading share one computation, and a figure is never older than that. */
+export const DEFAULT_METRICS_CACHE_MS = 10_000;
+
+/** Histogram bucket bounds (le) in milliseconds: each histogram is one GROUP BY over these in SQL. */
+const DURATION_BOUNDS_MS = [100, 500, 1_000, 2_000, 5_000, 10_000, 30_000, 60_000, 300_000, 1_800_000];
+const LAG_BOUNDS_MS = [10, 50, 100, 500, 1_000, 5_000, 30_000, 300_000, 3_600_000];
 
 /**
- * GET /metrics through prom-client. The figures are read from PostgreSQL at each scrape, so every admin replica and
- * every restart reports the same values: charges and credits as two counters (a credit would make a net counter
- * fall) in integer micro-dollars, half-even from the exact sums; runs by status; run durations and ledger booking
- * lag as histograms. Per-user labels only when the operator asks (one series per user).
+ * GET /metrics through prom-client. The figures are read from PostgreSQL, so every admin replica and every restart
+ * reports the same values: charges and credits as two counters (a credit would make a net counter fall) in integer
+ * micro-dollars, half-even from the exact sums; runs by status; run durations and ledger booking lag as histograms
+ * whose buckets PostgreSQL counts (one grouped query each, however many runs there are). One text serves every scrape
+ * for `cacheMs`. Per-user labels only when the operator asks (one series per user).
  */
-export function adminMetrics(db: pg.Pool, opts: { perUser: boolean; missedSlots?: () => Promise<TaskSlotCheck[]> }) {
+export function adminMetrics(db: pg.Pool, opts: { perUser: boolean; missedSlots?: () => Promise<TaskSlotCheck[]>; cacheMs?: number }) {
   const registry = new Registry();
   const labelNames = opts.perUser ? ['model', 'kind', 'user'] : ['model', 'kind'];
   const micro = (exact: string): number => {
@@ -44,18 +53,6 @@ export function adminMetrics(db: pg.Pool, opts: { perUser: boolean; missedSlots?
     name: 'cronledger_budget_utilisation_ratio',
     help: "Each user's (spent + reserved) / monthly limit in the budget's current month (1 = the limit); users with a budget only",
     labelNames: ['user', 'tier'],
-    registers: [registry],
-  });
-  const durations = new Histogram({
-    name: 'cronledger_run_duration_seconds',
-    help: 'How long finished runs took, from claim to completion',
-    buckets: [0.1, 0.5, 1, 2, 5, 10, 30, 60, 300, 1800],
-    registers: [registry],
-  });
-  const lag = new Histogram({
-    name: 'cronledger_ledger_booking_lag_seconds',
-    help: 'From the moment usage came back from the provider to the commit of its ledger row',
-    buckets: [0.01, 0.05, 0.1, 0.5, 1, 5, 30, 300, 3600],
     registers: [registry],
   });
 
@@ -92,25 +89,65 @@ export function adminMetrics(db: pg.Pool, opts: { perUser: boolean; missedSlots?
       return [];
     });
     for (const t of checks ?? []) missed.set({ task: t.taskId }, t.missedCount);
-    durations.reset();
-    for (const r of await runDurations(db)) for (let i = 0; i < Number(r.runs); i++) durations.observe(Number(r.duration_ms) / 1000);
-    lag.reset();
-    for (const r of await bookingLags(db)) for (let i = 0; i < Number(r.entries); i++) lag.observe(Number(r.lag_ms) / 1000);
   }
 
-  // One scrape at a time: collect() resets and refills the series, and two interleaved would mix.
-  let last: Promise<unknown> = Promise.resolve();
+  async function render(): Promise<string> {
+    const [durations, lags] = await Promise.all([runDurationBuckets(db, DURATION_BOUNDS_MS), bookingLagBuckets(db, LAG_BOUNDS_MS)]);
+    await collect();
+    return (
+      (await registry.metrics()) +
+      histogramText(
+        'cronledger_run_duration_seconds',
+        'How long finished runs took, from claim to completion',
+        DURATION_BOUNDS_MS,
+        durations,
+      ) +
+      histogramText(
+        'cronledger_ledger_booking_lag_seconds',
+        'From the moment usage came back from the provider to the commit of its ledger row',
+        LAG_BOUNDS_MS,
+        lags,
+      )
+    );
+  }
+
+  // Single flight as well: collect() resets and refills the series, and two interleaved would mix.
+  const shared = sharedResult(render, { maxAgeMs: opts.cacheMs ?? DEFAULT_METRICS_CACHE_MS });
   return {
     contentType: registry.contentType,
-    render(): Promise<string> {
-      const next = last
-        .catch(() => undefined)
-        .then(async () => {
-          await collect();
-          return registry.metrics();
-        });
-      last = next;
-      return next;
-    },
+    render: async (): Promise<string> => (await shared.get()).value,
   };
+}
+
+/** Milliseconds as seconds, exactly (no float arithmetic): 1500 -> 1.5. */
+const seconds = (ms: bigint): string => {
+  const s = `${ms / 1000n}.${String(ms % 1000n).padStart(3, '0')}`.replace(/\.?0+$/, '');
+  return s === '' ? '0' : s;
+};
+
+/**
+ * A Prometheus histogram from bucket counts: `buckets` holds, per bucket index (0..bounds.length, the last one +Inf),
+ * how many observations fell there and their sum in milliseconds; the text carries the cumulative `le` counts.
+ */
+export function histogramText(
+  name: string,
+  help: string,
+  boundsMs: number[],
+  buckets: { bucket: number; count: string; sum_ms: string }[],
+): string {
+  const counts = new Array<bigint>(boundsMs.length + 1).fill(0n);
+  let sumMs = 0n;
+  for (const b of buckets) {
+    counts[b.bucket] += BigInt(b.count);
+    sumMs += BigInt(b.sum_ms);
+  }
+  const lines = [`# HELP ${name} ${help}`, `# TYPE ${name} histogram`];
+  let cumulative = 0n;
+  for (const [i, bound] of boundsMs.entries()) {
+    cumulative += counts[i];
+    lines.push(`${name}_bucket{le="${seconds(BigInt(bound))}"} ${cumulative}`);
+  }
+  cumulative += counts[boundsMs.length];
+  lines.push(`${name}_bucket{le="+Inf"} ${cumulative}`, `${name}_sum ${seconds(sumMs)}`, `${name}_count ${cumulative}`);
+  return `\n${lines.join('\n')}\n`;
 }

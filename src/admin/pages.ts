@@ -73,6 +73,7 @@ function layout(title: string, ctx: PageContext, body: Raw, data?: unknown): str
                 </form>`
               : ''
           }
+          ${ctx.month ? html`<form method="post" action="/logout" class="logout"><button>sign out</button></form>` : ''}
         </header>
         <main>
           <h1>${title}</h1>

@@ -1,7 +1,8 @@
-import { serve } from '@hono/node-server';
+import { serve, type HttpBindings } from '@hono/node-server';
 import type { Client } from '@temporalio/client';
 import type { PayloadCodec } from '@temporalio/common';
 import { Hono, type Context } from 'hono';
+import { bodyLimit } from 'hono/body-limit';
 import { getCookie } from 'hono/cookie';
 import { readFileSync } from 'node:fs';
 import { timingSafeEqual } from 'node:crypto';
@@ -20,7 +21,8 @@ import { latestRuns, models, overview, parseMonthQuery, runPage, runView, userPa
 import { parseFactor } from './anomalies';
 import { sharedResult } from './shared-result';
 import { CODEC_DECODE_PATH, CODEC_PATH, codecBodyLimit, codecCors, codecDecode } from './codec-endpoint';
-import { adminMetrics } from './metrics';
+import { isLoopbackHost, LoginAttempts, printablePath, Sessions } from './guards';
+import { adminMetrics, DEFAULT_METRICS_CACHE_MS } from './metrics';
 import {
   errorPage,
   loginPage,
@@ -38,8 +40,12 @@ import {
 /**
  * `cronledger admin`: a read-only web app over the ledger. Every page has a JSON twin under /api (money as decimal
  * strings). It binds to loopback unless given a token; with a token every request but the login form and the static
- * assets needs it (Authorization: Bearer, or the cookie the login form sets). No route writes: the database role is
- * SELECT-only and the one POST is the login form, which only sets a cookie.
+ * assets needs it (Authorization: Bearer, or the session cookie the login form sets). No route writes: the database
+ * role is SELECT-only and the only POSTs are the login form and logout, which only start and end a session.
+ *
+ * Without a token it answers only to a loopback Host with its own port (421 otherwise), which defeats DNS rebinding.
+ * With a token any Host is served (a proxy or compose names it as it likes): a rebound page has neither the bearer
+ * token nor the session cookie, which the browser keeps for the admin's own host name and sends only same-site.
  */
 
 export interface AdminOptions {
@@ -60,6 +66,12 @@ export interface AdminOptions {
   missedSlotCacheMs?: number;
   /** Decrypts payloads for POST /codec/decode (Temporal's codec-server protocol); without it that route answers 503. */
   payloadCodec?: PayloadCodec;
+  /** How long one listing of the schedules serves every Tasks page and /api/tasks call (default 30 seconds). */
+  tasksCacheMs?: number;
+  /** How long one /metrics text serves every scrape (default 10 seconds; 0: only concurrent ones). */
+  metricsCacheMs?: number;
+  /** How long a login session lasts (default 12 hours). */
+  sessionMs?: number;
 }
 
 /** 30 s: two Prometheus scrapes at the usual 15 s share one check, and a figure is never older than the interval. */
@@ -95,19 +107,24 @@ export function checkBind(host: string, token: string | undefined): void {
 }
 
 const assetsDir = join(dirname(fileURLToPath(import.meta.url)), 'assets');
-const ASSETS: Record<string, { type: string; body: () => string }> = {
-  'admin.js': { type: 'text/javascript; charset=utf-8', body: () => readFileSync(join(assetsDir, 'admin.js'), 'utf8') },
-  'admin.css': { type: 'text/css; charset=utf-8', body: () => readFileSync(join(assetsDir, 'admin.css'), 'utf8') },
-  'chart.umd.min.js': { type: 'text/javascript; charset=utf-8', body: chartJs },
-};
+/** A Map, so a name such as `constructor` or `__proto__` is simply not an asset. */
+const ASSETS = new Map<string, { type: string; body: () => string }>([
+  ['admin.js', { type: 'text/javascript; charset=utf-8', body: () => readFileSync(join(assetsDir, 'admin.js'), 'utf8') }],
+  ['admin.css', { type: 'text/css; charset=utf-8', body: () => readFileSync(join(assetsDir, 'admin.css'), 'utf8') }],
+  ['chart.umd.min.js', { type: 'text/javascript; charset=utf-8', body: chartJs }],
+]);
+
+/** The login form's body limit: a token and its field name fit many times over. */
+export const LOGIN_BODY_LIMIT = 4 * 1024;
 
 const sameSecret = (a: string, b: string): boolean => timingSafeEqual(Buffer.from(sha256(a), 'hex'), Buffer.from(sha256(b), 'hex'));
 
-export function createAdminApp(opts: AdminOptions): Hono {
-  const app = new Hono();
+export function createAdminApp(opts: AdminOptions): Hono<{ Bindings: HttpBindings }> {
+  const app = new Hono<{ Bindings: HttpBindings }>();
   const factor = opts.anomalyFactor ?? '1.5';
   parseFactor(factor);
-  const cookieValue = opts.token ? sha256(`cronledger-admin-cookie:${opts.token}`) : undefined;
+  const sessions = new Sessions(opts.sessionMs);
+  const loginAttempts = new LoginAttempts();
   const slotCheck = {
     graceMs: opts.missedSlotGraceMs ?? DEFAULT_MISSED_SLOT_GRACE_MS,
     windowMs: opts.missedSlotWindowMs ?? DEFAULT_MISSED_SLOT_WINDOW_MS,
@@ -123,6 +140,7 @@ export function createAdminApp(opts: AdminOptions): Hono {
   const metrics = adminMetrics(opts.pool, {
     perUser: opts.metricsPerUser ?? false,
     missedSlots: sharedCheck ? async () => (await sharedCheck.get()).value : undefined,
+    cacheMs: opts.metricsCacheMs ?? DEFAULT_METRICS_CACHE_MS,
   });
   /** The missed-slot check for the pages: its settings and each task, or why it could not run (never fails the page). */
   const missedSlotsView = async (): Promise<MissedSlotsView> => {
@@ -151,12 +169,21 @@ export function createAdminApp(opts: AdminOptions): Hono {
     c.header('Cache-Control', 'no-store');
   });
 
+  app.use('*', async (c, next) => {
+    if (opts.token || isLoopbackHost(c.req.header('Host'), c.env?.incoming?.socket.localPort)) return next();
+    return c.text(
+      `421 Misdirected Request: without CRONLEDGER_ADMIN_TOKEN this page answers only to a loopback host with its port ` +
+        `(open it as http://127.0.0.1:<port>/); another host name may be DNS rebinding`,
+      421,
+    );
+  });
+
   // The codec endpoint's CORS, before the checks below: the Web UI's preflight carries no token.
   app.use(`${CODEC_PATH}/*`, codecCors(opts.uiUrl ? new URL(opts.uiUrl).origin : undefined));
 
-  // Read-only: GET (and HEAD) everywhere, POST only to sign in and to decode payloads (which changes nothing).
+  // Read-only: GET (and HEAD) everywhere, POST only to sign in and out and to decode payloads (which changes nothing).
   app.use('*', async (c, next) => {
-    const post = c.req.method === 'POST' && (c.req.path === '/login' || c.req.path === CODEC_DECODE_PATH);
+    const post = c.req.method === 'POST' && ['/login', '/logout', CODEC_DECODE_PATH].includes(c.req.path);
     const ok = c.req.method === 'GET' || c.req.method === 'HEAD' || post;
     if (!ok) return c.text('the admin page is read-only', 405, { Allow: 'GET, HEAD' });
     await next();
@@ -165,8 +192,7 @@ export function createAdminApp(opts: AdminOptions): Hono {
   app.use('*', async (c, next) => {
     if (!opts.token || c.req.path === '/login' || c.req.path.startsWith('/assets/')) return next();
     const bearer = /^Bearer (.+)$/.exec(c.req.header('Authorization') ?? '')?.[1];
-    const cookie = getCookie(c, ADMIN_COOKIE);
-    if ((bearer && sameSecret(bearer, opts.token)) || (cookie && cookieValue && sameSecret(cookie, cookieValue))) return next();
+    if ((bearer && sameSecret(bearer, opts.token)) || sessions.valid(getCookie(c, ADMIN_COOKIE))) return next();
     if (c.req.path.startsWith('/api/') || c.req.path === '/metrics' || c.req.path.startsWith(`${CODEC_PATH}/`)) {
       return c.json({ error: 'a bearer token is required (CRONLEDGER_ADMIN_TOKEN)' }, 401, { 'WWW-Authenticate': 'Bearer' });
     }
@@ -174,17 +200,36 @@ export function createAdminApp(opts: AdminOptions): Hono {
   });
 
   app.get('/login', (c) => c.html(loginPage()));
-  app.post('/login', async (c) => {
-    if (!opts.token || !cookieValue) return c.redirect('/', 303);
+  const loginBodyLimit = bodyLimit({
+    maxSize: LOGIN_BODY_LIMIT,
+    onError: (c) => c.text(`the login form takes at most ${LOGIN_BODY_LIMIT} bytes`, 413),
+  });
+  app.post('/login', loginBodyLimit, async (c) => {
+    if (!opts.token) return c.redirect('/', 303);
+    // Behind a proxy every client shares the proxy's address: the limit then holds for all of them together.
+    const address = c.env?.incoming?.socket.remoteAddress ?? 'unknown';
+    const wait = loginAttempts.retryAfterSeconds(address);
+    if (wait > 0) {
+      const message = `Too many wrong tokens from ${address}; try again in ${wait} seconds.`;
+      return c.html(loginPage(message), 429, { 'Retry-After': String(wait) });
+    }
     const form = await c.req.parseBody();
     const token = typeof form.token === 'string' ? form.token : '';
-    if (!token || !sameSecret(token, opts.token)) return c.html(loginPage('That token is not right.'), 401);
-    c.header('Set-Cookie', `${ADMIN_COOKIE}=${cookieValue}; Path=/; HttpOnly; SameSite=Strict`);
+    if (!token || !sameSecret(token, opts.token)) {
+      loginAttempts.fail(address);
+      return c.html(loginPage('That token is not right.'), 401);
+    }
+    c.header('Set-Cookie', sessionCookie(c, sessions.create(), Math.floor(sessions.lifetimeMs / 1000)));
     return c.redirect('/', 303);
+  });
+  app.post('/logout', loginBodyLimit, (c) => {
+    sessions.revoke(getCookie(c, ADMIN_COOKIE));
+    c.header('Set-Cookie', sessionCookie(c, '', 0));
+    return c.redirect('/login', 303);
   });
 
   app.get('/assets/:name', (c) => {
-    const asset = ASSETS[c.req.param('name')];
+    const asset = ASSETS.get(c.req.param('name'));
     if (!asset) return c.text('not found', 404);
     return c.body(asset.body(), 200, { 'Content-Type': asset.type });
   });
@@ -236,9 +281,13 @@ export function createAdminApp(opts: AdminOptions): Hono {
     return c.json({ ...p, run: p.run ? withUiUrl(p.run) : null });
   });
 
+  // One listing for the whole process, like the missed-slot check: it describes every schedule (a Temporal call each).
+  const sharedListing = opts.client
+    ? sharedResult(() => listTasks(opts.client!, opts.pool), { maxAgeMs: opts.tasksCacheMs ?? DEFAULT_MISSED_SLOT_CACHE_MS })
+    : undefined;
   const tasks = async () => {
-    if (!opts.client) return { error: 'no Temporal connection' };
-    const [listing, slots] = await Promise.all([listTasks(opts.client, opts.pool), missedSlotsView()]);
+    if (!sharedListing) return { error: 'no Temporal connection' };
+    const [{ value: listing }, slots] = await Promise.all([sharedListing.get(), missedSlotsView()]);
     // One query for every task's recent runs: a query per task queued 1,000 of them on the admin's 4 connections.
     const recent = await latestRunsWithCostPerTask(
       opts.pool,
@@ -268,12 +317,18 @@ export function createAdminApp(opts: AdminOptions): Hono {
   );
   app.onError((err, c) => {
     const user = err instanceof UserError;
-    if (!user) process.stderr.write(`cronledger admin: ${c.req.method} ${c.req.path}: ${err.stack ?? err.message}\n`);
+    if (!user) process.stderr.write(`cronledger admin: ${c.req.method} ${printablePath(c.req.path)}: ${err.stack ?? err.message}\n`);
     const message = user ? err.message : 'internal error (see the server log)';
     const status = user ? 400 : 500;
     return c.req.path.startsWith('/api/') ? c.json({ error: message }, status) : c.html(errorPage(status, message), status);
   });
   return app;
+}
+
+/** The session cookie: HttpOnly, same-site only, and Secure when the page is served over https (directly or by a proxy). */
+function sessionCookie(c: Context, value: string, maxAgeSeconds: number): string {
+  const https = new URL(c.req.url).protocol === 'https:' || c.req.header('X-Forwarded-Proto') === 'https';
+  return `${ADMIN_COOKIE}=${value}; Path=/; Max-Age=${maxAgeSeconds}; HttpOnly; SameSite=Strict${https ? '; Secure' : ''}`;
 }
 
 export interface RunningAdmin {

@@ -258,10 +258,16 @@ export async function runCountsByStatus(db: pg.Pool): Promise<{ status: string; 
   return rows;
 }
 
-/** Durations of finished runs in milliseconds with how many runs took each, for the duration histogram. */
-export async function runDurations(db: pg.Pool): Promise<{ duration_ms: string; runs: string }[]> {
-  const { rows } = await db.query<{ duration_ms: string; runs: string }>(
-    `select duration_ms::text, count(*)::text as runs from runs where duration_ms is not null group by 1`,
+/**
+ * Finished runs per duration bucket, for the duration histogram: bucket i holds the durations above bound i-1 and at
+ * most bound i (milliseconds), bucket bounds.length the rest; with the bucket's sum of milliseconds. Durations are whole
+ * milliseconds, so "at most b" is "below b + 1", width_bucket's lower-bound rule.
+ */
+export async function runDurationBuckets(db: pg.Pool, boundsMs: number[]): Promise<{ bucket: number; count: string; sum_ms: string }[]> {
+  const { rows } = await db.query<{ bucket: number; count: string; sum_ms: string }>(
+    `select width_bucket(duration_ms, $1::bigint[]) as bucket, count(*)::text as count, sum(duration_ms)::text as sum_ms
+       from runs where duration_ms is not null group by 1`,
+    [boundsMs.map((b) => b + 1)],
   );
   return rows;
 }

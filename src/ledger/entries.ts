@@ -176,8 +176,20 @@ export async function chargesAndCredits(
  */
 export async function bookingLags(db: pg.Pool): Promise<{ lag_ms: string; entries: string }[]> {
   const { rows } = await db.query<{ lag_ms: string; entries: string }>(
-    `select greatest(0, round(extract(epoch from (booked_at - usage_received_at)) * 1000))::bigint::text as lag_ms, count(*)::text as entries
+    `select ${LAG_MS}::text as lag_ms, count(*)::text as entries
        from usage_ledger where usage_received_at is not null and booked_at is not null group by 1`,
+  );
+  return rows;
+}
+
+const LAG_MS = 'greatest(0, round(extract(epoch from (booked_at - usage_received_at)) * 1000))::bigint';
+
+/** Booking lags per histogram bucket, bucketed as runDurationBuckets does (whole milliseconds, at most each bound). */
+export async function bookingLagBuckets(db: pg.Pool, boundsMs: number[]): Promise<{ bucket: number; count: string; sum_ms: string }[]> {
+  const { rows } = await db.query<{ bucket: number; count: string; sum_ms: string }>(
+    `select width_bucket(${LAG_MS}, $1::bigint[]) as bucket, count(*)::text as count, sum(${LAG_MS})::text as sum_ms
+       from usage_ledger where usage_received_at is not null and booked_at is not null group by 1`,
+    [boundsMs.map((b) => b + 1)],
   );
   return rows;
 }
