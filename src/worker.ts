@@ -6,11 +6,15 @@ import { definedEnv, resolveConnections } from './config';
 import { createPool } from './db/pool';
 import { UserError } from './errors';
 import { selectProvider } from './models/select-provider';
+import { budgetWebhookFromEnv, reportWebhookFromEnv } from './reports/delivery';
 import { createCronledgerWorker } from './worker-setup';
 
 /** The long-running worker process. Run as many replicas as you like: the task queue gives each task to exactly one. */
 async function main(): Promise<void> {
   const conn = resolveConnections();
+  // A webhook URL without its signing secret, or over plain http, stops the worker here rather than at the first post.
+  reportWebhookFromEnv();
+  budgetWebhookFromEnv();
   // The SDK's own runtime metrics (task slots, poll latency, schedule-to-start, ...) on a Prometheus endpoint of this
   // replica: CRONLEDGER_WORKER_METRICS_ADDRESS=host:port, scraped at http://host:port/metrics. `dev up` gives each its port.
   const metricsAddress = process.env.CRONLEDGER_WORKER_METRICS_ADDRESS;

@@ -4,8 +4,9 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import pg from 'pg';
+import { Webhook as Verifier } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { budgetStatus } from '../src/budgets/budget-status';
 import { applyBudgets } from '../src/budgets/budgets-store';
@@ -257,13 +258,16 @@ describe('50 runs racing at 95 % of the limit, on 3 worker processes', () => {
   });
 });
 
+/** The budget webhook's signing secret (whsec_ and base64), as BUDGET_WEBHOOK_SECRET holds it. */
+const SECRET = `whsec_${randomBytes(32).toString('base64')}`;
+
 describe('threshold events', () => {
   it('crossing 80 % and 100 % records one event each per month, delivered with the same event ID through a webhook failing twice first', async () => {
     const user = `events-${randomUUID().slice(0, 6)}`;
     const w = await worstCase('openai/gpt-4o-mini');
     const cheap = await worstCase('openai/gpt-4.1-nano');
     await budgetWithSpend(user, w * 100n, w * 80n);
-    const posts: { status: number; body: { eventId: string; threshold: number } }[] = [];
+    const posts: { status: number; body: { eventId: string; threshold: number }; id: string; verified: unknown }[] = [];
     let failures = 0;
     const server = createServer((req, res) => {
       let body = '';
@@ -271,14 +275,23 @@ describe('threshold events', () => {
       req.on('end', () => {
         const status = failures < 2 ? 503 : 200;
         if (status === 503) failures++;
-        posts.push({ status, body: JSON.parse(body) });
-        res.writeHead(status).end();
+        // The receiver's Standard Webhooks library checks each delivery's signature
+        const verified = (() => {
+          try {
+            return new Verifier(SECRET).verify(body, req.headers as Record<string, string>);
+          } catch (err) {
+            return String(err);
+          }
+        })();
+        posts.push({ status, body: JSON.parse(body), id: String(req.headers['webhook-id']), verified });
+        // An error page that echoes the path, as many do: it must not reach last_error
+        res.writeHead(status).end(status === 503 ? `unavailable: ${req.url}` : '');
       });
     });
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
     const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook/secret-path`;
     try {
-      const fleet = await startWorkers(ctx, 1, { budgetWebhookUrl: url });
+      const fleet = await startWorkers(ctx, 1, { budgetWebhookUrl: url, budgetWebhookSecret: SECRET });
       await fleet.runWhile(async () => {
         expect(await (await startRun(user)).result()).toMatchObject({ tier: 'cheap' });
         expect(await (await startRun(user)).result()).toMatchObject({ tier: 'cheap' }); // same month: no second event
@@ -289,6 +302,9 @@ describe('threshold events', () => {
         [503, eventId],
         [200, eventId],
       ]);
+      // Signed, and under one webhook-id on every redelivery of the event: the receiver dedupes on it.
+      expect(posts.map((p) => p.verified)).toEqual(posts.map((p) => p.body));
+      expect(new Set(posts.map((p) => p.id)).size).toBe(1);
       const events = await ctx.pool.query(
         'select event_id, threshold, attempts, delivered_at is not null as delivered from budget_events where user_id = $1',
         [user],
@@ -296,13 +312,13 @@ describe('threshold events', () => {
       expect(events.rows).toEqual([{ event_id: eventId, threshold: 80, attempts: 3, delivered: true }]);
       const lastError = (await ctx.pool.query('select last_error from budget_events where event_id = $1', [eventId])).rows[0]
         .last_error as string;
-      expect(lastError).toMatch(/answered 503/);
+      expect(lastError).toMatch(/answered 503 Service Unavailable$/);
       expect(lastError).not.toContain('secret-path'); // a webhook's path is its secret
 
       // Lower the limit below what is spent: the next run is blocked, and 100 % is recorded and delivered once.
       await applyBudgets(ctx.pool, { budgets: [{ userId: user, monthlyLimitUsd: usd(cheap), timeZone: 'UTC' }] }, 'test');
       await (
-        await startWorkers(ctx, 1, { budgetWebhookUrl: url })
+        await startWorkers(ctx, 1, { budgetWebhookUrl: url, budgetWebhookSecret: SECRET })
       ).runWhile(async () => {
         expect(await (await startRun(user)).result()).toMatchObject({ status: 'blocked' });
         expect(await (await startRun(user)).result()).toMatchObject({ status: 'blocked' });
@@ -446,7 +462,7 @@ describe('the budget sweeper and threshold events', () => {
     });
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
     const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`;
-    const deps = { budgetWebhookUrl: url, budgetEventRetrySeconds: 0 };
+    const deps = { budgetWebhookUrl: url, budgetWebhookSecret: SECRET, budgetEventRetrySeconds: 0 };
     try {
       await (
         await startWorkers(ctx, 1, deps)

@@ -46,6 +46,7 @@ beforeAll(async () => {
   secrets.ownerPassword = new URL(ctx.ownerDatabaseUrl).password;
   secrets.apiKey = `sk-planted-${randomUUID()}`;
   secrets.webhookToken = `planted-webhook-${randomUUID()}`;
+  secrets.webhookSecret = `whsec_${Buffer.from(`planted-signing-key-${randomUUID()}`).toString('base64')}`;
   const webhookUrl = `http://127.0.0.1:${(webhook.address() as { port: number }).port}/services/T0/B0/${secrets.webhookToken}`;
   env = {
     ...ctx.env,
@@ -53,6 +54,7 @@ beforeAll(async () => {
     OPENAI_BASE_URL: fake.baseURL,
     OPENAI_API_KEY: secrets.apiKey,
     REPORT_WEBHOOK_URL: webhookUrl,
+    REPORT_WEBHOOK_SECRET: secrets.webhookSecret,
     CRONLEDGER_REPORTS_DIR: reportsDir,
     CRONLEDGER_WORKER_ID: 'secrets-worker',
   };

@@ -15,7 +15,8 @@ import { budgetEvent, recordEventDelivery, undeliveredEvents } from '../budgets/
 import { worstCaseOf } from '../budgets/worst-case';
 import { DEFAULT_MAX_OUTPUT_TOKENS } from '../constants';
 import type { SimulateProfile } from '../models/simulate-profile';
-import { postJson, WebhookRejectedError, webhookTarget } from '../reports/delivery';
+import { UserError } from '../errors';
+import { budgetWebhookFromEnv, postJson, readWebhook, webhookId, WebhookRejectedError, webhookTarget } from '../reports/delivery';
 import type { ClaimRunInput } from './run-activities';
 
 /**
@@ -42,6 +43,8 @@ export interface BudgetActivityDeps {
   reservationExpirySeconds?: number;
   /** Default: $BUDGET_WEBHOOK_URL, else $REPORT_WEBHOOK_URL; empty or unset: events are recorded, not posted. */
   budgetWebhookUrl?: string;
+  /** The signing secret of budgetWebhookUrl; with the URL from the environment, the one beside it there. */
+  budgetWebhookSecret?: string;
   /** Default: $CRONLEDGER_BUDGET_EVENT_RETRY_SECONDS, else DEFAULT_EVENT_RETRY_SECONDS. */
   budgetEventRetrySeconds?: number;
 }
@@ -96,7 +99,13 @@ export const createBudgetActivities = (deps: BudgetActivityDeps) => {
     const fromEnv = Number.parseInt(process.env.CRONLEDGER_BUDGET_EVENT_RETRY_SECONDS ?? '', 10);
     return deps.budgetEventRetrySeconds ?? (Number.isInteger(fromEnv) && fromEnv >= 0 ? fromEnv : DEFAULT_EVENT_RETRY_SECONDS);
   };
-  const webhookUrl = (): string => deps.budgetWebhookUrl ?? (process.env.BUDGET_WEBHOOK_URL || process.env.REPORT_WEBHOOK_URL || '');
+  const webhook = () =>
+    deps.budgetWebhookUrl === undefined
+      ? budgetWebhookFromEnv()
+      : readWebhook(deps.budgetWebhookUrl, deps.budgetWebhookSecret ?? process.env.BUDGET_WEBHOOK_SECRET, {
+          url: 'BUDGET_WEBHOOK_URL',
+          secret: 'BUDGET_WEBHOOK_SECRET',
+        });
   return {
     /**
      * The budget guard, before a run's first model call: decides the tier and reserves the worst case of its chat and
@@ -161,19 +170,26 @@ export const createBudgetActivities = (deps: BudgetActivityDeps) => {
 
     /** The sweeper: threshold events no run delivered that are due for another attempt (none without a webhook). */
     async budgetEventsToRedeliver(): Promise<{ eventIds: string[] }> {
-      if (!webhookUrl()) return { eventIds: [] };
+      if (!webhook()) return { eventIds: [] };
       return { eventIds: await undeliveredEvents(deps.pool, { retryAfterSeconds: eventRetrySeconds(), limit: EVENTS_PER_SWEEP }) };
     },
 
     /**
-     * Posts one threshold event to the budget webhook, at least once: the event ID is stable, so the receiver drops
-     * repeats. Already delivered: nothing to do. Failures are retried by the workflow's retry policy; errors name only
-     * the webhook's scheme and host (its path is its secret).
+     * Posts one threshold event to the budget webhook, at least once: the event ID and the webhook-id derived from it
+     * are stable, so the receiver drops repeats. Already delivered: nothing to do. Failures are retried by the
+     * workflow's retry policy; errors name only the webhook's scheme and host (its path is its secret) and the status.
      */
     async deliverBudgetEvent(input: { eventId: string }): Promise<{ delivered: boolean }> {
-      const url = webhookUrl();
+      let hook: ReturnType<typeof webhook>;
+      try {
+        hook = webhook();
+      } catch (err) {
+        if (err instanceof UserError) throw ApplicationFailure.nonRetryable(err.message, 'UserError');
+        throw err;
+      }
       const event = await budgetEvent(deps.pool, input.eventId);
-      if (!event || event.delivered_at || !url) return { delivered: false };
+      if (!event || event.delivered_at || !hook) return { delivered: false };
+      const url = hook.url;
       const body = {
         type: 'budget.threshold',
         eventId: event.event_id,
@@ -187,7 +203,7 @@ export const createBudgetActivities = (deps: BudgetActivityDeps) => {
         text: `cronledger: ${event.user_id} reached ${event.threshold}% of the monthly budget for ${event.month} (${event.time_zone})`,
       };
       try {
-        await postJson(url, body);
+        await postJson(hook, webhookId(event.event_id), body);
       } catch (err) {
         const message = (err as Error).message;
         await recordEventDelivery(deps.pool, event.event_id, { ok: false, error: message });

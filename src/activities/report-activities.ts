@@ -4,7 +4,7 @@ import { UserError } from '../errors';
 import { reportsDir, writeArtifacts } from '../reports/artifacts';
 import { buildReport } from '../reports/build-report';
 import { buildCurrentMonths, refreshRollups } from '../reports/rollups-write';
-import { deliverOnce, parseWebhookUrl, WebhookRejectedError } from '../reports/delivery';
+import { deliverOnce, readWebhook, WebhookRejectedError } from '../reports/delivery';
 import { parseMonth, previousMonthOf } from '../reports/month';
 import { parseTimeZone } from '../time-zone';
 import type { DeliveryOutcome, GeneratedReport, RollupRefreshResult } from '../reports/types';
@@ -15,6 +15,8 @@ export interface ReportActivityOptions {
   reportsDir?: string;
   /** Webhook to post the monthly report to: default `$REPORT_WEBHOOK_URL`; an empty string turns delivery off. */
   reportWebhookUrl?: string;
+  /** Its signing secret (`whsec_<base64>`): default `$REPORT_WEBHOOK_SECRET`. */
+  reportWebhookSecret?: string;
 }
 
 export interface ReportActivityDeps extends ReportActivityOptions {
@@ -73,12 +75,16 @@ export const createReportActivities = (deps: ReportActivityDeps) => ({
   /** Posts the summary to the webhook unless it is off or this month was delivered already. */
   async deliverMonthlyReport(input: { generated: GeneratedReport }): Promise<DeliveryOutcome> {
     return userErrorsFinal(async () => {
-      const url = deps.reportWebhookUrl ?? process.env.REPORT_WEBHOOK_URL ?? '';
-      if (!url) return { status: 'not-configured' };
-      parseWebhookUrl(url); // a malformed one fails the workflow at once, without its value
+      // A malformed URL or secret fails the workflow at once, without its value.
+      const webhook = readWebhook(
+        deps.reportWebhookUrl ?? process.env.REPORT_WEBHOOK_URL,
+        deps.reportWebhookSecret ?? process.env.REPORT_WEBHOOK_SECRET,
+        { url: 'REPORT_WEBHOOK_URL', secret: 'REPORT_WEBHOOK_SECRET' },
+      );
+      if (!webhook) return { status: 'not-configured' };
       const info = Context.current().info;
       return deliverOnce(deps.pool, {
-        url,
+        webhook,
         generated: input.generated,
         workflowId: info.workflowExecution?.workflowId,
         attempt: info.attempt,
