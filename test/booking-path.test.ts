@@ -4,19 +4,18 @@ import { reserveBudget } from '../src/budgets/reserve';
 import { applyBudgets } from '../src/budgets/budgets-store';
 import { worstCaseOf } from '../src/budgets/worst-case';
 import { MAX_TOKENS_PER_CALL } from '../src/constants';
-import { costOfUsage } from '../src/ledger/cost';
 import { bookingLags } from '../src/ledger/entries';
 import { applyPrices, NoPriceError, priceInForce, type PricesFile } from '../src/ledger/prices';
 import { recordUsage } from '../src/ledger/record-usage';
 import type { TokenUsage } from '../src/models/provider';
-import { toAttoUsd, toExactString } from '../src/money';
 import type { TestContext } from './support/context';
+import { oracleCost } from './support/cost-oracle';
 import { atto, booking, ledgerContext, prng, randomPrice } from './support/ledger';
 
 /**
- * The booking path is one statement (migration 010's book_usage): the price lookup and the cost moved into SQL. Its
- * cost must be the TypeScript cost (costOfUsage, which reports, savings and the budget status still use) to the last
- * of the 18 digits, for every kind of price and count; its errors must stay the UserErrors the worker relies on; and
+ * The booking path is one statement (book_usage): the price lookup and the cost are SQL, the only place the cost rule
+ * lives. Its cost must be the tests' independent oracle's (test/support/cost-oracle.ts) to the last of the 18 digits,
+ * for every kind of price and count; its errors must stay the UserErrors the worker relies on; and
  * the row records when the booking committed, which the admin page's booking-lag histogram measures to.
  */
 
@@ -40,7 +39,7 @@ const counting = (pool: pg.Pool) => {
 };
 
 describe('book_usage', () => {
-  it('costs every booking exactly as costOfUsage does: 600 varied usages over chat prices with and without a cached rate, embeddings, up to the largest counts', async () => {
+  it('costs every booking exactly as the oracle does: 600 varied usages over chat prices with and without a cached rate, embeddings, up to the largest counts', async () => {
     const rand = prng(20261201);
     // chat versions with a cached rate, without one (cached prompt then costs input), and embedding versions; prices from
     // fractions of a cent to six-figure whole parts, at 12 fractional digits or at a few
@@ -92,9 +91,9 @@ describe('book_usage', () => {
             booking({ runId: `cost-${p.i}`, model: p.model, kind: p.kind, usage: p.usage, occurredAt: at }),
           );
           const price = await priceInForce(ctx.pool, p.model, at);
-          const expected = costOfUsage(p.kind, p.usage, price, at);
-          if (row.cost_usd !== toExactString(expected) || row.price_version !== price.version) {
-            mismatches.push(`${p.model} ${JSON.stringify(p.usage)}: SQL ${row.cost_usd}, TypeScript ${toExactString(expected)}`);
+          const expected = oracleCost(p.kind, p.usage, price);
+          if (atto(row.cost_usd) !== expected || row.price_version !== price.version) {
+            mismatches.push(`${p.model} ${JSON.stringify(p.usage)}: SQL ${row.cost_usd}, oracle ${expected} × 10^-18`);
           }
         }),
       );
@@ -115,9 +114,7 @@ describe('book_usage', () => {
     const again = await recordUsage(db, b);
     expect(sent).toHaveLength(2);
     expect(again.id).toBe(first.id);
-    expect(toAttoUsd(costOfUsage('chat', b.usage, await priceInForce(ctx.pool, b.model, first.created_at), first.created_at))).toBe(
-      atto(first.cost_usd),
-    );
+    expect(oracleCost('chat', b.usage, await priceInForce(ctx.pool, b.model, first.created_at))).toBe(atto(first.cost_usd));
   });
 
   it('keeps NoPriceError (a UserError) for a model without a price and for a price class the version lacks, with the same message', async () => {
@@ -166,7 +163,7 @@ describe('booking lag', () => {
 });
 
 describe('reserve_budget', () => {
-  it('decides and reserves in one round trip when the month row is free (a synchronous commit, no barrier), at the worst case costOfUsage gives', async () => {
+  it('decides and reserves in one round trip when the month row is free (a synchronous commit, no barrier), at the worst case the oracle gives', async () => {
     await applyBudgets(ctx.pool, { budgets: [{ userId: 'one-trip-user', monthlyLimitUsd: '100', timeZone: 'UTC' }] }, 'test');
     const worst = worstCaseOf({ prompt: 'Summarise the day.', maxOutputTokens: 512 });
     const { db, sent } = counting(ctx.pool);
@@ -188,8 +185,8 @@ describe('reserve_budget', () => {
     expect(decision.tier).toBe('default');
     const now = new Date();
     const expected =
-      toAttoUsd(costOfUsage('chat', worst.chat, await priceInForce(ctx.pool, 'openai/gpt-4o-mini', now), now)) +
-      toAttoUsd(costOfUsage('embedding', worst.embedding, await priceInForce(ctx.pool, 'openai/text-embedding-3-small', now), now));
+      oracleCost('chat', worst.chat, await priceInForce(ctx.pool, 'openai/gpt-4o-mini', now)) +
+      oracleCost('embedding', worst.embedding, await priceInForce(ctx.pool, 'openai/text-embedding-3-small', now));
     expect(atto(decision.worstCaseUsd)).toBe(expected);
   });
 });

@@ -14,7 +14,6 @@ import { releaseReservations, reserveBudget, sweepAllExpired } from '../src/budg
 import { BUDGET_SWEEP_SCHEDULE_ID } from '../src/constants';
 import { ensureBudgetSweepSchedule } from '../src/schedules/budget-sweep-schedule';
 import { worstCaseOf } from '../src/budgets/worst-case';
-import { costOfUsage } from '../src/ledger/cost';
 import { applyPrices, loadPricesFile, priceInForce } from '../src/ledger/prices';
 import { formatScaled, LEDGER_SCALE, parseUsd, toAttoUsd } from '../src/money';
 import { scheduledRun, type ScheduledRunInput } from '../src/workflows/scheduled-run';
@@ -22,6 +21,7 @@ import { bookExactSpend } from './support/budget-spend';
 import { waitFor } from './support/wait';
 import { startFakeOpenAI } from './support/fake-openai';
 import { createTestContext, type TestContext } from './support/context';
+import { oracleCost } from './support/cost-oracle';
 import { startWorkers } from './support/workers';
 import { startWorkerProcesses, stopWorkerProcesses, writeWorkflowBundle } from './support/worker-processes';
 
@@ -54,9 +54,9 @@ const monthStart = async (): Promise<Date> =>
 async function worstCase(model: string): Promise<bigint> {
   const now = new Date();
   const w = worstCaseOf({ prompt: PROMPT, maxOutputTokens: MAX_OUTPUT, simulate: SIMULATE });
-  const chat = costOfUsage('chat', w.chat, await priceInForce(ctx.pool, model, now), now);
-  const embed = costOfUsage('embedding', w.embedding, await priceInForce(ctx.pool, 'openai/text-embedding-3-small', now), now);
-  return toAttoUsd(chat) + toAttoUsd(embed);
+  const chat = oracleCost('chat', w.chat, await priceInForce(ctx.pool, model, now));
+  const embed = oracleCost('embedding', w.embedding, await priceInForce(ctx.pool, 'openai/text-embedding-3-small', now));
+  return chat + embed;
 }
 const usd = (a: bigint): string => formatScaled(a, LEDGER_SCALE);
 

@@ -8,7 +8,7 @@ import { atto, booking, prng, randomPrice } from './support/ledger';
 
 /**
  * Exactness. A few thousand random calls are booked through the real booking function (recordUsage: validation,
- * price lookup by time, Dinero cost, insert). Each row's cost is checked against an oracle that shares no code with
+ * price lookup by time, the SQL cost, insert). Each row's cost is checked against an oracle that shares no code with
  * cronledger: plain BigInt arithmetic on the price strings of the test's own price table. Then the SQL sum, the Dinero
  * sum and the BigInt sum must agree to the last of the 18 digits, and a float sum is shown to be wrong.
  */

@@ -2,13 +2,13 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { applyBudgets } from '../src/budgets/budgets-store';
 import { worstCaseOf } from '../src/budgets/worst-case';
-import { costOfUsage } from '../src/ledger/cost';
 import { applyPrices, loadPricesFile, priceInForce } from '../src/ledger/prices';
-import { formatScaled, LEDGER_SCALE, toAttoUsd } from '../src/money';
+import { formatScaled, LEDGER_SCALE } from '../src/money';
 import { scheduledRun, type ScheduledRunInput } from '../src/workflows/scheduled-run';
 import { bookCompletion, bookExactSpend } from './support/budget-spend';
 import { runCli } from './support/cli';
 import { createTestContext, type TestContext } from './support/context';
+import { oracleCost } from './support/cost-oracle';
 import { startWorkers } from './support/workers';
 
 /**
@@ -30,9 +30,9 @@ const usd = (a: bigint): string => formatScaled(a, LEDGER_SCALE);
 async function worstCase(model: string): Promise<bigint> {
   const now = new Date();
   const w = worstCaseOf({ prompt: PROMPT, maxOutputTokens: 1000, simulate: SIMULATE });
-  const chat = costOfUsage('chat', w.chat, await priceInForce(ctx.pool, model, now), now);
-  const embed = costOfUsage('embedding', w.embedding, await priceInForce(ctx.pool, 'openai/text-embedding-3-small', now), now);
-  return toAttoUsd(chat) + toAttoUsd(embed);
+  const chat = oracleCost('chat', w.chat, await priceInForce(ctx.pool, model, now));
+  const embed = oracleCost('embedding', w.embedding, await priceInForce(ctx.pool, 'openai/text-embedding-3-small', now));
+  return chat + embed;
 }
 
 beforeAll(async () => {

@@ -3,7 +3,6 @@ import type pg from 'pg';
 import { completeRun, storeRunMemoryAndComplete, type RunStatus, type RunTier } from '../db/runs';
 import { UserError } from '../errors';
 import { bookUsageOrKeepException } from '../ledger/book-usage';
-import type { CallKind } from '../ledger/cost';
 import { refuseUnpricedCall } from '../ledger/price-check';
 import { LedgerConflictError, usageKey, type UsageBooking } from '../ledger/record-usage';
 import { embeddingInputLimit, fitEmbeddingInput } from '../models/embedding-input';
@@ -12,6 +11,7 @@ import {
   MissingUsageError,
   ProviderRejectedError,
   ProviderUnavailableError,
+  type CallKind,
   type ModelProvider,
   type TokenUsage,
 } from '../models/provider';

@@ -1,8 +1,7 @@
 import type pg from 'pg';
 import { claimValues, type ClaimOutcome, type ClaimRequest } from '../db/runs';
-import type { CallKind } from '../ledger/cost';
 import { fromDatabaseError } from '../ledger/prices';
-import type { TokenUsage } from '../models/provider';
+import type { CallKind, TokenUsage } from '../models/provider';
 import { atto, usdOf, type Tier } from './tier';
 
 /** One call the run is about to make, with its worst-case usage. Its key is the ledger key that will settle it. */

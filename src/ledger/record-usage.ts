@@ -1,6 +1,5 @@
 import type pg from 'pg';
-import type { TokenUsage } from '../models/provider';
-import type { CallKind } from './cost';
+import type { CallKind, TokenUsage } from '../models/provider';
 import type { LedgerEntry } from './entries';
 import { fromDatabaseError } from './prices';
 import { validateUsage } from './validate-usage';
@@ -53,9 +52,9 @@ export class LedgerConflictError extends Error {
 }
 
 /**
- * Books one model call: validates the counts, then one statement (book_usage, migrations/001_baseline.sql) prices them with the
- * version in force at that moment, computes the exact cost with the rules of costOfUsage and inserts with
- * `on conflict do nothing`, so retrying the booking returns the row already there instead of a second one. One
+ * Books one model call: validates the counts, then one statement (book_usage, migrations/001_baseline.sql) prices them
+ * with the version in force at that moment, computes the exact cost (call_cost, the one place the cost rule lives) and
+ * inserts with `on conflict do nothing`, so retrying the booking returns the row already there instead of a second one. One
  * round trip, its own transaction. A row already there that describes another call (other counts, model, status or
  * request) is a LedgerConflictError. The cost is frozen on the row together with its price version; a later price
  * change never touches it. Prices are not cached here: a new version can take effect at any moment.

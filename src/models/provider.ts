@@ -1,5 +1,8 @@
 import type { SimulateProfile } from './simulate-profile';
 
+/** What a model call does, and so which prices it is billed at (call_cost in migrations/001_baseline.sql). */
+export type CallKind = 'chat' | 'embedding';
+
 /** Token counts as the provider reported them for one call. Plain integers (counts, never money). */
 export interface TokenUsage {
   promptTokens: number;
