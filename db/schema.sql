@@ -1736,6 +1736,7 @@ GRANT ALL ON FUNCTION public.budget_month_figures(p_user_id text, p_zone text, p
 
 REVOKE ALL ON FUNCTION public.call_cost(p_kind text, p_prompt bigint, p_cached bigint, p_completion bigint, p_input numeric, p_cached_input numeric, p_output numeric, p_embedding_input numeric) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.call_cost(p_kind text, p_prompt bigint, p_cached bigint, p_completion bigint, p_input numeric, p_cached_input numeric, p_output numeric, p_embedding_input numeric) TO cronledger_app;
+GRANT ALL ON FUNCTION public.call_cost(p_kind text, p_prompt bigint, p_cached bigint, p_completion bigint, p_input numeric, p_cached_input numeric, p_output numeric, p_embedding_input numeric) TO cronledger_readonly;
 
 --
 -- Name: FUNCTION claim_and_reserve(p_key text, p_task_id text, p_user_id text, p_workflow_id text, p_run_id text, p_scheduled_minute timestamp with time zone, p_worker_id text, p_manual boolean, p_supersedes_run_id text, p_calls jsonb, p_expiry_seconds integer, p_at timestamp with time zone); Type: ACL; Schema: public; Owner: -
@@ -1764,6 +1765,7 @@ GRANT SELECT ON TABLE public.model_prices TO cronledger_readonly;
 
 REVOKE ALL ON FUNCTION public.price_class(p_rate numeric, p public.model_prices, p_at timestamp with time zone, what text) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.price_class(p_rate numeric, p public.model_prices, p_at timestamp with time zone, what text) TO cronledger_app;
+GRANT ALL ON FUNCTION public.price_class(p_rate numeric, p public.model_prices, p_at timestamp with time zone, what text) TO cronledger_readonly;
 
 --
 -- Name: FUNCTION price_in_force(p_model text, p_at timestamp with time zone); Type: ACL; Schema: public; Owner: -
@@ -1785,6 +1787,7 @@ GRANT ALL ON FUNCTION public.reserve_budget(p_user_id text, p_run_id text, p_wor
 
 REVOKE ALL ON FUNCTION public.usage_cost(p_kind text, p_prompt bigint, p_cached bigint, p_completion bigint, p public.model_prices, p_at timestamp with time zone) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.usage_cost(p_kind text, p_prompt bigint, p_cached bigint, p_completion bigint, p public.model_prices, p_at timestamp with time zone) TO cronledger_app;
+GRANT ALL ON FUNCTION public.usage_cost(p_kind text, p_prompt bigint, p_cached bigint, p_completion bigint, p public.model_prices, p_at timestamp with time zone) TO cronledger_readonly;
 
 --
 -- Name: FUNCTION worst_case_cost(p_call jsonb, p_model text, p_at timestamp with time zone); Type: ACL; Schema: public; Owner: -

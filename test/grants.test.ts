@@ -204,7 +204,7 @@ describe('grants, walked over every table', () => {
     try {
       await owner.query('create table added_later (id bigserial primary key, note text)');
       const privileges = await appPrivileges(owner);
-      expect(privileges.added_later).toEqual(['SELECT']); // the default privileges of migration 005
+      expect(privileges.added_later).toEqual(['SELECT']); // the default privileges at the end of migrations/001_baseline.sql
       expect(privileges).not.toEqual(ALLOWED);
       const seq = await owner.query(
         `select has_sequence_privilege($1, 'added_later_id_seq', 'usage') as usage, has_sequence_privilege($1, 'added_later_id_seq', 'update') as setval`,

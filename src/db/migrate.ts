@@ -27,8 +27,12 @@ export const squashedMigrations = (recorded: Iterable<string>): string[] =>
 
 export const migrationsDir = (): string => join(repoRoot(), 'migrations');
 
+/** The migration files in dir, in the order they apply. */
+export const migrationFiles = async (dir = migrationsDir()): Promise<string[]> =>
+  (await readdir(dir)).filter((f) => /^\d{3}_[a-z0-9_]+\.sql$/.test(f)).sort();
+
 export async function migrate(pool: Pool, dir = migrationsDir()): Promise<string[]> {
-  const files = (await readdir(dir)).filter((f) => /^\d{3}_[a-z0-9_]+\.sql$/.test(f)).sort();
+  const files = await migrationFiles(dir);
   const client = await pool.connect();
   const applied: string[] = [];
   try {
