@@ -716,6 +716,16 @@ CREATE SEQUENCE public.budgets_id_seq
 ALTER SEQUENCE public.budgets_id_seq OWNED BY public.budgets.id;
 
 --
+-- Name: call_embeddings; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.call_embeddings (
+    call_key text NOT NULL,
+    embedding jsonb NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+--
 -- Name: memories; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -1244,6 +1254,13 @@ ALTER TABLE ONLY public.budget_zones
 
 ALTER TABLE ONLY public.budgets
     ADD CONSTRAINT budgets_pkey PRIMARY KEY (id);
+
+--
+-- Name: call_embeddings call_embeddings_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.call_embeddings
+    ADD CONSTRAINT call_embeddings_pkey PRIMARY KEY (call_key);
 
 --
 -- Name: model_downgrades model_downgrades_model_effective_from_key; Type: CONSTRAINT; Schema: public; Owner: -
@@ -1864,6 +1881,12 @@ GRANT SELECT ON TABLE public.budgets TO cronledger_readonly;
 --
 
 GRANT USAGE ON SEQUENCE public.budgets_id_seq TO cronledger_app;
+
+--
+-- Name: TABLE call_embeddings; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT ON TABLE public.call_embeddings TO cronledger_app;
 
 --
 -- Name: TABLE memories; Type: ACL; Schema: public; Owner: -

@@ -130,6 +130,7 @@ const ALLOWED: Record<string, string[]> = {
   runs: ['SELECT', 'INSERT', 'UPDATE'],
   run_duplicates: ['SELECT', 'INSERT'],
   memories: ['SELECT', 'INSERT'],
+  call_embeddings: ['SELECT', 'INSERT'], // 022: an embedding call's vector, until the run's completion copies it
   report_deliveries: ['SELECT', 'INSERT'],
   rollup_zones: ['SELECT', 'INSERT', 'UPDATE'],
   rollup_months: ['SELECT', 'INSERT', 'UPDATE'],
@@ -156,12 +157,12 @@ const ALLOWED: Record<string, string[]> = {
 };
 
 /**
- * The admin page's role (migration 009): SELECT on what the pages show, nothing else, and not memories (what users
- * asked their agents). A table a later migration adds is readable by default and must be added here.
+ * The admin page's role (migration 009): SELECT on what the pages show, nothing else, and not memories or
+ * call_embeddings (what users asked their agents). A table a later migration adds is readable by default and must be added here.
  */
 const READONLY_ALLOWED: Record<string, string[]> = Object.fromEntries(
   Object.keys(ALLOWED)
-    .filter((table) => table !== 'memories')
+    .filter((table) => table !== 'memories' && table !== 'call_embeddings')
     .map((table) => [table, ['SELECT']]),
 );
 

@@ -1,4 +1,5 @@
 import { WorkflowFailedError } from '@temporalio/client';
+import { historyToJSON } from '@temporalio/common/lib/proto-utils';
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { LedgerEntry } from '../src/ledger/entries';
@@ -182,6 +183,22 @@ describe('through a real worker and the scheduledRun workflow', () => {
     });
     expect(result?.chatCostUsd).toBe(chat.cost_usd);
     expect(result?.embeddingCostUsd).toBe(embed.cost_usd);
+  }, 60_000);
+
+  it("keeps a real embedding out of history: 1,536 numbers reach the run's memory, none is in its history", async () => {
+    const vector = Array.from({ length: 1536 }, (_, i) => Math.fround(Math.sin(i + 1) / 40));
+    fake.script('embeddings', { kind: 'ok', vector });
+    const { workflowId, runId, result } = await runOnce(`oa-vector-${randomUUID().slice(0, 6)}`);
+
+    expect(result?.status).toBe('completed');
+    const memory = await ctx.pool.query<{ embedding: number[] }>('select embedding from memories where run_workflow_id = $1', [workflowId]);
+    expect(memory.rows[0].embedding).toEqual(vector);
+    const json = historyToJSON(await ctx.client.workflow.getHandle(workflowId, runId).fetchHistory());
+    const payloads = [...json.matchAll(/"data": "([A-Za-z0-9+/=]+)"/g)].map((m) => Buffer.from(m[1], 'base64').toString('utf8')).join();
+    expect(payloads).toContain('What changed in my repositories today?'); // the payloads are readable here
+    expect(vector.slice(0, 50).filter((n) => payloads.includes(String(n)))).toEqual([]);
+    // the bytes `temporal workflow show --output json` prints: about 17.6 KB; the vector would add about 43 KB
+    expect(json.length).toBeLessThan(20_000);
   }, 60_000);
 
   it('books an unusable but billed reply as failed, then the retried attempt as ok', async () => {

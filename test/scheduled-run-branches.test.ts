@@ -44,7 +44,7 @@ const answered = (input: ModelCallInput): ModelCallOutcome => ({
   usage: USAGE,
   providerModel: 'stub-model',
   requestId: `req-${input.step}-${input.attempt}`,
-  ...(input.step === 'chat' ? { text: 'the reply' } : { vector: [0.5, -0.5] }),
+  ...(input.step === 'chat' ? { text: 'the reply' } : { embeddingKey: `the-run:embed:${input.attempt}` }),
 });
 const billedFailure = (input: ModelCallInput): ModelCallOutcome => ({
   outcome: 'billed-failure',
@@ -172,7 +172,7 @@ it('completes: claim, call and book chat, call and book the embedding, store the
     {
       idempotencyKey: 'cron:branchy:2026-11-02T09:00Z',
       tier: 'default',
-      memory: expect.objectContaining({ runId, taskId: 'branchy', userId: 'u1', content: 'the reply', embedding: [0.5, -0.5] }),
+      memory: expect.objectContaining({ runId, taskId: 'branchy', userId: 'u1', content: 'the reply', embeddingKey: 'the-run:embed:1' }),
     },
   ]);
 });

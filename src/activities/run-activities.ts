@@ -1,5 +1,6 @@
 import { ApplicationFailure, CancelledFailure, Context, log } from '@temporalio/activity';
 import type pg from 'pg';
+import { stageEmbedding } from '../db/memories';
 import { completeRun, storeRunMemoryAndComplete, type RunStatus, type RunTier } from '../db/runs';
 import { UserError } from '../errors';
 import { bookUsageOrKeepException } from '../ledger/book-usage';
@@ -34,12 +35,11 @@ export interface ClaimRunInput {
   supersedesRunId?: string;
 }
 
-/** One call of one step of an execution. Nothing here is booked: the workflow books the outcome with bookUsage. */
+/**
+ * One call of one step of the execution that schedules it (its IDs come from the activity's context, not from
+ * history). Nothing here is booked: the workflow books the outcome with bookUsage.
+ */
 export interface ModelCallInput {
-  /** The slot's workflow ID. */
-  workflowId: string;
-  /** Temporal's run ID of the execution: the first part of the ledger key. */
-  runId: string;
   step: 'chat' | 'embed';
   /** Which call of this step (1, then +1 after each billed failure): the last part of the ledger key. */
   attempt: number;
@@ -67,7 +67,12 @@ export interface ModelCallOutcome {
   requestId: string | null;
   /** The chat reply. */
   text?: string;
-  /** The embedding (its floats are not money). */
+  /**
+   * Where the embedding's vector is: stored under this key (call_embeddings, the call's ledger key) for the run's
+   * completion to read, so that it stays out of history; only when that store failed, the vector itself (its floats
+   * are not money).
+   */
+  embeddingKey?: string;
   vector?: number[];
   /** Why a billed call failed. */
   error?: string;
@@ -77,7 +82,11 @@ export interface ModelCallOutcome {
   receivedAt?: string;
 }
 
-export interface BookUsageInput extends Pick<ModelCallInput, 'workflowId' | 'runId' | 'step' | 'attempt' | 'taskId' | 'userId' | 'model'> {
+export interface BookUsageInput extends Pick<ModelCallInput, 'step' | 'attempt' | 'taskId' | 'userId' | 'model'> {
+  /** The slot's workflow ID. */
+  workflowId: string;
+  /** Temporal's run ID of the execution: the first part of the ledger key. */
+  runId: string;
   kind: CallKind;
   status: 'ok' | 'failed';
   usage: TokenUsage;
@@ -99,7 +108,9 @@ export interface StoreMemoryInput {
   taskId: string;
   userId: string;
   content: string;
-  embedding: number[];
+  /** From the embed step's outcome: where its vector was stored, or the vector itself. */
+  embeddingKey?: string;
+  embedding?: number[];
   inputTruncatedFrom?: number;
 }
 
@@ -124,7 +135,10 @@ export const createRunActivities = (deps: RunActivityDeps) => ({
     });
   },
 
-  /** One embedding request for the run's reply, cut by tokens to the model's input limit (and saying so) when longer. */
+  /**
+   * One embedding request for the run's reply, cut by tokens to the model's input limit (and saying so) when longer.
+   * The vector is stored (stageVector) and the outcome carries its key, not the vector.
+   */
   async callEmbedding(input: ModelCallInput): Promise<ModelCallOutcome> {
     const limit = Math.min(embeddingInputLimit(input.model), input.maxOutputTokens ?? Number.MAX_SAFE_INTEGER);
     const fitted = fitEmbeddingInput(input.model, input.text, limit);
@@ -135,9 +149,11 @@ export const createRunActivities = (deps: RunActivityDeps) => ({
       });
     }
     const truncated = fitted.truncatedFromTokens === undefined ? {} : { inputTruncatedFrom: fitted.truncatedFromTokens };
+    const callKey = usageKey({ runId: execution('callEmbedding').runId, step: input.step, attempt: input.attempt });
     const outcome = await callProvider(deps.pool, input.model, 'embedding', async (signal) => {
       const r = await deps.provider.embed({ ...context(input), signal, model: input.model, input: fitted.text });
-      return { outcome: 'answered', usage: r.usage, providerModel: r.providerModel, requestId: r.requestId, vector: r.vector };
+      const where = await stageVector(deps.pool, callKey, r.vector);
+      return { outcome: 'answered', usage: r.usage, providerModel: r.providerModel, requestId: r.requestId, ...where };
     });
     return { ...outcome, ...truncated };
   },
@@ -175,6 +191,27 @@ export const createRunActivities = (deps: RunActivityDeps) => ({
 });
 
 const HEARTBEAT_EVERY_MS = 5_000;
+/** How long an embedding's vector may take to store before it goes through history instead. */
+const STAGE_VECTOR_TIMEOUT_MS = 10_000;
+
+/**
+ * Stores an answered embedding's vector under its call's key and returns the key. The provider has billed the call by
+ * now, so a database that fails or does not answer within STAGE_VECTOR_TIMEOUT_MS must not fail the activity (a retry
+ * would call, and pay, again): the vector is then returned to go through history, as the outcome's `vector`.
+ */
+async function stageVector(pool: pg.Pool, callKey: string, vector: number[]): Promise<{ embeddingKey: string } | { vector: number[] }> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<'late'>((resolve) => (timer = setTimeout(() => resolve('late'), STAGE_VECTOR_TIMEOUT_MS)));
+  try {
+    if ((await Promise.race([stageEmbedding(pool, callKey, vector), late])) !== 'late') return { embeddingKey: callKey };
+    log.warn('embedding not stored in time; its vector goes through history', { callKey });
+  } catch (err) {
+    log.warn('embedding not stored; its vector goes through history', { callKey, error: (err as Error).message });
+  } finally {
+    clearTimeout(timer);
+  }
+  return { vector };
+}
 
 /**
  * Checks the price, then runs one provider request as this activity attempt: heartbeats throughout (so a dead worker's call is retried

@@ -1,3 +1,5 @@
+import type pg from 'pg';
+
 export interface MemoryRow {
   run_workflow_id: string;
   temporal_run_id: string | null;
@@ -9,26 +11,46 @@ export interface MemoryRow {
   created_at: Date;
 }
 
-/** One run's memory: its reply and the reply's embedding. */
+/**
+ * One run's memory: its reply and the reply's embedding, which its embed step stored under `embeddingKey`
+ * (stageEmbedding), or, when that store failed, the vector itself.
+ */
 export interface MemoryInput {
   workflowId: string;
   temporalRunId: string | null;
   taskId: string;
   userId: string;
   content: string;
-  embedding: number[];
+  embeddingKey?: string;
+  embedding?: number[];
   inputTruncatedFrom?: number | null;
 }
 
 /**
- * The insert of one memory (a run's reply and its embedding), once per execution, its parameters numbered from $first
- * (storeRunMemoryAndComplete embeds it in the run's completion). `inputTruncatedFrom` says the embedding covers only
- * the reply's first tokens, up to the model's limit.
+ * Stores an embedding call's vector under its call's key (`<runId>:embed:<attempt>`, as its ledger entry), once: the
+ * run's completion reads it from there into the memory, so that the vector stays out of workflow history.
  */
-export const memoryInsertSql = (first: number): string => `
+export async function stageEmbedding(db: pg.Pool, callKey: string, vector: number[]): Promise<void> {
+  await db.query('insert into call_embeddings (call_key, embedding) values ($1, $2) on conflict (call_key) do nothing', [
+    callKey,
+    JSON.stringify(vector),
+  ]);
+}
+
+/**
+ * The insert of one memory (a run's reply and its embedding), once per execution, its parameters numbered from $first
+ * (storeRunMemoryAndComplete embeds it in the run's completion). The embedding is the vector given, else the one staged
+ * under the key; neither is a not-null violation, never a memory without its embedding. `inputTruncatedFrom` says the
+ * embedding covers only the reply's first tokens, up to the model's limit.
+ */
+export const memoryInsertSql = (first: number): string => {
+  const $ = (k: number) => `$${first + k}`;
+  return `
   insert into memories (run_workflow_id, temporal_run_id, task_id, user_id, content, embedding, input_truncated_from)
-  values (${Array.from({ length: 7 }, (_, k) => `$${first + k}`).join(', ')})
+  values (${$(0)}, ${$(1)}, ${$(2)}, ${$(3)}, ${$(4)},
+          coalesce(${$(5)}::jsonb, (select embedding from call_embeddings where call_key = ${$(6)})), ${$(7)})
   on conflict do nothing`;
+};
 
 export const memoryParams = (m: MemoryInput): unknown[] => [
   m.workflowId,
@@ -36,6 +58,7 @@ export const memoryParams = (m: MemoryInput): unknown[] => [
   m.taskId,
   m.userId,
   m.content,
-  JSON.stringify(m.embedding),
+  m.embedding ? JSON.stringify(m.embedding) : null,
+  m.embeddingKey ?? null,
   m.inputTruncatedFrom ?? null,
 ];

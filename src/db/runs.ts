@@ -109,7 +109,7 @@ export interface RunCompletion {
  * `withMemory` (storeRunMemoryAndComplete). Data-modifying CTEs in one statement: one round trip and one implicit
  * transaction, where BEGIN, two updates and COMMIT took four. Only a running claim that this execution still owns
  * changes, so a retried completion is harmless and an execution that a retry superseded can never overwrite the new
- * generation's outcome. Parameters $1 to $6 are the completion's; $7 to $13 the memory's.
+ * generation's outcome. Parameters $1 to $6 are the completion's; $7 to $14 the memory's.
  */
 const completionSql = (withMemory: boolean) => `
   with ${withMemory ? `memory as (${memoryInsertSql(7)}),` : ''}

@@ -158,7 +158,7 @@ export async function scheduledRun(task: ScheduledRunInput): Promise<ScheduledRu
     run.budget = { ...budget, model: decision.models.chat ?? model, embeddingModel: decision.models.embed ?? embeddingModel };
 
     // 2. and 3. Call and book the chat, then the embedding of its reply.
-    const step = { workflowId, runId, taskId, userId, simulate, maxOutputTokens: maxOutputTokens ?? DEFAULT_MAX_OUTPUT_TOKENS };
+    const step = { taskId, userId, simulate, maxOutputTokens: maxOutputTokens ?? DEFAULT_MAX_OUTPUT_TOKENS };
     const chat = await callAndBook(run, 'chat', { ...step, step: 'chat', model: run.budget.model, text: task.input });
     if ('blocked' in chat) return await endBlocked(run, chat.blocked);
     const text = chat.outcome.text ?? '';
@@ -166,8 +166,8 @@ export async function scheduledRun(task: ScheduledRunInput): Promise<ScheduledRu
     if ('blocked' in embed) return { ...(await endBlocked(run, embed.blocked)), chatCostUsd: costOf(chat.booked) };
 
     // 4. Store the memory and close the claim, one statement.
-    const { vector, inputTruncatedFrom } = embed.outcome;
-    const memory = { workflowId, runId, taskId, userId, content: text, embedding: vector ?? [], inputTruncatedFrom };
+    const { embeddingKey, vector, inputTruncatedFrom } = embed.outcome;
+    const memory = { workflowId, runId, taskId, userId, content: text, embeddingKey, embedding: vector, inputTruncatedFrom };
     await bookkeeping.storeMemoryAndCompleteRun({ memory, idempotencyKey, tier: decision.tier });
     await run.deliveries;
     return {
@@ -211,7 +211,8 @@ async function callAndBook(
     }
     const input: ModelCallInput = { ...base, attempt };
     const outcome = await (kind === 'chat' ? modelCalls.callChat(input) : modelCalls.callEmbedding(input));
-    const { workflowId, runId, step, taskId, userId, model } = base;
+    const { step, taskId, userId, model } = base;
+    const { workflowId, runId } = workflowInfo();
     const { usage, providerModel, requestId, inputTruncatedFrom, receivedAt } = outcome;
     const status = outcome.outcome === 'answered' ? 'ok' : 'failed';
     const booking: BookUsageInput = {

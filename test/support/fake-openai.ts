@@ -22,8 +22,8 @@ export interface FakeUsage {
 }
 
 export type FakeReply =
-  /** 200 with a normal reply and this usage (omit usage to send none). */
-  | { kind: 'ok'; usage?: FakeUsage | null; text?: string; model?: string }
+  /** 200 with a normal reply and this usage (omit usage to send none); `vector` is the embedding (default 4 numbers). */
+  | { kind: 'ok'; usage?: FakeUsage | null; text?: string; model?: string; vector?: number[] }
   /** 200, usage present, but no choices (chat) / no data (embeddings): billed yet unusable. */
   | { kind: 'empty'; usage: FakeUsage; model?: string }
   /** An error status (429, 500, ...) with an OpenAI-style error body and optional retry-after header (seconds). */
@@ -193,7 +193,7 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
     }
     const model = reply.model ?? requested;
     const usage = reply.kind === 'ok' && reply.usage === undefined ? DEFAULT_EMBEDDING_USAGE : reply.usage;
-    const vector = [0.25, -0.5, 0.125, 1];
+    const vector = (reply.kind === 'ok' && reply.vector) || [0.25, -0.5, 0.125, 1];
     const embedding = body.encoding_format === 'base64' ? Buffer.from(new Float32Array(vector).buffer).toString('base64') : vector;
     record.billedId = requestId;
     bill(record.billedId, usage);
