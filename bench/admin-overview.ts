@@ -15,11 +15,12 @@ import { overview } from '../src/admin/admin-data';
 import { createPool, readOnlySessionUrl } from '../src/db/pool';
 import { buildReport } from '../src/reports/build-report';
 import { rebuildMonth } from '../src/reports/rollups-write';
-import { scratchDatabase } from './scratch-database';
-import { bulkLoadMonth, SYNTHETIC_MONTH as MONTH } from './synthetic-ledger';
+import { benchArgs, numberOption } from './lib/args';
+import { scratchDatabase } from './lib/scratch-database';
+import { bulkLoadMonth, SYNTHETIC_MONTH as MONTH } from './lib/synthetic-ledger';
 
-const i = process.argv.indexOf('--entries');
-const entries = i > 0 ? Number(process.argv[i + 1]) : 1_000_000;
+const { values } = benchArgs('bench/admin-overview.ts', { entries: { type: 'string', default: '1000000' } });
+const entries = numberOption('entries', values.entries);
 const command = `node --import tsx bench/admin-overview.ts --entries ${entries}`;
 
 async function best(fn: () => Promise<unknown>, times = 3): Promise<number> {

@@ -29,15 +29,16 @@ import { dataDir } from '../src/config';
 import { createPool } from '../src/db/pool';
 import { findPostgresBinDir, postgresPid } from '../src/dev/postgres';
 import { bookCall, recordUsage } from '../src/ledger/record-usage';
-import { sampleWaits, topWaits } from './postgres-waits';
-import { scratchDatabase, type ScratchDatabase } from './scratch-database';
+import { benchArgs, numberOption } from './lib/args';
+import { sampleWaits, topWaits } from './lib/postgres-waits';
+import { scratchDatabase, type ScratchDatabase } from './lib/scratch-database';
 
-const arg = (name: string, fallback: number): number => {
-  const i = process.argv.indexOf(`--${name}`);
-  return i > 0 ? Number(process.argv[i + 1]) : fallback;
-};
-const SECONDS = arg('seconds', 8);
-const ROUNDS = arg('rounds', 2);
+const { values } = benchArgs('bench/booking-path.ts', {
+  seconds: { type: 'string', default: '8' },
+  rounds: { type: 'string', default: '2' },
+});
+const SECONDS = numberOption('seconds', values.seconds);
+const ROUNDS = numberOption('rounds', values.rounds);
 const CLIENTS = [1, 4];
 const command = `node --import tsx bench/booking-path.ts --seconds ${SECONDS} --rounds ${ROUNDS}`;
 

@@ -26,9 +26,9 @@ import { applyBudgets } from '../src/budgets/budgets-store';
 import { claimAndReserve, releaseReservations, reserveBudget, type PlannedCall } from '../src/budgets/reserve';
 import { claimRun, completeRun } from '../src/db/runs';
 import { recordUsage } from '../src/ledger/record-usage';
-import { GUARDED_RUN_CALLS } from './guarded-run';
-import { sampleWaits, topWaits } from './postgres-waits';
-import { scratchDatabase } from './scratch-database';
+import { GUARDED_RUN_CALLS } from './lib/guarded-run';
+import { sampleWaits, topWaits } from './lib/postgres-waits';
+import { scratchDatabase } from './lib/scratch-database';
 
 const arg = (name: string, fallback: number): number => {
   const i = process.argv.indexOf(`--${name}`);

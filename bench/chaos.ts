@@ -25,19 +25,24 @@ import { startFakeOpenAI } from '../test/support/fake-openai';
 import { PrivatePostgres } from '../test/support/private-postgres';
 import { TemporalProcess } from '../test/support/temporal-process';
 import { writeWorkflowBundle } from '../test/support/worker-processes';
+import { benchArgs, numberOption } from './lib/args';
 
-const arg = (name: string, fallback: string): string => {
-  const i = process.argv.indexOf(`--${name}`);
-  return i > 0 && process.argv[i + 1] ? process.argv[i + 1] : fallback;
-};
-const only = arg('only', 'r4,r1,r3,outage,retry,r2').split(',');
-const slots = Number(arg('slots', '300'));
-const burst = Number(arg('burst', '100'));
-const pgOutageS = Number(arg('pg-outage', '30'));
-const providerOutageS = Number(arg('provider-outage', '180'));
-const racers = Number(arg('racers', '6'));
-const tasks = Number(arg('tasks', '5'));
-const command = `node --import tsx bench/chaos.ts ${process.argv.slice(2).join(' ')}`.trim();
+const { values, command } = benchArgs('bench/chaos.ts', {
+  only: { type: 'string', default: 'r4,r1,r3,outage,retry,r2' },
+  slots: { type: 'string', default: '300' },
+  burst: { type: 'string', default: '100' },
+  'pg-outage': { type: 'string', default: '30' },
+  'provider-outage': { type: 'string', default: '180' },
+  racers: { type: 'string', default: '6' },
+  tasks: { type: 'string', default: '5' },
+});
+const only = values.only.split(',');
+const slots = numberOption('slots', values.slots);
+const burst = numberOption('burst', values.burst);
+const pgOutageS = numberOption('pg-outage', values['pg-outage']);
+const providerOutageS = numberOption('provider-outage', values['provider-outage']);
+const racers = numberOption('racers', values.racers);
+const tasks = numberOption('tasks', values.tasks);
 
 const log = (line: string): void => void process.stderr.write(`${new Date().toISOString()} ${line}\n`);
 

@@ -3,7 +3,7 @@
  * stack started as `dev up` starts it (its Temporal server flags, its PostgreSQL), in a temp dir. Phases, each on its
  * own task queue and its own N schedules (real schedules firing at a real minute, not a backfill):
  *
- *   bare    the bare workflow (bench/bare-run-workflow.ts): scheduledRun's Temporal steps, activities doing nothing
+ *   bare    the bare workflow (bench/lib/bare-run-workflow.ts): scheduledRun's Temporal steps, activities doing nothing
  *   mock    cronledger's scheduledRun with the offline mock model
  *   openai  scheduledRun through the openai provider against the fake OpenAI server, which takes --call-ms per request
  *   jitter  as mock, with `jitter: 60s` on every task: starts spread over the minute, and nothing runs twice
@@ -13,8 +13,10 @@
  *           default rollback journal instead of dev up's journal_mode=wal and synchronous=normal (dev server only)
  *
  * Each prints the time from the slot to the last closed run, runs per second over that time, the peak starts per
- * second, claims and ledger rows (cronledger phases), and the CPU each process group used while the phase drained,
- * so the figure says what limited it. mock/bare is the throughput ratio measured in the same run on the same server.
+ * second, claims and ledger rows (cronledger phases), and the CPU each process group used while the phase drained
+ * (share of a core, and per run), so the figure says what limited it, and any straggler (bench/lib/p1-pairs.ts).
+ * mock/bare is the throughput ratio measured in the same run on the same server: the n-th bare phase against the n-th
+ * mock, each pair with its CPU a run per process, and the median of the pairs without a straggler.
  *
  *   node --import tsx bench/fan-out.ts [--tasks 1000] [--workers 3] [--only bare,mock,openai,jitter,bare-journal] [--call-ms 500] [--lead 75]
  *        [--temporal dev|server]
@@ -47,28 +49,46 @@ import { scheduleOptionsFor } from '../src/schedules/task-schedule';
 import { parseTasksFile } from '../src/tasks/tasks-file';
 import { startFakeOpenAI, type FakeOpenAI } from '../test/support/fake-openai';
 import { startWorkerProcesses, stopWorkerProcesses, writeWorkflowBundle, type WorkerProcess } from '../test/support/worker-processes';
+import { benchArgs, numberOption } from './lib/args';
+import {
+  cpuText,
+  findStragglers,
+  machineSample,
+  pairLines,
+  PHASES,
+  type MachineSample,
+  type Phase,
+  type PhaseFigures,
+} from './lib/p1-pairs';
 
-const arg = (name: string, fallback: string): string => {
-  const i = process.argv.indexOf(`--${name}`);
-  return i > 0 && process.argv[i + 1] ? process.argv[i + 1] : fallback;
-};
-const taskCount = Number(arg('tasks', '1000'));
-const workerCount = Number(arg('workers', '3'));
-const phases = arg('only', 'bare,mock,openai,jitter').split(',') as Phase[];
-const callMs = Number(arg('call-ms', '500'));
-const leadS = Number(arg('lead', '75'));
-const temporalMode = arg('temporal', 'dev') as 'dev' | 'server';
-const profileDir = arg('profile-workers', '');
-for (const [i, a] of process.argv.entries()) {
-  if (a !== '--dynamic-config') continue;
-  const [key, ...json] = (process.argv[i + 1] ?? '').split('=');
+const { values, command } = benchArgs('bench/fan-out.ts', {
+  tasks: { type: 'string', default: '1000' },
+  workers: { type: 'string', default: '3' },
+  only: { type: 'string', default: 'bare,mock,openai,jitter' },
+  'call-ms': { type: 'string', default: '500' },
+  lead: { type: 'string', default: '75' },
+  temporal: { type: 'string', default: 'dev' },
+  'profile-workers': { type: 'string', default: '' },
+  'dynamic-config': { type: 'string', multiple: true, default: [] },
+});
+const taskCount = numberOption('tasks', values.tasks);
+const workerCount = numberOption('workers', values.workers);
+const phases = values.only.split(',').map((p) => {
+  if (!(PHASES as readonly string[]).includes(p)) throw new Error(`--only: ${p} is not a phase (${PHASES.join(', ')})`);
+  return p as Phase;
+});
+const callMs = numberOption('call-ms', values['call-ms']);
+const leadS = numberOption('lead', values.lead);
+if (values.temporal !== 'dev' && values.temporal !== 'server') throw new Error(`--temporal ${values.temporal}: dev or server`);
+const temporalMode: 'dev' | 'server' = values.temporal;
+const profileDir = values['profile-workers'];
+for (const setting of values['dynamic-config']) {
+  const [key, ...json] = setting.split('=');
   DEV_SERVER_DYNAMIC_CONFIG[key] = JSON.parse(json.join('='));
 }
-const command = `node --import tsx bench/fan-out.ts ${process.argv.slice(2).join(' ')}`.trim();
 const DRAIN_TIMEOUT_MS = 15 * 60_000;
 const WARM_UP_TASKS = 30;
 
-type Phase = 'bare' | 'mock' | 'openai' | 'jitter' | 'guarded' | 'bare-journal';
 const isBare = (phase: Phase): boolean => phase === 'bare' || phase === 'bare-journal';
 
 const log = (line: string): void => void process.stderr.write(`${new Date().toISOString()} ${line}\n`);
@@ -84,27 +104,6 @@ interface Stack {
   fake: FakeOpenAI;
   /** The Temporal server's processes (one dev server, or the real server's services) and the postmaster. */
   pids: { temporal: number[]; postgres: number };
-}
-
-interface PhaseFigures {
-  phase: Phase;
-  runs: number;
-  /** Slot to the last run closed (ms). */
-  drainMs: number;
-  /** Slot to the median run closed (ms). */
-  medianMs: number;
-  /** Slot to the first run started (ms). */
-  firstStartMs: number;
-  /** Slot to the median and the last run started (ms): how long the schedules took to start them all. */
-  medianStartMs: number;
-  lastStartMs: number;
-  peakStartsPerSecond: number;
-  /** cronledger phases: claims (runs rows), completed claims, duplicates recorded, ledger rows. */
-  claims?: { rows: number; completed: number; duplicates: number; ledgerRows: number; reservations: number; openReservations: number };
-  /** Share of one core each group used from the slot to the last close, and the whole machine's (of all cores). */
-  cpu: Record<string, number>;
-  /** The fewest free task slots any one worker had while the phase drained, by kind (0: that limit was reached). */
-  fewestFreeSlots: Record<string, number>;
 }
 
 async function main(): Promise<void> {
@@ -171,7 +170,7 @@ async function runPhase(stack: Stack, phase: Phase, taskCount: number): Promise<
     target: { temporalAddress: stack.temporalAddress, namespace: stack.namespace, taskQueue, databaseUrl: stack.databaseUrl },
     bundlePath: stack.bundlePath,
     logDir: join(stack.dir, 'logs'),
-    ...(isBare(phase) ? { script: 'bench/bare-worker.ts' } : {}),
+    ...(isBare(phase) ? { script: 'bench/lib/bare-worker.ts' } : {}),
     ...(profileDir ? { nodeArgs: ['--cpu-prof', `--cpu-prof-dir=${join(profileDir, phase)}`] } : {}),
     env: () => ({
       // each worker's SDK metrics, scraped while the phase drains: did any kind of task slot run out?
@@ -189,11 +188,13 @@ async function runPhase(stack: Stack, phase: Phase, taskCount: number): Promise<
     const closed = `TaskQueue = '${taskQueue}' AND ExecutionStatus != 'Running'`;
     const deadline = Date.now() + DRAIN_TIMEOUT_MS;
     const slots = new SlotWatch(metricsPorts);
+    const machine: MachineSample[] = [machineSample()];
     for (let n = 0; n < taskCount; n = (await stack.client.workflow.count(closed)).count) {
       if (Date.now() > deadline)
         throw new Error(`${phase}: only ${n} of ${taskCount} runs closed within ${DRAIN_TIMEOUT_MS / 60_000} minutes`);
       await slots.scrape();
       await sleep(500);
+      machine.push(machineSample());
     }
     const cpuAfter = sampleCpu(stack, workers);
     const runs = await executions(stack.client, taskQueue);
@@ -205,6 +206,7 @@ async function runPhase(stack: Stack, phase: Phase, taskCount: number): Promise<
     for (const r of runs) perSecond.set(Math.floor(r.startTime / 1000), (perSecond.get(Math.floor(r.startTime / 1000)) ?? 0) + 1);
     const sinceSlot = runs.map((r) => r.closeTime - slot.getTime()).sort((a, b) => a - b);
     const startsSinceSlot = runs.map((r) => r.startTime - slot.getTime()).sort((a, b) => a - b);
+    const { p99StartMs, stragglers } = findStragglers(runs, slot.getTime(), machine);
     return {
       phase,
       runs: runs.length,
@@ -216,7 +218,10 @@ async function runPhase(stack: Stack, phase: Phase, taskCount: number): Promise<
       peakStartsPerSecond: Math.max(...perSecond.values()),
       ...(isBare(phase) ? {} : { claims: await claimCounts(stack.pool, id) }),
       cpu: cpuShares(cpuBefore, cpuAfter),
+      cpuMsPerRun: cpuMsPerRun(cpuBefore, cpuAfter, runs.length),
       fewestFreeSlots: slots.fewest,
+      p99StartMs,
+      stragglers,
     };
   } finally {
     await stopWorkerProcesses(workers);
@@ -363,10 +368,7 @@ const TICKS_PER_SECOND = 100;
 function sampleCpu(stack: Stack, workers: WorkerProcess[]): CpuSample {
   const parents = parentsOfAll();
   const tree = (root: number): number => treeTicks(root, parents);
-  const [cpu] = readFileSync('/proc/stat', 'utf8').split('\n');
-  const fields = cpu.split(/\s+/).slice(1).map(Number);
-  const idle = fields[3] + fields[4];
-  const total = fields.slice(0, 8).reduce((a, b) => a + b, 0);
+  const { busy, total } = machineSample();
   return {
     at: Date.now(),
     ticks: {
@@ -375,8 +377,14 @@ function sampleCpu(stack: Stack, workers: WorkerProcess[]): CpuSample {
       workers: workers.reduce((sum, w) => sum + (w.pid ? tree(w.pid) : 0), 0),
       'bench (fake OpenAI)': ownTicks(process.pid),
     },
-    machine: { busy: total - idle, total },
+    machine: { busy, total },
   };
+}
+
+/** CPU time a run (ms) of the workers, the Temporal server and PostgreSQL between two samples. */
+function cpuMsPerRun(a: CpuSample, b: CpuSample, runs: number): Record<string, number> {
+  const ms = (group: string) => ((b.ticks[group] - a.ticks[group]) / TICKS_PER_SECOND / runs) * 1000;
+  return { workers: ms('workers'), Temporal: ms('temporal'), PostgreSQL: ms('postgres') };
 }
 
 function cpuShares(a: CpuSample, b: CpuSample): Record<string, number> {
@@ -447,21 +455,17 @@ function report(results: PhaseFigures[]): string {
         .map(([k, v]) => `${k} ${(v * 100).toFixed(0)}%`)
         .join(', ')}`,
     );
+    lines.push(`        cpu a run: ${cpuText(r)}`);
+    for (const st of r.stragglers)
+      lines.push(
+        `        STRAGGLER ${st.workflowId} started ${s(st.startMs)} after the slot (99th percentile ${s(r.p99StartMs)}), ` +
+          `machine ${(st.machineBusy * 100).toFixed(0)}% busy meanwhile`,
+      );
   }
   const find = (p: Phase) => results.find((r) => r.phase === p);
   const bare = find('bare');
   const mock = find('mock');
-  if (bare && mock) lines.push('', `mock / bare throughput: ${(bare.drainMs / mock.drainMs).toFixed(2)}x (goal >= 0.9)`);
-  // Repeated phases (`--only bare,mock,mock,bare,...`): the n-th bare against the n-th mock, and the median of those
-  // ratios, since one pair moves by 10 to 20 % from run to run on a shared machine.
-  const bares = results.filter((r) => r.phase === 'bare');
-  const mocks = results.filter((r) => r.phase === 'mock');
-  const pairs = Math.min(bares.length, mocks.length);
-  if (pairs > 1) {
-    const ratios = Array.from({ length: pairs }, (_, i) => bares[i].drainMs / mocks[i].drainMs).sort((a, b) => a - b);
-    const median = pairs % 2 === 1 ? ratios[(pairs - 1) / 2] : (ratios[pairs / 2 - 1] + ratios[pairs / 2]) / 2;
-    lines.push(`mock / bare throughput, ${pairs} pairs: ${ratios.map((r) => `${r.toFixed(2)}x`).join(', ')}; median ${median.toFixed(2)}x`);
-  }
+  lines.push(...pairLines(results));
   if (mock) lines.push(`mock drain: ${s(mock.drainMs)} (goal <= 60 s)`);
   const openai = find('openai');
   if (openai) lines.push(`openai (${callMs} ms calls): slowest run closed ${s(openai.drainMs)} after its slot (goal <= 90 s)`);

@@ -27,15 +27,16 @@ import { budgetSection } from '../src/reports/budget-section';
 import { buildReport, reportFromSums } from '../src/reports/build-report';
 import { readMonthSums } from '../src/reports/rollups-read';
 import { rebuildMonth, refreshRollups } from '../src/reports/rollups-write';
-import { scratchDatabase, type ScratchDatabase } from './scratch-database';
-import { bulkLoadMonth, insertLedgerSql, SYNTHETIC_MONTH as MONTH } from './synthetic-ledger';
+import { benchArgs, numberOption } from './lib/args';
+import { scratchDatabase, type ScratchDatabase } from './lib/scratch-database';
+import { bulkLoadMonth, insertLedgerSql, SYNTHETIC_MONTH as MONTH } from './lib/synthetic-ledger';
 
-const arg = (name: string, fallback: number): number => {
-  const i = process.argv.indexOf(`--${name}`);
-  return i > 0 ? Number(process.argv[i + 1]) : fallback;
-};
-const entries = arg('entries', 1_000_000);
-const keep = process.argv.includes('--keep');
+const { values } = benchArgs('bench/report-rollups.ts', {
+  entries: { type: 'string', default: '1000000' },
+  keep: { type: 'boolean', default: false },
+});
+const entries = numberOption('entries', values.entries);
+const { keep } = values;
 const SMALL = 1_000;
 const command = `node --import tsx bench/report-rollups.ts --entries ${entries}${keep ? ' --keep' : ''}`;
 

@@ -18,8 +18,10 @@ import { MockProvider } from '../src/models/mock-provider';
 import { applyTasks } from '../src/schedules/apply-tasks';
 import { parseTasksFile } from '../src/tasks/tasks-file';
 import { createCronledgerWorker } from '../src/worker-setup';
+import { benchArgs, numberOption } from './lib/args';
 
-const slots = Number(process.argv[process.argv.indexOf('--slots') + 1] ?? 0) || 40;
+const { values } = benchArgs('bench/worker-scaling.ts', { slots: { type: 'string', default: '40' } });
+const slots = numberOption('slots', values.slots);
 const command = `node --import tsx bench/worker-scaling.ts --slots ${slots}`;
 Runtime.install({ logger: new DefaultLogger('WARN') });
 

@@ -44,13 +44,13 @@ export const DEV_SERVER_DYNAMIC_CONFIG: Record<string, unknown> = {
   // has a backlog, so the tasks that time out of it (after 5 s) wait on the starved normal queue, and their runs started
   // 60 to 90 s after the slot (a scheduler's history in the P1 mock phase: sticky task at 07:57:00, timed out 07:57:05,
   // not started at 07:57:22). With 16 pollers and a longer sticky timeout the tasks stay on the sticky queue until served:
-  // P1 mock started its 1,000 runs within 30 s of the slot instead of 87 s (bench/fan-out.ts, bench/schedule-fire.ts).
+  // P1 mock started its 1,000 runs within 30 s of the slot instead of 87 s (bench/fan-out.ts; docs/decisions/scheduler-settings.md).
   // The longer sticky timeout must not hold up queries. A schedule's describe and its matching times are queries to its
   // scheduler, which history sends to the sticky queue first, for up to this timeout, and only then to the normal
   // queue, all within its client's 30 s deadline (client/history DefaultTimeout, service/history/api/queryworkflow):
   // at 60 s a sticky queue that did not answer failed describes with DEADLINE_EXCEEDED (CI, 2026-12-01). A shorter
   // timeout brings the stall back (20 s: P1 mock runs started up to 125 s after the slot, bare 68 s; 10 s and 5 s: 272
-  // and 679 of 1,000 schedulers timed out even with no worker load, bench/schedule-fire.ts). So queries skip the sticky
+  // and 679 of 1,000 schedulers timed out even with no worker load, docs/decisions/scheduler-settings.md). So queries skip the sticky
   // queue (system.enableStickyQuery false): the internal worker answers them from the normal queue, replaying the
   // scheduler's history, which continue-as-new keeps short.
   'worker.perNamespaceWorkerOptions': { MaxConcurrentWorkflowTaskPollers: 16, StickyScheduleToStartTimeout: '60s' },
@@ -66,7 +66,7 @@ export const DEV_SERVER_DYNAMIC_CONFIG: Record<string, unknown> = {
   // completed it has a free activity slot, the server hands the activity back in its answer to that completion,
   // instead of adding it to matching for a poll to pick up. A run's model calls are such activities: it saves the dev
   // server a matching round trip per call: 8 to 9 % of its CPU per run (40.0 against 44.2 ms for the bare run,
-  // bench/server-cpu-per-run.ts, two servers side by side), and P1's mock drain fell from 76.9 s to 65.8 and 71.0 s
+  // two servers side by side, docs/decisions/eager-activity-dispatch.md), and P1's mock drain fell from 76.9 s to 65.8 and 71.0 s
   // (bench/fan-out.ts, two pairs). Off by default in the server. Nothing else changes for the call: it is recorded as
   // started to that worker, with the same timeouts and heartbeats, and retried on any worker if that one dies.
   'system.enableActivityEagerExecution': true,

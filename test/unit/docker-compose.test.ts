@@ -247,7 +247,7 @@ describe('docker-compose.yml', () => {
       // client's 30 s deadline (client/history DefaultTimeout): at 60 s an unanswered sticky query failed every describe
       const options = DEV_SERVER_DYNAMIC_CONFIG['worker.perNamespaceWorkerOptions'] as { StickyScheduleToStartTimeout: string };
       const stickySeconds = Number(/^(\d+)s$/.exec(options.StickyScheduleToStartTimeout)?.[1]);
-      expect(stickySeconds).toBe(60); // shorter brings back the schedules' start stall (bench/schedule-fire.ts, fan-out)
+      expect(stickySeconds).toBe(60); // shorter brings back the schedules' start stall (docs/decisions/scheduler-settings.md)
       expect(DEV_SERVER_DYNAMIC_CONFIG['system.enableStickyQuery']).toBe(false);
     });
 

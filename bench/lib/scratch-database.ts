@@ -1,10 +1,10 @@
 import pg from 'pg';
-import { readStackFile } from '../src/config';
-import { migrateDatabase } from '../src/db/migrate';
-import { createPool } from '../src/db/pool';
-import { OWNER_ROLE } from '../src/db/roles';
-import { databaseUrlFor, type ClusterRole } from '../src/dev/postgres';
-import { applyPrices, loadPricesFile } from '../src/ledger/prices';
+import { readStackFile } from '../../src/config';
+import { migrateDatabase } from '../../src/db/migrate';
+import { createPool } from '../../src/db/pool';
+import { OWNER_ROLE } from '../../src/db/roles';
+import { databaseUrlFor, type ClusterRole } from '../../src/dev/postgres';
+import { applyPrices, loadPricesFile } from '../../src/ledger/prices';
 
 /**
  * A database of the bench's own on the local stack's PostgreSQL (`npx cronledger dev up --workers 0`), migrated as

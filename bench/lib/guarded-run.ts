@@ -1,5 +1,5 @@
-import type { PlannedCall } from '../src/budgets/reserve';
-import { worstCaseOf } from '../src/budgets/worst-case';
+import type { PlannedCall } from '../../src/budgets/reserve';
+import { worstCaseOf } from '../../src/budgets/worst-case';
 
 const worst = worstCaseOf({ prompt: 'Summarise the day for the team.', maxOutputTokens: 1024 });
 

@@ -5,7 +5,7 @@
  */
 import { NativeConnection, Runtime, Worker } from '@temporalio/worker';
 import { fileURLToPath } from 'node:url';
-import { WORKER_TUNING } from '../src/worker-setup';
+import { WORKER_TUNING } from '../../src/worker-setup';
 
 export const createBareActivities = (callMs: number) => ({
   async claimAndReserve(): Promise<void> {},
