@@ -6,7 +6,7 @@
  *
  *   npx cronledger dev up --workers 0
  *   node --import tsx bench/admin-overview.ts [--entries 1000000]
- * It creates a scratch database, bulk loads a month (bench/synthetic-ledger.ts), writes as cronledger_app and reads
+ * It creates a scratch database, bulk loads a month (bench/lib/synthetic-ledger.ts), writes as cronledger_app and reads
  * the overview as cronledger_readonly in read-only sessions, like the real thing.
  */
 import { performance } from 'node:perf_hooks';

@@ -13,7 +13,7 @@
  *
  * It works in databases of its own on the local stack's PostgreSQL (migrated as the owner, used as cronledger_app,
  * the overview read as cronledger_readonly in read-only sessions) and drops them at the end. The month is bulk
- * loaded (bench/synthetic-ledger.ts: triggers off, then the derived tables rebuilt); check free disk first
+ * loaded (bench/lib/synthetic-ledger.ts: triggers off, then the derived tables rebuilt); check free disk first
  * (10,000,000 entries and their 5,000,000 runs take about 5 GB).
  */
 import { loadavg } from 'node:os';
