@@ -130,7 +130,7 @@ const ALLOWED: Record<string, string[]> = {
   runs: ['SELECT', 'INSERT', 'UPDATE'],
   run_duplicates: ['SELECT', 'INSERT'],
   memories: ['SELECT', 'INSERT'],
-  call_embeddings: ['SELECT', 'INSERT'], // 022: an embedding call's vector, until the run's completion copies it
+  call_embeddings: ['SELECT', 'INSERT'], // 023: an embedding call's vector, until the run's completion copies it
   report_deliveries: ['SELECT', 'INSERT'],
   rollup_zones: ['SELECT', 'INSERT', 'UPDATE'],
   rollup_months: ['SELECT', 'INSERT', 'UPDATE'],
