@@ -6,7 +6,7 @@ import { applyPrices, loadPricesFile } from '../src/ledger/prices';
 import { createTestContext, type TestContext } from './support/context';
 
 /**
- * The claim and the run's first reservation in one statement (migration 014's claim_and_reserve), on a real PostgreSQL:
+ * The claim and the run's first reservation in one statement (claim_and_reserve), on a real PostgreSQL:
  * a claim lost to another execution reserves nothing, and the same execution running the step again (a local activity
  * re-run after its worker died) gets the same claim and the same reservation back, never a second one.
  */

@@ -9,7 +9,7 @@ import { seedMonth } from './support/report-fixtures';
 import { createTestContext, type TestContext } from './support/context';
 
 /**
- * The rollups coarser than the daily ones (migration 017: per month and user, per day, per day and user and task),
+ * The rollups coarser than the daily ones (per month and user, per day, per day and user and task),
  * which the report and the admin page read, agree with the raw ledger after a build, after bookings and late entries
  * folded in by a refresh, and after a rebuild; and reading them current, before the refresh, gives what they hold after.
  */

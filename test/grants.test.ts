@@ -134,30 +134,30 @@ const ALLOWED: Record<string, string[]> = {
   report_deliveries: ['SELECT', 'INSERT'],
   rollup_zones: ['SELECT', 'INSERT', 'UPDATE'],
   rollup_months: ['SELECT', 'INSERT', 'UPDATE'],
-  rollup_queue: ['SELECT', 'INSERT', 'DELETE'], // 011: one row per queued entry, for every zone
-  run_rollups: ['SELECT', 'INSERT', 'DELETE'], // 011: claimed runs per zone, day, user, task, status, tier
-  run_rollup_queue: ['SELECT', 'INSERT', 'DELETE'], // 011: run changes waiting to be folded in
+  rollup_queue: ['SELECT', 'INSERT', 'DELETE'], // one row per queued entry, for every zone
+  run_rollups: ['SELECT', 'INSERT', 'DELETE'], // claimed runs per zone, day, user, task, status, tier
+  run_rollup_queue: ['SELECT', 'INSERT', 'DELETE'], // run changes waiting to be folded in
   usage_rollups: ['SELECT', 'INSERT', 'DELETE'],
-  usage_month_rollups: ['SELECT', 'INSERT', 'DELETE'], // 017: the daily rollups per month and user
-  usage_day_totals: ['SELECT', 'INSERT', 'DELETE'], // 017: per day, without user and task
-  usage_day_users: ['SELECT', 'INSERT', 'DELETE'], // 017: per day, user, task and entry type
+  usage_month_rollups: ['SELECT', 'INSERT', 'DELETE'], // the daily rollups per month and user
+  usage_day_totals: ['SELECT', 'INSERT', 'DELETE'], // per day, without user and task
+  usage_day_users: ['SELECT', 'INSERT', 'DELETE'], // per day, user, task and entry type
   schema_migrations: ['SELECT'],
-  applied_tasks: ['SELECT', 'INSERT', 'UPDATE', 'DELETE'], // 006: the task IDs of the last `tasks apply`, replaced whole
-  run_attempts: ['SELECT', 'INSERT', 'UPDATE'], // 004, granted in 007: each execution that owned a slot
-  usage_exceptions: ['SELECT', 'INSERT'], // 004, granted in 007: unbookable usage, append-only like the ledger
-  budgets: ['SELECT', 'INSERT'], // 008: budget versions, appended like prices
-  model_downgrades: ['SELECT', 'INSERT'], // 008: cheap model versions
-  budget_zones: ['SELECT', 'INSERT'], // 008: zones the month summary is kept in
+  applied_tasks: ['SELECT', 'INSERT', 'UPDATE', 'DELETE'], // the task IDs of the last `tasks apply`, replaced whole
+  run_attempts: ['SELECT', 'INSERT', 'UPDATE'], // each execution that owned a slot
+  usage_exceptions: ['SELECT', 'INSERT'], // unbookable usage, append-only like the ledger
+  budgets: ['SELECT', 'INSERT'], // budget versions, appended like prices
+  model_downgrades: ['SELECT', 'INSERT'], // cheap model versions
+  budget_zones: ['SELECT', 'INSERT'], // zones the month summary is kept in
   budget_months: ['SELECT', 'INSERT', 'UPDATE'], // 008: month-to-date spend, kept by the ledger's insert trigger
-  budget_reservations: ['SELECT', 'INSERT', 'UPDATE'], // 008: open until settled, released or expired
-  budget_events: ['SELECT', 'INSERT', 'UPDATE'], // 008: threshold events, marked delivered
+  budget_reservations: ['SELECT', 'INSERT', 'UPDATE'], // open until settled, released or expired
+  budget_events: ['SELECT', 'INSERT', 'UPDATE'], // threshold events, marked delivered
   budget_month_deltas: ['SELECT', 'INSERT', 'DELETE'], // 015: each booking's cost, appended, until a fold takes it
   budget_month_spent: ['SELECT'], // 015 (019): view, the summary row plus its unfolded deltas and shards
   budget_month_shards: ['SELECT', 'INSERT', 'UPDATE', 'DELETE'], // 019: a session's bookings added up, until a fold takes them
 };
 
 /**
- * The admin page's role (migration 009): SELECT on what the pages show, nothing else, and not memories or
+ * The admin page's role: SELECT on what the pages show, nothing else, and not memories or
  * call_embeddings (what users asked their agents). A table a later migration adds is readable by default and must be added here.
  */
 const READONLY_ALLOWED: Record<string, string[]> = Object.fromEntries(

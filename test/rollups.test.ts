@@ -77,8 +77,8 @@ describe.each(['UTC', 'Europe/Berlin'])('rollups in %s', (zone) => {
         order by id limit 1`,
     );
     const bucket = rows[0];
-    // The slow writer books for another user: before migration 015 two open inserts of one user's month waited on each
-    // other's row in budget_months (the budget guard's month-to-date summary, then kept by the ledger's insert trigger).
+    // The slow writer books for another user, so the two never meet on a budget row of one user's month, whatever the
+    // budget tables do: only the rollup queue is under test.
     const other = await ctx.pool.query<{ user_id: string; task_id: string; created_at: Date }>(
       `select user_id, task_id, created_at from usage_ledger
         where entry_type = 'usage' and kind = 'chat' and status = 'ok' and created_at between '2026-06-05' and '2026-06-25'
@@ -175,7 +175,7 @@ describe('the rollup queue', () => {
         ['queue-writer'],
       );
       expect(queued.rows[0].n).toBe('1');
-      // 003's queue referenced rollup_zones, so every open writer held a lock on every zone row: this would fail.
+      // The queue references no zone row, so an open writer locks none: a queue with a foreign key to rollup_zones would fail this.
       await other.query('begin');
       await expect(other.query('select zone from rollup_zones for update nowait')).resolves.toBeTruthy();
       await other.query('rollback');

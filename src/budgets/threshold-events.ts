@@ -17,7 +17,7 @@ export interface BudgetEventRow {
 }
 
 /**
- * Stable per user, zone, month and threshold: a receiver drops repeats by it. reserve_budget (migration 010) records
+ * Stable per user, zone, month and threshold: a receiver drops repeats by it. reserve_budget records
  * the events under this same ID, in the decision's statement, once per user and month.
  */
 export const budgetEventId = (userId: string, timeZone: string, month: string, threshold: number): string =>

@@ -66,7 +66,7 @@ export interface ClaimOutcome {
 }
 
 /**
- * Claims a slot, in one statement (migration 014's claim_run). The first insert of its idempotency key wins
+ * Claims a slot, in one statement (claim_run). The first insert of its idempotency key wins
  * (generation 1). An execution that already owns it (its own claim activity retried) still counts as the owner. A
  * retry may take the claim over, in one compare-and-set, only from the execution it names and only while that claim is
  * not completed; the old owner's attempt is then closed as 'stale' if it never recorded an outcome (terminated, timed
