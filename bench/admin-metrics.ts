@@ -1,7 +1,7 @@
 /**
  * What one /metrics scrape costs at 1,000 runs and at 1,000,000: the histograms are counted in PostgreSQL (one grouped
  * query each) and nothing is done per run in JavaScript, so the cost should grow with the database's scan only. Each
- * size gets its own scratch database (bench/synthetic-ledger.ts: two ledger entries per run), read as
+ * size gets its own scratch database (bench/lib/synthetic-ledger.ts: two ledger entries per run), read as
  * cronledger_readonly through a real admin server with its cache off, so every scrape computes. Printed as the
  * best of `--times` scrapes per size and their ratio (the machine is shared and noisy), with the command.
  *
@@ -9,23 +9,21 @@
  *   node --import tsx bench/admin-metrics.ts [--small 1000] [--large 1000000] [--times 5]
  */
 import { performance } from 'node:perf_hooks';
-import { parseArgs } from 'node:util';
 import pg from 'pg';
 import { startAdminServer } from '../src/admin/server';
 import { createPool, readOnlySessionUrl } from '../src/db/pool';
-import { scratchDatabase } from './scratch-database';
-import { bulkLoadMonth } from './synthetic-ledger';
+import { benchArgs, numberOption } from './lib/args';
+import { scratchDatabase } from './lib/scratch-database';
+import { bulkLoadMonth } from './lib/synthetic-ledger';
 
-const { values } = parseArgs({
-  options: {
-    small: { type: 'string', default: '1000' },
-    large: { type: 'string', default: '1000000' },
-    times: { type: 'string', default: '5' },
-  },
+const { values } = benchArgs('bench/admin-metrics.ts', {
+  small: { type: 'string', default: '1000' },
+  large: { type: 'string', default: '1000000' },
+  times: { type: 'string', default: '5' },
 });
-const small = Number(values.small);
-const large = Number(values.large);
-const times = Number(values.times);
+const small = numberOption('small', values.small);
+const large = numberOption('large', values.large);
+const times = numberOption('times', values.times);
 const command = `node --import tsx bench/admin-metrics.ts --small ${small} --large ${large} --times ${times}`;
 
 /** The best of `times` computed scrapes of a ledger with `runs` runs, in milliseconds, and the text's size. */
