@@ -1,9 +1,15 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startAdminServer, type RunningAdmin } from '../src/admin/server';
+import { MAX_BUDGET_USERS } from '../src/budgets/budget-file';
+import { createPool, readOnlySessionUrl } from '../src/db/pool';
+import { BUDGETS_FILE, PRICES_FILE, TASKS_FILE } from '../src/input-file';
 import { describeOrUndefined } from '../src/schedules/describe-schedule';
-import { applyPrices, loadPricesFile } from '../src/ledger/prices';
+import { applyPrices, loadPricesFile, MAX_PRICES } from '../src/ledger/prices';
+import { MAX_TASKS } from '../src/tasks/tasks-file';
 import { recordUsage } from '../src/ledger/record-usage';
 import { chatBooking } from './support/bookings';
 import { runCli } from './support/cli';
@@ -22,13 +28,24 @@ let entryId: string;
 const LONG_USER = 'u'.repeat(10_000);
 const CONTROL_USER = 'user\u001b[2J\u0007';
 const AMOUNT_21_DIGITS = '123456789012345678901';
+/** Look-alikes of u1: each would be a second user beside u1 with a budget of its own. */
+const ZERO_WIDTH_USER = 'u\u200b1';
+const SPACED_USER = ' u1 ';
+const DECOMPOSED_USER = 'Ame\u0301lie'; // "Amélie" with a combining acute accent: NFD, not NFC
 
 /** A file in the scratch dir with this content; returns its path. */
 function file(name: string, content: unknown): string {
   const path = join(dir, name);
-  writeFileSync(path, typeof content === 'string' ? content : JSON.stringify(content));
+  writeFileSync(path, typeof content === 'string' || Buffer.isBuffer(content) ? content : JSON.stringify(content));
   return path;
 }
+
+/** Valid JSON, padded with spaces to one byte over the cap: only the cap refuses it. */
+const oversized = (name: string, content: unknown, maxBytes: number): string => {
+  const json = JSON.stringify(content);
+  return file(name, json + ' '.repeat(maxBytes + 1 - Buffer.byteLength(json)));
+};
+const budgetsOf = (users: Record<string, unknown>) => ({ budgets: { users } });
 
 const task = (overrides: Record<string, unknown>) => ({
   tasks: [{ id: 'good-task', cron: '0 9 * * *', userId: 'u1', input: 'Plan my day.', ...overrides }],
@@ -67,6 +84,7 @@ async function state(): Promise<unknown> {
     ledger: await table('select * from usage_ledger order by id'),
     runs: await table('select * from runs order by id'),
     prices: await table('select * from model_prices order by id'),
+    budgets: await table('select * from budgets order by id'),
   };
 }
 
@@ -155,7 +173,47 @@ const cases: BadInput[] = [
     what: 'user ID with control characters',
     args: () => ['tasks', 'apply', file('u3.json', task({ userId: CONTROL_USER }))],
     names: 'userId',
-    fix: /control characters/,
+    fix: /control or format characters/,
+  },
+  {
+    what: 'user ID with a zero-width space',
+    args: () => ['tasks', 'apply', file('u4.json', task({ userId: ZERO_WIDTH_USER }))],
+    names: '"u\\u200b1" contains U+200B',
+    fix: /without control or format characters/,
+  },
+  {
+    what: 'user ID with surrounding spaces',
+    args: () => ['tasks', 'apply', file('u5.json', task({ userId: SPACED_USER }))],
+    names: '" u1 " has leading or trailing spaces',
+    fix: /1 to 200 characters/,
+  },
+  {
+    what: 'user ID not in NFC',
+    args: () => ['tasks', 'apply', file('u6.json', task({ userId: DECOMPOSED_USER }))],
+    names: '"Ame\\u0301lie" is not in Unicode NFC',
+    fix: /write it composed: "Amélie"/,
+  },
+  {
+    what: 'a tasks file over its byte cap',
+    args: () => ['tasks', 'apply', oversized('big-tasks.json', task({}), TASKS_FILE.maxBytes)],
+    names: `big-tasks.json is ${(TASKS_FILE.maxBytes + 1).toLocaleString('en-US')} bytes`,
+    fix: /the cap is 16,777,216 bytes \(16 MiB\): keep task inputs short/,
+  },
+  {
+    what: 'a tasks file with too many tasks',
+    args: () => [
+      'tasks',
+      'apply',
+      file('many-tasks.json', { tasks: Array.from({ length: MAX_TASKS + 1 }, (_, i) => task({ id: `t-${i}` }).tasks[0]) }),
+    ],
+    names: 'has 10,001 tasks',
+    fix: /the cap is 10,000: run a second deployment/,
+  },
+  {
+    what: 'a tasks file that is not UTF-8',
+    args: () => ['tasks', 'apply', file('latin1.json', Buffer.from('{"tasks":[{"userId":"Am\xe9lie"}]}', 'latin1'))],
+    names: 'latin1.json',
+    fix: /save it as UTF-8/,
   },
   {
     what: 'empty input',
@@ -244,6 +302,75 @@ const cases: BadInput[] = [
     ],
     names: 'v1',
     fix: /new version|published/,
+  },
+  {
+    what: 'a prices file over its byte cap',
+    args: () => ['prices', 'apply', oversized('big-prices.json', prices({ 'm/x': { input: '1', output: '1' } }), PRICES_FILE.maxBytes)],
+    names: `big-prices.json is ${(PRICES_FILE.maxBytes + 1).toLocaleString('en-US')} bytes`,
+    fix: /the cap is 1,048,576 bytes \(1 MiB\): list only the versions still to apply/,
+  },
+  {
+    what: 'a prices file with too many model prices',
+    args: () => [
+      'prices',
+      'apply',
+      file(
+        'many-prices.json',
+        prices(Object.fromEntries(Array.from({ length: MAX_PRICES + 1 }, (_, i) => [`m/x${i}`, { input: '1', output: '1' }]))),
+      ),
+    ],
+    names: 'has 10,001 model prices',
+    fix: /the cap is 10,000: list only the versions still to apply/,
+  },
+  // budgets files and commands: the same user-ID rule as the tasks file
+  {
+    what: 'a budgets file naming a user with a zero-width space',
+    args: () => ['budgets', 'apply', file('b1.json', budgetsOf({ u1: { monthly: '1' }, [ZERO_WIDTH_USER]: { monthly: '1' } }))],
+    names: '"u\\u200b1" contains U+200B',
+    fix: /without control or format characters/,
+  },
+  {
+    what: 'a budgets file naming a user with surrounding spaces',
+    args: () => ['budgets', 'apply', file('b2.json', budgetsOf({ [SPACED_USER]: { monthly: '1' } }))],
+    names: '" u1 " has leading or trailing spaces',
+    fix: /1 to 200 characters/,
+  },
+  {
+    what: 'a budgets file naming a user not in NFC',
+    args: () => ['budgets', 'apply', file('b3.json', budgetsOf({ [DECOMPOSED_USER]: { monthly: '1' } }))],
+    names: 'is not in Unicode NFC',
+    fix: /write it composed: "Amélie"/,
+  },
+  {
+    what: 'a budgets file over its byte cap',
+    args: () => ['budgets', 'apply', oversized('big-budgets.json', budgetsOf({ u1: { monthly: '1' } }), BUDGETS_FILE.maxBytes)],
+    names: `big-budgets.json is ${(BUDGETS_FILE.maxBytes + 1).toLocaleString('en-US')} bytes`,
+    fix: /the cap is 16,777,216 bytes \(16 MiB\): give the users without a budget of their own the "default" budget/,
+  },
+  {
+    what: 'a budgets file with too many users',
+    args: () => [
+      'budgets',
+      'apply',
+      file(
+        'many-budgets.json',
+        budgetsOf(Object.fromEntries(Array.from({ length: MAX_BUDGET_USERS + 1 }, (_, i) => [`u${i}`, { monthly: '1' }]))),
+      ),
+    ],
+    names: 'has 100,001 users',
+    fix: /the cap is 100,000: give the users without a budget of their own the "default" budget/,
+  },
+  {
+    what: 'budgets set for a user with a zero-width space',
+    args: () => ['budgets', 'set', ZERO_WIDTH_USER, '--monthly', '5'],
+    names: 'user "u\\u200b1" contains U+200B',
+    fix: /without control or format characters/,
+  },
+  {
+    what: 'budgets status of a user with surrounding spaces',
+    args: () => ['budgets', 'status', '--user', SPACED_USER],
+    names: '--user " u1 " has leading or trailing spaces',
+    fix: /1 to 200 characters/,
   },
   // ledger adjust and credit
   {
@@ -334,7 +461,19 @@ const cases: BadInput[] = [
     what: 'a credit to a user ID with control characters',
     args: () => ['ledger', 'credit', '--user', CONTROL_USER, '--amount', '1', '--reason', 'r'],
     names: '--user "user\\u001b[2J\\u0007"',
-    fix: /control characters/,
+    fix: /control or format characters/,
+  },
+  {
+    what: 'a credit to a user ID not in NFC',
+    args: () => ['ledger', 'credit', '--user', DECOMPOSED_USER, '--amount', '1', '--reason', 'r'],
+    names: '--user "Ame\\u0301lie" is not in Unicode NFC',
+    fix: /write it composed: "Amélie"/,
+  },
+  {
+    what: 'a ledger listing of a user with a zero-width space',
+    args: () => ['ledger', '--user', ZERO_WIDTH_USER],
+    names: '--user "u\\u200b1" contains U+200B',
+    fix: /without control or format characters/,
   },
   {
     what: 'a credit for an entry id that is a word',
@@ -430,5 +569,51 @@ describe('bad input, as a catalogue', () => {
     expect(r.stderr).not.toContain('hunter2'); // a URL that might hold a password is never echoed
     expect(r.stderr.length).toBeLessThan(2_000); // a 10,000-character value is not echoed whole
     expect(await state()).toEqual(before);
+  });
+});
+
+describe("the admin page's query parameters", () => {
+  let readonly: pg.Pool;
+  let admin: RunningAdmin;
+
+  beforeAll(async () => {
+    readonly = createPool(readOnlySessionUrl(ctx.readonlyDatabaseUrl), 2);
+    admin = await startAdminServer({ pool: readonly, namespace: ctx.namespace, host: '127.0.0.1', port: 0 });
+  });
+
+  afterAll(async () => {
+    await admin?.close();
+    await readonly?.end();
+  });
+
+  const user = (id: string) => `/users/${encodeURIComponent(id)}?month=2026-06`;
+  const params: [what: string, path: string, names: string, fix: RegExp][] = [
+    ['month 13', '/?month=2026-13', '"2026-13"', /write it as YYYY-MM/],
+    ['a month that is a word', '/users?month=june', '"june"', /write it as YYYY-MM/],
+    ['a 10,000-character month', `/models?month=${'2'.repeat(10_000)}`, `"${'2'.repeat(40)}"...`, /write it as YYYY-MM/],
+    ['a zone the rollups do not track', '/?tz=Mars%2FOlympus', '"Mars/Olympus"', /use one of: UTC/],
+    ['a zone with a zero-width space', `/users?tz=${encodeURIComponent('U\u200bTC')}`, '"U\\u200bTC"', /use one of: UTC/],
+    ['a user with a zero-width space', user(ZERO_WIDTH_USER), '"u\\u200b1" contains U+200B', /without control or format characters/],
+    ['a user with surrounding spaces', user(SPACED_USER), '" u1 " has leading or trailing spaces', /1 to 200 characters/],
+    ['a user not in NFC', user(DECOMPOSED_USER), 'is not in Unicode NFC', /write it composed: "Amélie"/],
+    ['a 10,000-character user', user(LONG_USER), 'has 10000 characters', /1 to 200 characters/],
+    ['a user with control characters', user(CONTROL_USER), '"user\\u001b[2J\\u0007"', /control or format characters/],
+  ];
+
+  it.each(params)('%s: 400 with the value and the fix, on the page and its /api twin, no stack trace', async (_what, path, names, fix) => {
+    for (const url of [path, `/api${path === '/' || path.startsWith('/?') ? '/overview' + path.slice(1) : path}`]) {
+      const r = await fetch(`${admin.url}${url}`);
+      const body = await r.text();
+      expect([url, r.status]).toEqual([url, 400]);
+      const message = url.startsWith('/api/') ? (JSON.parse(body) as { error: string }).error : body;
+      // the page escapes its text as HTML; the message itself is the same
+      const text = url.startsWith('/api/')
+        ? message
+        : message.replaceAll('&quot;', '"').replaceAll('&#39;', "'").replaceAll('&#96;', '`').replaceAll('&amp;', '&');
+      expect(text.includes(names), `${url} names ${names}: ${text.slice(0, 600)}`).toBe(true);
+      expect(fix.test(text), `${url} gives the fix ${fix}: ${text.slice(0, 600)}`).toBe(true);
+      expect(text).not.toMatch(/\n\s+at |internal error/);
+      expect(body.length).toBeLessThan(10_000); // a 10,000-character value is not echoed whole
+    }
   });
 });

@@ -112,7 +112,7 @@ describe('budgets commands', () => {
   it.each([
     ['a negative limit', ['budgets', 'set', 'u-bad', '--monthly', '-5'], /--monthly -5 is negative/],
     ['a non-number', ['budgets', 'set', 'u-bad', '--monthly', 'ten'], /--monthly "ten" is not a decimal number/],
-    ['a malformed user ID', ['budgets', 'set', 'bad user!', '--monthly', '5'], /user "bad user!" is not a user ID/],
+    ['a malformed user ID', ['budgets', 'set', 'bad\u200buser', '--monthly', '5'], /user "bad\\u200buser" contains U\+200B/],
     [
       'an unknown zone',
       ['budgets', 'set', 'u-bad', '--monthly', '5', '--tz', 'Mars/Olympus'],
@@ -138,7 +138,11 @@ describe('budgets commands', () => {
       { budgets: { users: { 'u-ok': { monthly: '1' }, 'u-num': { monthly: 5 } } } },
       /budgets.users."u-num".monthly 5: write the limit as a decimal string/,
     ],
-    ['a malformed user ID', { budgets: { users: { 'u-ok': { monthly: '1' }, ' ': { monthly: '1' } } } }, /user ID " " is not a user ID/],
+    [
+      'a malformed user ID',
+      { budgets: { users: { 'u-ok': { monthly: '1' }, ' ': { monthly: '1' } } } },
+      /user ID " " has leading or trailing spaces/,
+    ],
     [
       'an unknown model in downgrade',
       { budgets: { users: { 'u-ok': { monthly: '1' } } }, downgrade: { 'openai/gpt-4o-mini': 'openai/gpt-9-nano' } },

@@ -2,6 +2,7 @@ import type pg from 'pg';
 import { duplicatesPerDay, latestRunsWithCost, type RunWithCost } from '../db/runs';
 import { UserError } from '../errors';
 import { entryJson, listEntries } from '../ledger/entries';
+import { parseUserId } from '../ledger/user-id';
 import { formatScaled, parseUsd, toAttoUsd, toExactString, zero, type Money } from '../money';
 import { add } from 'dinero.js/bigint';
 import { reportFromSums } from '../reports/build-report';
@@ -12,6 +13,7 @@ import { downgradeSavings } from '../budgets/downgrade-savings';
 import { daysOf, parseMonth, shiftMonth, type Month } from '../reports/month';
 import { monthBounds, readDailySeries, readDailySpend, readMonthSums, readRunCounts, trackedZones } from '../reports/rollups-read';
 import type { UsageReport } from '../reports/types';
+import { quoted } from '../text-table';
 import { findAnomalies, type Anomaly, type DailyPoint } from './anomalies';
 
 /**
@@ -31,7 +33,10 @@ export async function parseMonthQuery(db: pg.Pool, q: { month?: string; tz?: str
   const zones = await trackedZones(db);
   const zone = q.tz ?? 'UTC';
   if (!zones.includes(zone)) {
-    throw new UserError(`tz ${JSON.stringify(zone)} is not a zone the rollups track; use one of: ${zones.join(', ')}`);
+    throw new UserError(`tz ${quoted(zone)} is not a zone the rollups track; use one of: ${zones.join(', ')}`);
+  }
+  if (q.month !== undefined && q.month.length > 7) {
+    throw new UserError(`month ${quoted(q.month)} is not a month: write it as YYYY-MM, e.g. 2026-06`);
   }
   const month = q.month === undefined ? monthIn(now, zone) : parseMonth(q.month, 'month');
   return { month, zone };
@@ -252,6 +257,7 @@ export interface UserPage {
 }
 
 export async function userPage(db: pg.Pool, q: MonthQuery, userId: string): Promise<UserPage> {
+  parseUserId(userId, 'user');
   const all = await users(db, q);
   const perDay = (await runsByDay(db, q, 'user')).get(userId);
   const cost = new Map(

@@ -1,6 +1,7 @@
-import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { UserError } from '../errors';
+import { BUDGETS_FILE, checkEntryCap, readInputFile } from '../input-file';
+import { parseUserId } from '../ledger/user-id';
 import { parseUsd, toExactString } from '../money';
 import { parseTimeZone } from '../time-zone';
 
@@ -11,8 +12,8 @@ import { parseTimeZone } from '../time-zone';
  * Limits are decimal strings (never JSON numbers), in USD per month of the budget's zone.
  */
 
-/** User IDs a budget may name: letters and digits first, then also `._@:+-`, at most 200 characters. */
-export const USER_ID = /^[A-Za-z0-9][A-Za-z0-9._@:+-]{0,199}$/;
+/** Users with a budget of their own in one section; the default budget covers everyone else. */
+export const MAX_BUDGET_USERS = 100_000;
 
 const budgetEntrySchema = z
   .object({
@@ -43,16 +44,6 @@ export interface BudgetChange {
   effectiveFrom?: Date;
 }
 
-/** Checks a user ID for a budget; the message names the value and the rule. */
-export function parseBudgetUserId(text: string, where = 'user'): string {
-  if (!USER_ID.test(text)) {
-    throw new UserError(
-      `${where} ${JSON.stringify(text)} is not a user ID: use letters and digits first, then also . _ @ : + - (1-200 characters)`,
-    );
-  }
-  return text;
-}
-
 /** Checks a monthly limit: a non-negative decimal string such as "25.00". */
 export function parseMonthlyLimit(value: unknown, where = '--monthly'): string {
   if (typeof value !== 'string') {
@@ -66,13 +57,20 @@ export function parseMonthlyLimit(value: unknown, where = '--monthly'): string {
 /** The budget versions a section asks for, every value checked; nothing is written here. */
 export function budgetChangesOf(section: BudgetsSection | undefined, source: string): BudgetChange[] {
   if (!section) return [];
+  checkEntryCap(
+    `${source}: budgets.users`,
+    'users',
+    Object.keys(section.users ?? {}).length,
+    MAX_BUDGET_USERS,
+    'give the users without a budget of their own the "default" budget instead',
+  );
   const entries: [string | null, z.infer<typeof budgetEntrySchema>][] = [
     ...(section.default ? [[null, section.default] as [null, z.infer<typeof budgetEntrySchema>]] : []),
     ...Object.entries(section.users ?? {}),
   ];
   return entries.map(([userId, entry]) => {
     const where = `${source}: budgets.${userId === null ? 'default' : `users.${JSON.stringify(userId)}`}`;
-    if (userId !== null) parseBudgetUserId(userId, `${where}: user ID`);
+    if (userId !== null) parseUserId(userId, `${where}: user ID`);
     return {
       userId,
       monthlyLimitUsd: parseMonthlyLimit(entry.monthly, `${where}.monthly`),
@@ -95,12 +93,12 @@ export const budgetsFileSchema = z
 
 /** Reads a budgets file (or a tasks file, for its budgets and downgrade sections); every problem is a UserError. */
 export function loadBudgetsFile(path: string): z.infer<typeof budgetsFileSchema> {
+  const text = readInputFile(path, BUDGETS_FILE);
   let json: unknown;
   try {
-    json = JSON.parse(readFileSync(path, 'utf8'));
+    json = JSON.parse(text);
   } catch (err) {
-    const why = (err as NodeJS.ErrnoException).code ?? (err as Error).message;
-    throw new UserError(`cannot read budgets file ${path}: ${why}`);
+    throw new UserError(`budgets file ${path} is not valid JSON: ${(err as Error).message}`);
   }
   const parsed = budgetsFileSchema.safeParse(json);
   if (!parsed.success) {

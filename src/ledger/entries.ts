@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
 import { UserError } from '../errors';
 import { parseUsd, toExactString } from '../money';
+import { parseUserId } from './user-id';
 
 /** A usage_ledger row as read from PostgreSQL: counts and money stay exact strings. */
 export interface LedgerEntry {
@@ -117,7 +118,7 @@ export async function creditUser(
     throw new UserError(`--amount ${input.amount} must be positive: a credit of 5.00 lowers what the user owes by $5.00`);
   }
   requireReason(input.reason);
-  if (!input.userId.trim()) throw new UserError('--user must name a user id');
+  parseUserId(input.userId, '--user');
   const { rows } = await db.query<LedgerEntry>(
     `insert into usage_ledger (idempotency_key, entry_type, original_entry_id, reason, user_id, cost_usd)
      values ($1, 'credit', $2, $3, $4, $5)

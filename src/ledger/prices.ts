@@ -1,7 +1,7 @@
-import { readFileSync } from 'node:fs';
 import type pg from 'pg';
 import { z } from 'zod';
 import { UserError } from '../errors';
+import { checkEntryCap, PRICES_FILE, readInputFile } from '../input-file';
 import { inTransaction } from '../db/pool';
 
 /**
@@ -59,19 +59,24 @@ export interface PriceRow {
   source: string;
 }
 
+/** Model prices in one file, over all its versions. */
+export const MAX_PRICES = 10_000;
+
 export function loadPricesFile(path: string): PricesFile {
+  const text = readInputFile(path, PRICES_FILE);
   let json: unknown;
   try {
-    json = JSON.parse(readFileSync(path, 'utf8'));
+    json = JSON.parse(text);
   } catch (err) {
-    const why = (err as NodeJS.ErrnoException).code ?? (err as Error).message;
-    throw new UserError(`cannot read prices file ${path}: ${why}`);
+    throw new UserError(`prices file ${path} is not valid JSON: ${(err as Error).message}`);
   }
   const parsed = pricesFileSchema.safeParse(json);
   if (!parsed.success) {
     const issues = parsed.error.issues.map((i) => `  - ${i.path.join('.') || '(file)'}: ${i.message}`).join('\n');
     throw new UserError(`prices file ${path} is invalid:\n${issues}\nSee ${DEFAULT_PRICES_FILE} for the format.`);
   }
+  const prices = parsed.data.versions.reduce((n, v) => n + Object.keys(v.models).length, 0);
+  checkEntryCap(`prices file ${path}`, 'model prices', prices, MAX_PRICES, PRICES_FILE.fix);
   return parsed.data;
 }
 

@@ -1,8 +1,9 @@
-import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { DEFAULT_CHAT_MODEL, DEFAULT_EMBEDDING_MODEL, DEFAULT_MAX_OUTPUT_TOKENS } from '../constants';
 import { UserError } from '../errors';
+import { checkEntryCap, readInputFile, TASKS_FILE } from '../input-file';
 import { USER_ID_RULE, userIdProblem } from '../ledger/user-id';
+import { quoted } from '../text-table';
 import { validateTimeZone } from '../time-zone';
 import { validateCron } from './cron';
 import { parseDuration } from './duration';
@@ -18,7 +19,10 @@ export const taskSchema = z
     id: z.string().regex(/^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?$/, 'must be lowercase letters, digits and "-", 1-64 characters'),
     cron: z.string(),
     timezone: z.string().default('UTC'),
-    userId: z.string().refine((id) => userIdProblem(id) === undefined, { message: `must be a user ID: ${USER_ID_RULE}` }),
+    userId: z.string().superRefine((id, ctx) => {
+      const problem = userIdProblem(id);
+      if (problem) ctx.addIssue({ code: 'custom', message: `${quoted(id)} ${problem}; a user ID is ${USER_ID_RULE}` });
+    }),
     input: z.string().min(1, 'must not be empty: say what the run should do').max(100_000),
     model: z.string().min(1).default(DEFAULT_CHAT_MODEL),
     embeddingModel: z.string().min(1).default(DEFAULT_EMBEDDING_MODEL),
@@ -45,17 +49,15 @@ export const tasksFileSchema = z
   })
   .strict();
 
+/** One schedule per task: a file with more is a mistake (or a generator gone wrong) before it is a fleet. */
+export const MAX_TASKS = 10_000;
+
 export type Task = z.infer<typeof taskSchema>;
 export type TasksFile = z.infer<typeof tasksFileSchema>;
 
 /** Reads and validates a tasks file; every problem is a UserError naming the file, the task and the fix. */
 export function loadTasksFile(path: string): TasksFile {
-  let text: string;
-  try {
-    text = readFileSync(path, 'utf8');
-  } catch (err) {
-    throw new UserError(`cannot read tasks file ${path}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
-  }
+  const text = readInputFile(path, TASKS_FILE);
   let json: unknown;
   try {
     json = JSON.parse(text);
@@ -66,6 +68,10 @@ export function loadTasksFile(path: string): TasksFile {
 }
 
 export function parseTasksFile(json: unknown, source = 'tasks file'): TasksFile {
+  const tasks = (json as { tasks?: unknown } | null)?.tasks;
+  if (Array.isArray(tasks)) {
+    checkEntryCap(source, 'tasks', tasks.length, MAX_TASKS, 'run a second deployment (its own Temporal namespace) for more');
+  }
   const parsed = tasksFileSchema.safeParse(json);
   if (!parsed.success) {
     const issues = parsed.error.issues.map((i) => `  - ${describePath(json, i.path)}: ${i.message}`).join('\n');

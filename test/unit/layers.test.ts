@@ -28,6 +28,7 @@ const LAYERS: string[][] = [
     'text-table.ts',
     'progress-bar.ts',
     'hash.ts',
+    'input-file.ts',
   ],
 ];
 

@@ -1,9 +1,10 @@
 import type { Command } from 'commander';
-import { budgetChangesOf, loadBudgetsFile, parseBudgetUserId, parseMonthlyLimit } from '../../budgets/budget-file';
+import { budgetChangesOf, loadBudgetsFile, parseMonthlyLimit } from '../../budgets/budget-file';
 import { budgetStatus, budgetStatusOfAll } from '../../budgets/budget-status';
 import { budgetStatusTable } from '../../budgets/status-table';
 import { applyBudgets, budgetInForce, listBudgets, type ApplyBudgetsResult } from '../../budgets/budgets-store';
 import { UserError } from '../../errors';
+import { parseUserId } from '../../ledger/user-id';
 import { displayUsd } from '../../money';
 import { parseTimeZone } from '../../time-zone';
 import { withConnections } from '../connect';
@@ -39,7 +40,7 @@ export function registerBudgetsCommands(program: Command): void {
     .action(async (user: string | undefined, opts: { monthly: string; tz?: string; default?: boolean; json?: boolean }) => {
       if (opts.default && user !== undefined) throw new UserError(`give either a user (${JSON.stringify(user)}) or --default, not both`);
       if (!opts.default && user === undefined) throw new UserError('name a user (`budgets set USER --monthly 25.00`) or pass --default');
-      const userId = opts.default ? null : parseBudgetUserId(user as string);
+      const userId = opts.default ? null : parseUserId(user as string, 'user');
       const monthlyLimitUsd = parseMonthlyLimit(opts.monthly);
       const zone = opts.tz === undefined ? undefined : parseTimeZone(opts.tz);
       await withConnections({ db: true }, async ({ pool }) => {
@@ -85,7 +86,7 @@ export function registerBudgetsCommands(program: Command): void {
     .option('--user <id>', 'one user')
     .option('--json', 'print JSON (money as exact decimal strings)')
     .action(async (opts: { user?: string; json?: boolean }) => {
-      const userId = opts.user === undefined ? undefined : parseBudgetUserId(opts.user, '--user');
+      const userId = opts.user === undefined ? undefined : parseUserId(opts.user, '--user');
       await withConnections({ db: true }, async ({ pool }) => {
         const status = userId === undefined ? await budgetStatusOfAll(pool) : await budgetStatus(pool, { userId });
         if (opts.json) return printJson({ currency: 'USD', users: status });

@@ -28,6 +28,7 @@ export function registerLedgerCommands(program: Command): void {
     .option('--json', 'print JSON (money as exact decimal strings)')
     .action(async (opts: { run?: string; user?: string; limit: string; json?: boolean }) => {
       if (opts.run && opts.user) throw new UserError('give --run or --user, not both');
+      if (opts.user !== undefined) parseUserId(opts.user, '--user');
       const limit = parseCount('--limit', opts.limit);
       await withConnections({ db: true }, async ({ pool }) => {
         const entries = await listEntries(pool, { runId: opts.run, userId: opts.user, limit });
