@@ -4,6 +4,26 @@ import { fileURLToPath } from 'node:url';
 import { DEFAULT_TASK_QUEUE } from './constants';
 import { UserError } from './errors';
 
+/**
+ * A setting that may be a secret: NAME from the environment, else the contents of the file NAME_FILE names (compose
+ * and Kubernetes mount secrets as files under /run/secrets, so they stay out of `docker inspect` and the process
+ * environment). One trailing newline is dropped; an empty file counts as unset. Setting both is an error.
+ */
+export function secretSetting(name: string, env: NodeJS.ProcessEnv = process.env): string | undefined {
+  const fileVariable = `${name}_FILE`;
+  const value = env[name];
+  const file = env[fileVariable];
+  if (value && file) throw new UserError(`set ${name} or ${fileVariable}, not both`);
+  if (!file) return value || undefined;
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (err) {
+    throw new UserError(`${fileVariable}=${file} cannot be read (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
+  }
+  return text.replace(/\r?\n$/, '') || undefined;
+}
+
 /** The checkout this code runs from (migrations, prices and examples are found relative to it). */
 export const repoRoot = (): string => resolve(dirname(fileURLToPath(import.meta.url)), '..');
 
@@ -94,7 +114,7 @@ export function resolveConnections(
 ): Connections {
   const stack = readStackFile();
   const temporalAddress = env.TEMPORAL_ADDRESS ?? stack?.temporal.address;
-  const databaseUrl = env.DATABASE_URL ?? stack?.postgres.databaseUrl;
+  const databaseUrl = secretSetting('DATABASE_URL', env) ?? stack?.postgres.databaseUrl;
   const missing = [needs.temporal && !temporalAddress && 'TEMPORAL_ADDRESS', needs.db && !databaseUrl && 'DATABASE_URL']
     .filter(Boolean)
     .join(' and ');
@@ -129,10 +149,11 @@ export function definedEnv(env: NodeJS.ProcessEnv = process.env): Record<string,
 /** Where migrations connect: DATABASE_OWNER_URL, else the owner role of the stack in the data folder. */
 export function resolveOwnerDatabaseUrl(env: NodeJS.ProcessEnv = process.env): string {
   const stack = readStackFile();
-  const url = env.DATABASE_OWNER_URL ?? (env.DATABASE_URL ? undefined : stack?.postgres.ownerDatabaseUrl);
+  const url =
+    secretSetting('DATABASE_OWNER_URL', env) ?? (secretSetting('DATABASE_URL', env) ? undefined : stack?.postgres.ownerDatabaseUrl);
   if (!url) {
     throw new UserError(
-      `DATABASE_OWNER_URL is not set${env.DATABASE_URL ? ' (DATABASE_URL is the application role, which may not migrate)' : ` and no stack with its own PostgreSQL was found in ${dataDir()}`}.\n` +
+      `DATABASE_OWNER_URL is not set${secretSetting('DATABASE_URL', env) ? ' (DATABASE_URL is the application role, which may not migrate)' : ` and no stack with its own PostgreSQL was found in ${dataDir()}`}.\n` +
         'Set DATABASE_OWNER_URL=postgres://<owner>:<password>@host:5432/<database> (the role that owns the tables), or start a local stack with `npx cronledger dev up`.',
     );
   }

@@ -1,4 +1,5 @@
 import OpenAI from 'openai';
+import { secretSetting } from '../config';
 import { UserError } from '../errors';
 import {
   bareModel,
@@ -26,9 +27,11 @@ const DEFAULT_BASE_URL = 'https://api.openai.com/v1';
  * caller's signal fires (the activity was cancelled, or its worker lost the activity).
  */
 export function createOpenAIProvider(env: NodeJS.ProcessEnv = process.env): ModelProvider {
-  const apiKey = env.OPENAI_API_KEY;
+  const apiKey = secretSetting('OPENAI_API_KEY', env);
   if (!apiKey) {
-    throw new UserError('MODEL_PROVIDER=openai needs OPENAI_API_KEY (and OPENAI_BASE_URL for an endpoint other than api.openai.com)');
+    throw new UserError(
+      'MODEL_PROVIDER=openai needs OPENAI_API_KEY or OPENAI_API_KEY_FILE (and OPENAI_BASE_URL for an endpoint other than api.openai.com)',
+    );
   }
   const client = new OpenAI({
     apiKey,

@@ -1,7 +1,7 @@
 import type { Client } from '@temporalio/client';
 import { Option, type Command } from 'commander';
 import { connectClient } from '../../client';
-import { readStackFile, resolveConnections } from '../../config';
+import { readStackFile, resolveConnections, secretSetting } from '../../config';
 import { startAdminServer } from '../../admin/server';
 import { parseFactor } from '../../admin/anomalies';
 import { connectPool, readOnlySessionUrl } from '../../db/pool';
@@ -54,7 +54,7 @@ export function registerAdminCommand(program: Command): void {
       } catch {
         throw new UserError(`--anomaly-factor ${JSON.stringify(opts.anomalyFactor)} is not a decimal such as 1.5`);
       }
-      const token = process.env.CRONLEDGER_ADMIN_TOKEN || undefined;
+      const token = secretSetting('CRONLEDGER_ADMIN_TOKEN');
       const payloadKeys = payloadKeysFromEnv();
       const { url: databaseUrl, variable } = adminDatabaseUrl();
       const pool = await connectPool(readOnlySessionUrl(databaseUrl), variable, 4);
@@ -106,11 +106,11 @@ function durationOption(flag: string, value: string): number {
 
 /** CRONLEDGER_ADMIN_DATABASE_URL, else the local stack's read-only role; never the application role silently. */
 function adminDatabaseUrl(): { url: string; variable: string } {
-  if (process.env.CRONLEDGER_ADMIN_DATABASE_URL)
-    return { url: process.env.CRONLEDGER_ADMIN_DATABASE_URL, variable: 'CRONLEDGER_ADMIN_DATABASE_URL' };
+  const url = secretSetting('CRONLEDGER_ADMIN_DATABASE_URL');
+  if (url) return { url, variable: 'CRONLEDGER_ADMIN_DATABASE_URL' };
   const stack = readStackFile();
   const pgStack = stack?.postgres;
-  if (!process.env.DATABASE_URL && pgStack && !pgStack.external && pgStack.passwords?.readonly) {
+  if (!secretSetting('DATABASE_URL') && pgStack && !pgStack.external && pgStack.passwords?.readonly) {
     return { url: databaseUrlFor(pgStack.port, 'readonly', pgStack.passwords), variable: 'the stack file' };
   }
   throw new UserError(

@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { resolveOwnerDatabaseUrl } from '../../config';
+import { resolveOwnerDatabaseUrl, secretSetting } from '../../config';
 import { migrateDatabase } from '../../db/migrate';
 import { connectPool } from '../../db/pool';
 import { ensureRoles, generatePassword, OWNER_ROLE } from '../../db/roles';
@@ -31,7 +31,7 @@ export function registerDbCommands(program: Command): void {
         app: requiredSecret('CRONLEDGER_APP_PASSWORD'),
         // The admin page's SELECT-only role must exist for the migrations' grants; without a password set here it
         // gets a random one nobody knows, so it can't log in until CRONLEDGER_READONLY_PASSWORD is given.
-        readonly: process.env.CRONLEDGER_READONLY_PASSWORD || generatePassword(),
+        readonly: secretSetting('CRONLEDGER_READONLY_PASSWORD') ?? generatePassword(),
       };
       const pool = await connectPool(requiredSecret('DATABASE_SUPERUSER_URL'), 'DATABASE_SUPERUSER_URL', 1);
       const client = await pool.connect();
@@ -47,9 +47,9 @@ export function registerDbCommands(program: Command): void {
     });
 }
 
-/** An environment variable that must be set; its value is never printed. */
+/** A secret setting (NAME or the file NAME_FILE names) that must be set; its value is never printed. */
 function requiredSecret(name: string): string {
-  const value = process.env[name];
-  if (!value) throw new UserError(`${name} is not set; set it (docker compose takes it from .env) and retry`);
+  const value = secretSetting(name);
+  if (!value) throw new UserError(`${name} is not set; set it or ${name}_FILE (docker compose mounts its secrets as files) and retry`);
   return value;
 }

@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { dataDir, redactDatabaseUrl, TEMPORAL_SERVICES, type TemporalMode } from '../../config';
+import { dataDir, redactDatabaseUrl, secretSetting, TEMPORAL_SERVICES, type TemporalMode } from '../../config';
 import { BUDGET_SWEEP_SCHEDULE_ID, DEFAULT_TASK_QUEUE } from '../../constants';
 import { ensurePostgresBinDir } from '../../dev/postgres';
 import { requireStackFile } from '../../dev/stack-file';
@@ -34,8 +34,8 @@ export function registerDevCommands(program: Command): void {
         temporal,
         dataDir: dir,
         workers,
-        externalDatabaseUrl: process.env.DATABASE_URL,
-        externalOwnerDatabaseUrl: process.env.DATABASE_OWNER_URL,
+        externalDatabaseUrl: secretSetting('DATABASE_URL'),
+        externalOwnerDatabaseUrl: secretSetting('DATABASE_OWNER_URL'),
         taskQueue: process.env.CRONLEDGER_TASK_QUEUE ?? DEFAULT_TASK_QUEUE,
       });
       // The sweeper of budget reservations and events runs whether or not a tasks file was ever applied.
