@@ -1,6 +1,6 @@
 import { Connection, WorkflowClient } from '@temporalio/client';
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { isAbsolute, join } from 'node:path';
 import pg from 'pg';
@@ -9,6 +9,7 @@ import { BASELINE_MIGRATION } from '../src/db/migrate';
 import { isPortFree } from '../src/dev/ports';
 import type { StackFile } from '../src/config';
 import { processExists, processStartTime } from '../src/dev/processes';
+import { writeStackFile } from '../src/dev/stack-file';
 import type { StackStatus } from '../src/dev/stack';
 import { startTemporal, stopTemporal } from '../src/dev/stack';
 import { runCli } from './support/cli';
@@ -63,7 +64,21 @@ async function devEnv(env: NodeJS.ProcessEnv): Promise<Record<string, string>> {
   );
 }
 
+/**
+ * Secrets in the shell that runs `dev up` (as a developer's often are), planted in stack a: every child process gets
+ * its environment by allow-list, so each must reach only the one process that needs it, or none.
+ */
+const PLANTED = {
+  OPENAI_API_KEY: 'planted-openai-key-for-workers-only',
+  CRONLEDGER_ADMIN_TOKEN: 'planted-admin-token-for-the-admin-only',
+  DATABASE_SUPERUSER_URL: 'postgres://postgres:planted-superuser-password@db.example:5432/postgres',
+  CRONLEDGER_OWNER_PASSWORD: 'planted-owner-password',
+  CRONLEDGER_APP_PASSWORD: 'planted-app-password',
+  PGPASSWORD: 'planted-pgpassword',
+  AWS_SECRET_ACCESS_KEY: 'planted-unrelated-secret',
+};
 const a = stackDir();
+Object.assign(a.env, PLANTED);
 const b = stackDir();
 let first: StackStatus;
 
@@ -106,7 +121,9 @@ describe('dev up, status and down', () => {
     const ui = await fetch(first.uiUrl!);
     expect(ui.status).toBe(200);
     // The admin page answers, as the read-only role: the overview of the current month reads the (empty) ledger.
-    const overview = await fetch(`${first.adminUrl}/api/overview`);
+    const overview = await fetch(`${first.adminUrl}/api/overview`, {
+      headers: { Authorization: `Bearer ${PLANTED.CRONLEDGER_ADMIN_TOKEN}` },
+    });
     expect(overview.status, await overview.clone().text()).toBe(200);
     expect(((await overview.json()) as { spendUsd: string }).spendUsd).toBe('0.000000000000000000');
     expect(await migrationsIn((await devEnv(a.env)).DATABASE_URL)).toContain(BASELINE_MIGRATION);
@@ -211,6 +228,51 @@ describe('dev up, status and down', () => {
     } finally {
       await app.end();
     }
+  });
+
+  it('gives workers and the admin page their environment by allow-list: no other role, password, token or key', () => {
+    const stack = JSON.parse(readFileSync(join(a.dir, 'stack.json'), 'utf8')) as StackFile;
+    const passwords = stack.postgres.passwords!;
+    const environ = (pid: number) =>
+      Object.fromEntries(
+        readFileSync(`/proc/${pid}/environ`, 'utf8')
+          .split('\0')
+          .filter(Boolean)
+          .map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]),
+      ) as Record<string, string>;
+    /** The planted values and stack passwords found anywhere in the environment (names or values). */
+    const secretsIn = (env: Record<string, string>) => {
+      const text = Object.entries(env).join('\n');
+      const secrets = { ...PLANTED, ...Object.fromEntries(Object.entries(passwords).map(([role, pw]) => [`${role} password`, pw!])) };
+      return Object.entries(secrets)
+        .filter(([, value]) => text.includes(value))
+        .map(([name]) => name)
+        .sort();
+    };
+
+    const worker = environ(first.workers[0].pid);
+    expect(new URL(worker.DATABASE_URL).username).toBe('cronledger_app');
+    expect(secretsIn(worker)).toEqual(['OPENAI_API_KEY', 'app password']); // its model key and its own role only
+
+    const admin = environ(first.admin.pid!);
+    expect(new URL(admin.CRONLEDGER_ADMIN_DATABASE_URL).username).toBe('cronledger_readonly');
+    expect(secretsIn(admin)).toEqual(['CRONLEDGER_ADMIN_TOKEN', 'readonly password']); // its token and its own role only
+    expect(admin).not.toHaveProperty('DATABASE_URL');
+  });
+
+  it('writes the stack file through a fresh, exclusively created file: a symlink planted at the temporary name is not followed', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'cronledger-stack-file-'));
+    dirs.push(dir);
+    const victim = join(dir, 'victim');
+    writeFileSync(victim, 'untouched\n');
+    const stack = JSON.parse(readFileSync(join(a.dir, 'stack.json'), 'utf8')) as StackFile;
+    symlinkSync(victim, join(dir, 'stack.json.tmp')); // where the file used to be written before its rename
+    writeStackFile(dir, stack);
+    writeStackFile(dir, stack);
+    expect(readFileSync(victim, 'utf8')).toBe('untouched\n');
+    expect(JSON.parse(readFileSync(join(dir, 'stack.json'), 'utf8'))).toEqual(stack);
+    expect(statSync(join(dir, 'stack.json')).mode & 0o777).toBe(0o600);
+    expect(readdirSync(dir).sort()).toEqual(['stack.json', 'stack.json.tmp', 'victim']); // no temporary file left behind
   });
 
   it('keeps the data dir, logs, the Temporal SQLite file and the stack file to this user', async () => {

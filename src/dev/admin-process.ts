@@ -1,10 +1,11 @@
 import { join } from 'node:path';
-import { repoRoot, type StackFile } from '../config';
+import { repoRoot, secretSetting, type StackFile } from '../config';
 import { UserError } from '../errors';
 import { freePorts, isPortFree, LOCALHOST } from './ports';
 import { isOurProcess, logTail, processStartTime, sleep, spawnDetached, stopProcess } from './processes';
 import { requireStackFile, updateStackFile } from './stack-file';
-import { withoutClientSettings } from './temporal-server';
+import { ADMIN_INHERITS, childEnvironment } from './child-env';
+import { databaseUrlFor } from './postgres';
 
 /**
  * The dev stack's admin page: `cronledger admin` as a background process on loopback, recorded in stack.json like
@@ -30,7 +31,7 @@ export async function startAdmin(
 ): Promise<{ url: string; pid: number; alreadyRunning: boolean } | { skipped: string }> {
   const stack = requireStackFile(dataDir);
   if (adminRunning(stack.admin, dataDir)) return { url: stack.admin!.url, pid: stack.admin!.pid, alreadyRunning: true };
-  if (stack.postgres.external && !process.env.CRONLEDGER_ADMIN_DATABASE_URL) {
+  if (stack.postgres.external && !secretSetting('CRONLEDGER_ADMIN_DATABASE_URL')) {
     return {
       skipped: 'set CRONLEDGER_ADMIN_DATABASE_URL (the SELECT-only role cronledger_readonly) to start it with an external database',
     };
@@ -47,13 +48,14 @@ export async function startAdmin(
     [ADMIN_ENTRY, 'admin', '--host', LOCALHOST, '--port', String(port), stackMarker(dataDir)],
     {
       cwd: repoRoot(),
-      env: {
-        ...withoutClientSettings(process.env),
+      // By allow-list: the read-only role's URL, never the application role's, another password or a model API key.
+      env: childEnvironment(ADMIN_INHERITS, {
         CRONLEDGER_DATA_DIR: dataDir,
+        CRONLEDGER_ADMIN_DATABASE_URL: readOnlyDatabaseUrl(stack),
         TEMPORAL_ADDRESS: stack.temporal.address,
         TEMPORAL_NAMESPACE: stack.namespace,
         TEMPORAL_UI_URL: stack.temporal.uiUrl,
-      },
+      }),
       logFile: log,
       banner: `admin page on ${LOCALHOST}:${port}`,
     },
@@ -64,6 +66,13 @@ export async function startAdmin(
   });
   await waitUntilServing(entry, dataDir);
   return { url: entry.url, pid, alreadyRunning: false };
+}
+
+/** CRONLEDGER_ADMIN_DATABASE_URL for an external database, else the stack's own read-only role. */
+function readOnlyDatabaseUrl(stack: StackFile): string | undefined {
+  const { postgres } = stack;
+  if (postgres.external) return secretSetting('CRONLEDGER_ADMIN_DATABASE_URL');
+  return postgres.passwords?.readonly ? databaseUrlFor(postgres.port, 'readonly', postgres.passwords) : undefined;
 }
 
 export async function stopAdmin(dataDir: string): Promise<number | undefined> {

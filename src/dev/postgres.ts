@@ -1,4 +1,5 @@
 import { execFileSync, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import {
   appendFileSync,
   chmodSync,
@@ -15,6 +16,7 @@ import { dirname, join, parse } from 'node:path';
 import pg from 'pg';
 import { adoptByOwner, APP_ROLE, ensureRoles, OWNER_ROLE, READONLY_ROLE, type RolePasswords } from '../db/roles';
 import { UserError } from '../errors';
+import { childEnvironment } from './child-env';
 import { LOCALHOST } from './ports';
 import { isOurProcess, logTail } from './processes';
 import { findOnPath } from './temporal-cli';
@@ -146,9 +148,10 @@ export async function startPostgres(opts: {
     rmSync(clusterDir, { recursive: true, force: true }); // what a killed initdb left behind is worth nothing
     mkdirSync(clusterDir, { recursive: true, mode: 0o700 });
     if (owner) chownSync(clusterDir, owner.uid, owner.gid);
-    // The superuser's password reaches initdb through a 0600 file of the cluster's account, never argv.
-    const pwfile = join(dataDir, '.initdb-password');
-    writeFileSync(pwfile, `${passwords.superuser}\n`, { mode: 0o600 });
+    // The superuser's password reaches initdb through a 0600 file of the cluster's account, never argv; created
+    // exclusively under a random name, so nothing planted there is followed or reused.
+    const pwfile = join(dataDir, `.initdb-password-${randomBytes(8).toString('hex')}`);
+    writeFileSync(pwfile, `${passwords.superuser}\n`, { mode: 0o600, flag: 'wx' });
     if (owner) chownSync(pwfile, owner.uid, owner.gid);
     const initdbArgs = [
       '-D',
@@ -378,7 +381,12 @@ function run(
   const [cmd, argv] = opts.as ? ['runuser', ['-u', 'postgres', '--', command, ...args]] : [command, args];
   return new Promise((resolve, reject) => {
     // detached: a Ctrl-C during `dev up` must not reach the postmaster that pg_ctl leaves running.
-    const child = spawn(cmd, argv, { cwd: opts.cwd, env: opts.env ?? process.env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+    const child = spawn(cmd, argv, {
+      cwd: opts.cwd,
+      env: opts.env ?? childEnvironment([]),
+      stdio: ['ignore', 'pipe', 'pipe'],
+      detached: true,
+    });
     let output = '';
     const collect = (chunk: Buffer) => {
       output += chunk.toString('utf8');

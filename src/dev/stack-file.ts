@@ -1,16 +1,24 @@
-import { renameSync, writeFileSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { renameSync, rmSync, writeFileSync } from 'node:fs';
 import { readStackFile, stackFilePath, type StackFile } from '../config';
 import { UserError } from '../errors';
 
 /**
  * Writing stack.json. Each part records its pid the moment it is spawned, so `dev down` can always find what a
  * half-finished `dev up` left running. Writes are whole-file renames (readers never see half a file), mode 0600
- * because an external DATABASE_URL may carry a password.
+ * because the file holds the roles' passwords. The temporary file has a random name and is created exclusively
+ * (O_EXCL: a symlink or file planted at that name fails the write instead of being followed or reused).
  */
 export function writeStackFile(dir: string, stack: StackFile): void {
   const path = stackFilePath(dir);
-  writeFileSync(`${path}.tmp`, `${JSON.stringify(stack, null, 2)}\n`, { mode: 0o600 });
-  renameSync(`${path}.tmp`, path);
+  const tmp = `${path}.${randomBytes(8).toString('hex')}.tmp`;
+  writeFileSync(tmp, `${JSON.stringify(stack, null, 2)}\n`, { mode: 0o600, flag: 'wx' });
+  try {
+    renameSync(tmp, path);
+  } catch (err) {
+    rmSync(tmp, { force: true });
+    throw err;
+  }
 }
 
 /** Read, change, write in one synchronous step, so parts starting concurrently never undo each other's updates. */

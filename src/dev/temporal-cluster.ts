@@ -20,7 +20,7 @@ import { TEMPORAL_ROLE } from './postgres';
 import { isOurProcess, logTail, processStartTime, sleep, spawnDetached, stopProcess } from './processes';
 import { requireStackFile, updateStackFile } from './stack-file';
 import type { TemporalServerBinaries } from './temporal-server-binaries';
-import { withoutClientSettings } from './temporal-server';
+import { childEnvironment } from './child-env';
 
 /**
  * `dev up --temporal server`: the Temporal server with PostgreSQL persistence and visibility, shaped like a production
@@ -138,7 +138,7 @@ export async function startTemporalCluster(
   const namespaces = [...new Set(['default', stack.namespace, ...(opts.namespaces ?? [])])];
   const alreadyRunning = clusterAllRunning(stack, dataDir);
   if (!alreadyRunning) {
-    const env = { ...withoutClientSettings(process.env), ...temporalServerEnvironment(stack, dataDir) };
+    const env = childEnvironment([], temporalServerEnvironment(stack, dataDir));
     await setUpSchemas(stack, cluster, env.POSTGRES_PWD ?? '');
     writeConfigFiles(dataDir, stack);
     const missing = TEMPORAL_SERVICES.filter((s) => !clusterPartRunning(stack, dataDir, s));
@@ -263,7 +263,7 @@ async function setUpSchemas(stack: StackFile, cluster: TemporalClusterState, pas
       try {
         // The password reaches the tool through its environment, never its command line (visible in ps).
         await execFileAsync(cluster.binaries.sqlTool, [...base, ...db, ...step], {
-          env: { ...withoutClientSettings(process.env), SQL_PASSWORD: password },
+          env: childEnvironment([], { SQL_PASSWORD: password }),
           maxBuffer: 16 * 1024 * 1024,
         });
       } catch (err) {
@@ -386,7 +386,7 @@ async function startUi(dataDir: string): Promise<void> {
   const args = ['--root', uiRootOf(dataDir), '--config', 'config', '--env', TEMPORAL_CONFIG_ENV, 'start'];
   const pid = await spawnDetached(stack.temporal.server!.binaries.ui, args, {
     cwd: uiRootOf(dataDir),
-    env: withoutClientSettings(process.env),
+    env: childEnvironment([]),
     logFile: clusterLogOf(dataDir, 'ui'),
     banner: `temporal ui-server on ${stack.temporal.uiUrl}, frontend ${stack.temporal.address}`,
   });

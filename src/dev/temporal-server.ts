@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import type { StackFile } from '../config';
 import { SEARCH_ATTRIBUTES } from '../constants';
 import { UserError } from '../errors';
+import { childEnvironment } from './child-env';
 import { isPortFree } from './ports';
 import { isOurProcess, logTail, processStartTime, sleep, spawnDetached, stopProcess } from './processes';
 import { requireStackFile, updateStackFile } from './stack-file';
@@ -128,7 +129,7 @@ export async function startTemporal(
   }
   const pid = await spawnDetached(t.cli, temporalArgs(t, namespaces), {
     cwd: dataDir,
-    env: withoutClientSettings(process.env),
+    env: childEnvironment([]),
     logFile,
     banner: `temporal server start-dev on 127.0.0.1:${t.port}, UI ${t.uiPort}, db ${t.dbFile}`,
   });
@@ -205,9 +206,4 @@ async function waitUntilServing(
   } finally {
     await connection?.close();
   }
-}
-
-/** Client settings such as TEMPORAL_ADDRESS are meant for our commands, not for the server we start. */
-export function withoutClientSettings(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
-  return Object.fromEntries(Object.entries(env).filter(([k]) => !k.startsWith('TEMPORAL_')));
 }

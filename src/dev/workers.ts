@@ -5,7 +5,7 @@ import { UserError } from '../errors';
 import { freePorts, LOCALHOST } from './ports';
 import { isOurProcess, logTail, processStartTime, sleep, spawnDetached, stopProcess } from './processes';
 import { requireStackFile, updateStackFile } from './stack-file';
-import { withoutClientSettings } from './temporal-server';
+import { childEnvironment, WORKER_INHERITS } from './child-env';
 
 /**
  * The dev stack's worker processes: `node --import tsx src/worker.ts`, named worker-1..N. Their names are their
@@ -48,15 +48,16 @@ export async function startWorkers(dataDir: string, count: number, taskQueue: st
     const [metricsPort] = await freePorts(1);
     const pid = await spawnDetached(process.execPath, ['--import', 'tsx', WORKER_SCRIPT, stackMarker(dataDir)], {
       cwd: repoRoot(),
-      env: {
-        ...withoutClientSettings(process.env),
+      // By allow-list: never the owner's or the superuser's URL, another role's password or the admin token.
+      env: childEnvironment(WORKER_INHERITS, {
+        CRONLEDGER_DATA_DIR: dataDir,
         TEMPORAL_ADDRESS: stack.temporal.address,
         TEMPORAL_NAMESPACE: stack.namespace,
         DATABASE_URL: stack.postgres.databaseUrl,
         CRONLEDGER_TASK_QUEUE: taskQueue,
         CRONLEDGER_WORKER_ID: id,
         CRONLEDGER_WORKER_METRICS_ADDRESS: `${LOCALHOST}:${metricsPort}`,
-      },
+      }),
       logFile: log,
       banner: `${id} on task queue ${taskQueue}`,
     });

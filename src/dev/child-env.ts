@@ -1,0 +1,62 @@
+/**
+ * The environment of every process the local stack starts, by allow-list: a child gets the few variables any program
+ * needs, the settings of its own job, and what the stack sets for it, never the rest of the caller's environment.
+ * A shell that runs `dev up` often holds the owner's or the superuser's database URL, the roles' passwords, the admin
+ * token and the model API keys; a worker must not see the first ones, the read-only admin page not the keys.
+ */
+
+/** Where programs and home are, locale, time zone, temp dir and trusted CAs: nothing secret, everything some tool needs. */
+const EVERY_PROCESS = [
+  'PATH',
+  'HOME',
+  'USER',
+  'LOGNAME',
+  'LANG',
+  'LANGUAGE',
+  'TZ',
+  'TMPDIR',
+  'SSL_CERT_FILE',
+  'SSL_CERT_DIR',
+  'NODE_EXTRA_CA_CERTS',
+];
+const LOCALE = /^LC_[A-Z]+$/;
+
+/**
+ * What a worker may take from the caller: its model provider and key, where reports and webhooks go, and its tuning.
+ * The database URL, Temporal's address and the worker's identity are set by the stack (src/dev/workers.ts).
+ */
+export const WORKER_INHERITS = [
+  'MODEL_PROVIDER',
+  'OPENAI_API_KEY',
+  'OPENAI_API_KEY_FILE',
+  'OPENAI_BASE_URL',
+  'REPORT_WEBHOOK_URL',
+  'REPORT_WEBHOOK_SECRET',
+  'BUDGET_WEBHOOK_URL',
+  'BUDGET_WEBHOOK_SECRET',
+  'CRONLEDGER_REPORTS_DIR',
+  'CRONLEDGER_RESERVATION_EXPIRY_SECONDS',
+  'CRONLEDGER_BUDGET_EVENT_RETRY_SECONDS',
+  'CRONLEDGER_WORKFLOW_BUNDLE',
+  'NODE_ENV',
+] as const;
+
+/** What the admin page may take from the caller: its token and its metrics labels. The read-only URL is set by the stack. */
+export const ADMIN_INHERITS = ['CRONLEDGER_ADMIN_TOKEN', 'CRONLEDGER_ADMIN_TOKEN_FILE', 'CRONLEDGER_METRICS_PER_USER', 'NODE_ENV'] as const;
+
+/**
+ * The environment for a child: the variables every process needs and those in `inherits`, taken from `from` when
+ * set there, then `set` on top (undefined values left out).
+ */
+export function childEnvironment(
+  inherits: readonly string[],
+  set: Record<string, string | undefined> = {},
+  from: NodeJS.ProcessEnv = process.env,
+): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const [name, value] of Object.entries(from)) {
+    if (value !== undefined && (EVERY_PROCESS.includes(name) || LOCALE.test(name) || inherits.includes(name))) env[name] = value;
+  }
+  for (const [name, value] of Object.entries(set)) if (value !== undefined) env[name] = value;
+  return env;
+}
