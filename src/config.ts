@@ -7,7 +7,7 @@ import { UserError } from './errors';
 /**
  * A setting that may be a secret: NAME from the environment, else the contents of the file NAME_FILE names (compose
  * and Kubernetes mount secrets as files under /run/secrets, so they stay out of `docker inspect` and the process
- * environment). One trailing newline is dropped; an empty file counts as unset. Setting both is an error.
+ * environment). One trailing newline is dropped from the file; an empty variable counts as unset. Setting both is an error.
  */
 export function secretSetting(name: string, env: NodeJS.ProcessEnv = process.env): string | undefined {
   const fileVariable = `${name}_FILE`;
@@ -21,7 +21,7 @@ export function secretSetting(name: string, env: NodeJS.ProcessEnv = process.env
   } catch (err) {
     throw new UserError(`${fileVariable}=${file} cannot be read (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
   }
-  return text.replace(/\r?\n$/, '') || undefined;
+  return text.replace(/\r?\n$/, '');
 }
 
 /** The checkout this code runs from (migrations, prices and examples are found relative to it). */

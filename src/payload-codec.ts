@@ -1,7 +1,7 @@
 import { METADATA_ENCODING_KEY, type DataConverter, type Payload, type PayloadCodec } from '@temporalio/common';
 import proto from '@temporalio/proto';
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { secretSetting } from './config';
 import { UserError } from './errors';
 
 // A CommonJS module whose named exports Node's ESM loader cannot see.
@@ -73,20 +73,10 @@ export function parsePayloadKeys(text: string, source: string): PayloadKeys {
 
 /** The configured keys, or undefined when neither variable is set (payloads then travel as they are). */
 export function payloadKeysFromEnv(env: NodeJS.ProcessEnv = process.env): PayloadKeys | undefined {
-  const inline = env[PAYLOAD_KEYS_VARIABLE];
+  const text = secretSetting(PAYLOAD_KEYS_VARIABLE, env);
+  if (text === undefined) return undefined;
   const file = env[PAYLOAD_KEYS_FILE_VARIABLE];
-  if (inline && file) throw new UserError(`set ${PAYLOAD_KEYS_VARIABLE} or ${PAYLOAD_KEYS_FILE_VARIABLE}, not both`);
-  if (inline) return parsePayloadKeys(inline, PAYLOAD_KEYS_VARIABLE);
-  if (!file) return undefined;
-  let text: string;
-  try {
-    text = readFileSync(file, 'utf8');
-  } catch (err) {
-    throw new UserError(
-      `${PAYLOAD_KEYS_FILE_VARIABLE}=${file} cannot be read (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`,
-    );
-  }
-  return parsePayloadKeys(text, `${PAYLOAD_KEYS_FILE_VARIABLE}=${file}`);
+  return parsePayloadKeys(text, file ? `${PAYLOAD_KEYS_FILE_VARIABLE}=${file}` : PAYLOAD_KEYS_VARIABLE);
 }
 
 /** AES-256-GCM over the whole payload; the key ID is authenticated data, so a payload cannot be relabelled. */

@@ -22,7 +22,8 @@ const EVERY_PROCESS = [
 const LOCALE = /^LC_[A-Z]+$/;
 
 /**
- * What a worker may take from the caller: its model provider and key, where reports and webhooks go, and its tuning.
+ * What a worker may take from the caller: its model provider and key, where reports and webhooks go, the payload keys
+ * and its tuning.
  * The database URL, Temporal's address and the worker's identity are set by the stack (src/dev/workers.ts).
  */
 export const WORKER_INHERITS = [
@@ -38,11 +39,23 @@ export const WORKER_INHERITS = [
   'CRONLEDGER_RESERVATION_EXPIRY_SECONDS',
   'CRONLEDGER_BUDGET_EVENT_RETRY_SECONDS',
   'CRONLEDGER_WORKFLOW_BUNDLE',
+  'CRONLEDGER_PAYLOAD_KEYS',
+  'CRONLEDGER_PAYLOAD_KEYS_FILE',
   'NODE_ENV',
 ] as const;
 
-/** What the admin page may take from the caller: its token and its metrics labels. The read-only URL is set by the stack. */
-export const ADMIN_INHERITS = ['CRONLEDGER_ADMIN_TOKEN', 'CRONLEDGER_ADMIN_TOKEN_FILE', 'CRONLEDGER_METRICS_PER_USER', 'NODE_ENV'] as const;
+/**
+ * What the admin page may take from the caller: its token, its metrics labels and the payload keys its codec endpoint
+ * decodes with. The read-only role's URL is set by the stack.
+ */
+export const ADMIN_INHERITS = [
+  'CRONLEDGER_ADMIN_TOKEN',
+  'CRONLEDGER_ADMIN_TOKEN_FILE',
+  'CRONLEDGER_METRICS_PER_USER',
+  'CRONLEDGER_PAYLOAD_KEYS',
+  'CRONLEDGER_PAYLOAD_KEYS_FILE',
+  'NODE_ENV',
+] as const;
 
 /**
  * The environment for a child: the variables every process needs and those in `inherits`, taken from `from` when
