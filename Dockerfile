@@ -1,6 +1,6 @@
 # The cronledger worker, as docker-compose.yml runs it (3 replicas), and the CLI (its `migrate` and `cli` services).
 # TypeScript runs through tsx: no build step.
-FROM node:20-bookworm-slim
+FROM node:20-bookworm-slim@sha256:2cf067cfed83d5ea958367df9f966191a942351a2df77d6f0193e162b5febfc0
 
 WORKDIR /app
 ENV NODE_ENV=production

@@ -17,6 +17,15 @@ import { findTemporalServerBinaries, TEMPORAL_SERVER_VERSION, TEMPORAL_UI_VERSIO
 
 interface Service {
   image?: string;
+  user?: string;
+  read_only?: boolean;
+  tmpfs?: string[];
+  cap_drop?: string[];
+  security_opt?: string[];
+  mem_limit?: string;
+  pids_limit?: number;
+  restart?: string;
+  healthcheck?: { test: string[] };
   profiles?: string[];
   build?: string;
   command?: string | string[];
@@ -36,19 +45,45 @@ const compose = parse(readFileSync(join(root, 'docker-compose.yml'), 'utf8'), { 
   volumes: Record<string, unknown>;
   secrets: Record<string, { file: string }>;
 };
+/** Jobs that run once and exit (others wait for service_completed_successfully): no healthcheck to give. */
+const ONE_SHOTS = ['temporal-db-roles', 'temporal-schema', 'temporal-setup', 'migrate'];
+/** The image whose start script renders its config file into the image, so its root file system must stay writable. */
+const WRITABLE_ROOT = ['temporal-ui'];
+/**
+ * Images left on their version tag: no digest for these exact tags could be verified (no registry access here, and no
+ * two independent public sources agreeing on one). Each carries a comment saying so in docker-compose.yml.
+ */
+const UNPINNED = ['temporalio/server:1.29.1', 'temporalio/admin-tools:1.29.1-tctl-1.18.4-cli-1.5.0', 'temporalio/ui:2.42.1'];
+const BUILT = 'cronledger-worker'; // this repository's Dockerfile, whose base image is pinned
 const { services } = compose;
 const worker = services.worker;
 const script = (s: Service) => [s.entrypoint, s.command].flat().join('\n');
 
-/** Every environment variable the source reads, as `env.NAME`, `process.env.NAME` or `env['NAME']`. */
+/**
+ * Every environment variable the source reads, as `env.NAME`, `process.env.NAME` or `env['NAME']`, and each secret
+ * setting read with `secretSetting('NAME')` (or `requiredSecret('NAME')`), as NAME and NAME_FILE.
+ */
 function envVarsReadBySource(): Set<string> {
   const names = new Set<string>();
   const files = readdirSync(join(root, 'src'), { recursive: true, encoding: 'utf8' }).filter((f) => f.endsWith('.ts'));
   for (const file of files) {
     const text = readFileSync(join(root, 'src', file), 'utf8');
     for (const m of text.matchAll(/\benv(?:\.([A-Z][A-Z0-9_]*)\b|\[['"]([A-Z][A-Z0-9_]*)['"]\])/g)) names.add(m[1] ?? m[2]);
+    for (const m of text.matchAll(/\b(?:secretSetting|requiredSecret)\('([A-Z][A-Z0-9_]*)'/g)) names.add(m[1]).add(`${m[1]}_FILE`);
   }
   return names;
+}
+
+/** What scripts/compose-secrets.sh writes, run into a fresh folder: file name to content. */
+function generatedSecrets(): Record<string, string> {
+  const dir = mkdtempSync(join(tmpdir(), 'cronledger-compose-secrets-'));
+  try {
+    execFileSync(join(root, 'scripts', 'compose-secrets.sh'), [join(dir, 'secrets')], { encoding: 'utf8' });
+    const names = readdirSync(join(dir, 'secrets'));
+    return Object.fromEntries(names.map((name) => [name, readFileSync(join(dir, 'secrets', name), 'utf8')]));
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 }
 
 describe('docker-compose.yml', () => {
@@ -59,6 +94,7 @@ describe('docker-compose.yml', () => {
         'cli',
         'ledger-postgres',
         'migrate',
+        'temporal-db-roles',
         'temporal-frontend',
         'temporal-history',
         'temporal-matching',
@@ -81,9 +117,11 @@ describe('docker-compose.yml', () => {
 
   it('pins every image, at the versions `dev up` runs (the server and UI that --temporal server builds, also in the CLI v1.5.1)', () => {
     const server = `temporalio/server:${TEMPORAL_SERVER_VERSION.slice(1)}`;
-    const images = Object.fromEntries(Object.entries(services).flatMap(([name, s]) => (s.image ? [[name, s.image]] : [])));
+    const tag = (image: string) => image.replace(/@sha256:[0-9a-f]{64}$/, '');
+    const images = Object.fromEntries(Object.entries(services).flatMap(([name, s]) => (s.image ? [[name, tag(s.image)]] : [])));
     expect(images).toEqual({
-      'temporal-postgresql': 'postgres:16',
+      'temporal-postgresql': 'postgres:16.14',
+      'temporal-db-roles': 'postgres:16.14',
       'temporal-schema': `temporalio/admin-tools:${TEMPORAL_SERVER_VERSION.slice(1)}-tctl-1.18.4-cli-1.5.0`,
       'temporal-history': server,
       'temporal-matching': server,
@@ -91,53 +129,152 @@ describe('docker-compose.yml', () => {
       'temporal-worker': server,
       'temporal-setup': `temporalio/admin-tools:${TEMPORAL_SERVER_VERSION.slice(1)}-tctl-1.18.4-cli-1.5.0`,
       'temporal-ui': `temporalio/ui:${TEMPORAL_UI_VERSION.slice(1)}`,
-      'ledger-postgres': 'postgres:16',
-      migrate: 'cronledger-worker',
-      worker: 'cronledger-worker',
-      cli: 'cronledger-worker',
-      admin: 'cronledger-worker',
+      'ledger-postgres': 'postgres:16.14',
+      migrate: BUILT,
+      worker: BUILT,
+      cli: BUILT,
+      admin: BUILT,
       prometheus: 'prom/prometheus:v2.55.1',
     });
   });
 
-  it('publishes only the Web UI, Temporal gRPC, the admin page and Prometheus, on 127.0.0.1; both databases stay off the host network', () => {
+  it('pins every image by digest (name:tag@sha256:...), but the Temporal ones no digest could be verified for, which say so', () => {
+    const text = readFileSync(join(root, 'docker-compose.yml'), 'utf8');
+    const unpinned = [...new Set(Object.values(services).flatMap((s) => (s.image ? [s.image] : [])))]
+      .filter((image) => image !== BUILT && !/^[^@\s]+:[^@\s]+@sha256:[0-9a-f]{64}$/.test(image))
+      .sort();
+    expect(unpinned).toEqual([...UNPINNED].sort());
+    for (const image of UNPINNED) {
+      const lines = text.split('\n').filter((l) => l.includes(`image: ${image}`));
+      expect(lines.length).toBeGreaterThan(0);
+      for (const line of lines) expect(line, `${image} says why it is on its tag`).toMatch(/# not pinned: no (verified )?digest/);
+    }
+    const dockerfile = readFileSync(join(root, 'Dockerfile'), 'utf8');
+    expect(dockerfile).toMatch(/^FROM node:20-bookworm-slim@sha256:[0-9a-f]{64}$/m);
+  });
+
+  it('runs every container without capabilities, without new privileges, with memory and pid limits', () => {
+    for (const [name, s] of Object.entries(services)) {
+      expect([name, s.cap_drop]).toEqual([name, ['ALL']]);
+      expect([name, s.security_opt]).toEqual([name, ['no-new-privileges:true']]);
+      expect([name, s.mem_limit]).toEqual([name, expect.stringMatching(/^\d+[mg]$/)]);
+      expect([name, s.pids_limit]).toEqual([name, expect.any(Number)]);
+      expect(s).not.toHaveProperty('privileged');
+      expect(s).not.toHaveProperty('cap_add');
+    }
+  });
+
+  it('runs every container on a read-only root file system, with a tmpfs for scratch, but the Web UI', () => {
+    for (const [name, s] of Object.entries(services)) {
+      const readOnly = !WRITABLE_ROOT.includes(name);
+      expect([name, s.read_only]).toEqual([name, readOnly]);
+      if (readOnly) expect([name, s.tmpfs]).toEqual([name, expect.arrayContaining(['/tmp'])]);
+    }
+    for (const db of ['temporal-postgresql', 'ledger-postgres']) {
+      expect(services[db].user).toBe('postgres'); // no root at start, so nothing needs a capability to drop it
+      expect(services[db].tmpfs).toContain('/var/run/postgresql');
+    }
+  });
+
+  it('gives every long-running service a healthcheck (workers and the admin page too); the one-shot jobs exit instead', () => {
+    for (const [name, s] of Object.entries(services)) {
+      if (ONE_SHOTS.includes(name) || name === 'cli') continue;
+      expect([name, s.healthcheck?.test?.[0]]).toEqual([name, expect.stringMatching(/^CMD(-SHELL)?$/)]);
+    }
+    for (const name of ONE_SHOTS) expect([name, services[name].restart]).toEqual([name, 'no']);
+    const waitedFor = Object.values(services).flatMap((s) =>
+      Object.entries(s.depends_on ?? {}).flatMap(([dep, c]) => (c.condition === 'service_completed_successfully' ? [dep] : [])),
+    );
+    expect([...new Set(waitedFor)].sort()).toEqual([...ONE_SHOTS].sort());
+    expect(worker.healthcheck?.test.join(' ')).toContain('http://127.0.0.1:9464/metrics');
+    expect(services.admin.healthcheck?.test.join(' ')).toContain('http://127.0.0.1:8234/assets/admin.css');
+  });
+
+  it('publishes only what a person opens, the Web UI and the admin page, on 127.0.0.1; Temporal, Prometheus, metrics and databases stay inside', () => {
     const published = Object.fromEntries(Object.entries(services).flatMap(([name, s]) => (s.ports ? [[name, s.ports]] : [])));
     expect(published).toEqual({
-      'temporal-frontend': ['127.0.0.1:7233:7233'],
       'temporal-ui': ['127.0.0.1:8233:8080'],
       admin: ['127.0.0.1:8234:8234'],
-      prometheus: ['127.0.0.1:9090:9090'],
     });
+    for (const s of Object.values(services)) expect(s).not.toHaveProperty('network_mode');
     expect(services['temporal-ui'].environment).toEqual({ TEMPORAL_ADDRESS: 'temporal-frontend:7233' });
   });
 
-  it('has no password in the file: each comes from the environment (.env, ignored by git and docker), required, without default', () => {
-    const secrets = Object.entries(services).flatMap(([name, s]) =>
-      Object.entries(s.environment ?? {})
-        .filter(([k]) => /PASSWORD|PWD|_URL$/.test(k) && !['REPORT_WEBHOOK_URL', 'OPENAI_BASE_URL', 'TEMPORAL_UI_URL'].includes(k))
-        .map(([k, v]) => [`${name}.${k}`, v] as const),
-    );
-    expect(secrets.length).toBeGreaterThanOrEqual(8);
-    for (const [where, value] of secrets) {
-      const refs = [...value.matchAll(/\$\{([A-Z_]+)(:?[?-])?[^}]*\}/g)];
-      expect(refs.length, `${where} takes its password from the environment`).toBeGreaterThan(0);
-      for (const ref of refs) expect(ref[2], `${where}: \${${ref[1]}} is required, with no default`).toBe(':?');
-      const literal = value.replace(/\$\{[^}]*\}/g, '').match(/:\/\/[^:@/]+:([^@]+)@/)?.[1];
-      expect(literal, `${where} has no literal password`).toBeUndefined();
+  it('keeps every secret in a file: no password, token, key or URL with credentials in any environment', () => {
+    for (const [name, s] of Object.entries(services)) {
+      for (const [key, value] of Object.entries(s.environment ?? {})) {
+        expect([name, key]).not.toEqual([
+          name,
+          expect.stringMatching(/PASSWORD$|PWD$|TOKEN$|SECRET$|API_KEY$|KEYS$|^DATABASE_URL$|^DATABASE_\w*_URL$|DATABASE_URL$/),
+        ]);
+        expect([name, key, value]).not.toEqual([name, key, expect.stringMatching(/:\/\/[^/@\s]+:[^/@\s]+@/)]);
+      }
     }
     for (const ignore of ['.gitignore', '.dockerignore']) expect(readFileSync(join(root, ignore), 'utf8').split('\n')).toContain('.env');
+  });
+
+  it('mounts each secret under /run/secrets and names it with a *_FILE variable the code reads; the secrets script writes each one', () => {
+    const read = envVarsReadBySource();
+    const generated = generatedSecrets();
+    expect(Object.keys(generated).sort()).toEqual(Object.keys(compose.secrets).sort());
+    for (const [secret, { file }] of Object.entries(compose.secrets)) expect(file).toBe(`./secrets/${secret}`);
+    expect(readFileSync(join(root, '.gitignore'), 'utf8').split('\n')).toContain('secrets/');
+    expect(readFileSync(join(root, '.dockerignore'), 'utf8').split('\n')).toContain('secrets');
+    for (const [name, s] of Object.entries(services)) {
+      const mounted = s.secrets ?? [];
+      // Prometheus names its file in its own config (credentials_file), the others in their environment or script
+      const config = name === 'prometheus' ? readFileSync(join(root, 'prometheus', 'prometheus.yml'), 'utf8') : '';
+      const used = [script(s), ...Object.values(s.environment ?? {}), config].join('\n');
+      for (const secret of mounted) expect([name, secret, used.includes(`/run/secrets/${secret}`)]).toEqual([name, secret, true]);
+      for (const [key, value] of Object.entries(s.environment ?? {}).filter(([k]) => k.endsWith('_FILE'))) {
+        const secret = /^\/run\/secrets\/(\w+)$/.exec(value)?.[1];
+        expect([name, key, secret !== undefined && mounted.includes(secret)]).toEqual([name, key, true]);
+        if (!key.startsWith('POSTGRES_')) expect([name, key, read.has(key)]).toEqual([name, key, true]); // the postgres image reads its own
+      }
+    }
+    // The URLs the script builds name the right role, host and database for each service.
+    const urlOf = (secret: string) => new URL(generated[secret].trim());
+    const role = (secret: string) => [urlOf(secret).username, urlOf(secret).hostname, urlOf(secret).port, urlOf(secret).pathname];
+    expect(role('ledger_app_url')).toEqual(['cronledger_app', 'ledger-postgres', '5432', '/cronledger']);
+    expect(role('ledger_owner_url')).toEqual(['cronledger_owner', 'ledger-postgres', '5432', '/cronledger']);
+    expect(role('ledger_readonly_url')).toEqual(['cronledger_readonly', 'ledger-postgres', '5432', '/cronledger']);
+    expect(role('ledger_superuser_url')).toEqual(['postgres', 'ledger-postgres', '5432', '/postgres']);
+    expect(urlOf('ledger_app_url').password).toBe(generated.cronledger_app_password.trim());
+    expect(generated.admin_token.trim()).toMatch(/^[0-9a-f]{64}$/);
+  });
+
+  it('runs Temporal on a role that owns its databases and is no superuser; only a one-shot uses the superuser', () => {
+    const pg = services['temporal-postgresql'];
+    expect(pg.environment).toMatchObject({ POSTGRES_USER: 'postgres', POSTGRES_PASSWORD_FILE: '/run/secrets/temporal_postgres_password' });
+    for (const service of TEMPORAL_SERVICES) {
+      const s = services[`temporal-${service}`];
+      expect(s.environment?.POSTGRES_USER).toBe('temporal');
+      expect(s.secrets).toEqual(['temporal_db_password']); // not the superuser's
+    }
+    const roles = script(services['temporal-db-roles']);
+    expect(roles).toContain(
+      "alter role temporal with login nosuperuser nocreatedb nocreaterole noreplication nobypassrls password :'password'",
+    );
+    for (const db of ['temporal', 'temporal_visibility']) expect(roles).toContain(`create database ${db} owner temporal`);
+    const schema = script(services['temporal-schema']);
+    expect(schema).toContain('-u temporal');
+    expect(schema).not.toMatch(/temporal-sql-tool[^\n]* create\b/); // the databases exist already, owned by temporal
+    expect(services['temporal-schema'].depends_on).toEqual({ 'temporal-db-roles': { condition: 'service_completed_successfully' } });
+    expect(services['temporal-schema'].secrets).toEqual(['temporal_db_password']);
   });
 
   it('creates the ledger roles and migrates as the owner in a one-shot; workers and the CLI connect as the application role', () => {
     const migrate = services.migrate;
     expect(script(migrate)).toContain('node bin/cronledger.js db roles && node bin/cronledger.js db migrate');
-    expect(new URL(migrate.environment!.DATABASE_OWNER_URL.replace(/\$\{[^}]*\}/, 'x')).username).toBe('cronledger_owner');
+    expect(migrate.environment).toMatchObject({
+      DATABASE_SUPERUSER_URL_FILE: '/run/secrets/ledger_superuser_url',
+      DATABASE_OWNER_URL_FILE: '/run/secrets/ledger_owner_url',
+      CRONLEDGER_READONLY_PASSWORD_FILE: '/run/secrets/cronledger_readonly_password', // so the admin page's role gets its password
+    });
     expect(migrate.depends_on).toEqual({ 'ledger-postgres': { condition: 'service_healthy' } });
-    expect(migrate.environment).toHaveProperty('CRONLEDGER_READONLY_PASSWORD'); // so `db roles` gives the admin page's role its password
     for (const name of ['worker', 'cli']) {
-      const url = new URL(services[name].environment!.DATABASE_URL.replace(/\$\{[^}]*\}/, 'x'));
-      expect([name, url.username, url.hostname, url.pathname]).toEqual([name, 'cronledger_app', 'ledger-postgres', '/cronledger']);
-      expect(services[name].environment).not.toHaveProperty('DATABASE_OWNER_URL');
+      expect([name, services[name].environment?.DATABASE_URL_FILE]).toEqual([name, '/run/secrets/ledger_app_url']);
+      expect(services[name].secrets).not.toContain('ledger_owner_url');
       expect(services[name].depends_on?.migrate).toEqual({ condition: 'service_completed_successfully' });
     }
   });
@@ -176,7 +313,7 @@ describe('docker-compose.yml', () => {
     const env = worker.environment ?? {};
     const read = envVarsReadBySource();
     expect(Object.keys(env).filter((name) => !read.has(name))).toEqual([]);
-    for (const required of ['TEMPORAL_ADDRESS', 'DATABASE_URL', 'TEMPORAL_NAMESPACE', 'MODEL_PROVIDER']) {
+    for (const required of ['TEMPORAL_ADDRESS', 'DATABASE_URL_FILE', 'TEMPORAL_NAMESPACE', 'MODEL_PROVIDER']) {
       expect(read.has(required), `${required} is read by src`).toBe(true);
       expect(env[required], `${required} is set for the workers`).toBeTruthy();
     }
@@ -185,8 +322,17 @@ describe('docker-compose.yml', () => {
   it('points the workers at the Temporal service and at the ledger database', () => {
     const env = worker.environment ?? {};
     expect(env.TEMPORAL_ADDRESS).toBe('temporal-frontend:7233');
-    expect(new URL(env.DATABASE_URL.replace(/\$\{[^}]*\}/, 'x')).port).toBe('5432');
+    expect(env.DATABASE_URL_FILE).toBe('/run/secrets/ledger_app_url');
     expect(env.MODEL_PROVIDER).toBe('${MODEL_PROVIDER:-mock}'); // offline mock unless the user opts into a real provider
+  });
+
+  it("keeps the roles' secrets apart: the model key only for workers, the read-only URL only for the admin page", () => {
+    expect(worker.secrets).toEqual(['ledger_app_url', 'openai_api_key']);
+    expect(worker.environment?.OPENAI_API_KEY_FILE).toBe('/run/secrets/openai_api_key');
+    for (const [name, s] of Object.entries(services)) {
+      if (name !== 'worker') expect([name, s.secrets ?? []]).not.toEqual([name, expect.arrayContaining(['openai_api_key'])]);
+      if (name !== 'admin') expect([name, s.secrets ?? []]).not.toEqual([name, expect.arrayContaining(['ledger_readonly_url'])]);
+    }
   });
 
   it('keeps report artifacts on a volume the replicas share', () => {
@@ -322,26 +468,29 @@ describe('docker-compose.yml', () => {
     });
 
     it('runs the admin page off loopback with its token from the secret Prometheus reads, as the read-only role', () => {
-      expect(Object.keys(compose.secrets)).toEqual(['admin_token']);
       expect(compose.secrets.admin_token.file).toBe('./secrets/admin_token');
-      expect(readFileSync(join(root, '.gitignore'), 'utf8').split('\n')).toContain('secrets/');
-      expect(readFileSync(join(root, '.dockerignore'), 'utf8').split('\n')).toContain('secrets');
-      for (const s of [admin, prometheus]) expect(s.secrets).toEqual(['admin_token']);
-      // compose mounts a secret at /run/secrets/<name>: the admin reads its token there ($$ is compose's escaped $),
-      // and Prometheus sends the same file
+      expect(admin.secrets).toEqual(['admin_token', 'ledger_readonly_url']);
+      expect(prometheus.secrets).toEqual(['admin_token']);
+      // compose mounts a secret at /run/secrets/<name>: the admin reads its token there, and Prometheus sends the same file
       const secretPath = '/run/secrets/admin_token';
-      expect(script(admin)).toContain(
-        `CRONLEDGER_ADMIN_TOKEN="$$(cat ${secretPath})" exec node bin/cronledger.js admin --host 0.0.0.0 --port 8234`,
-      );
+      expect([admin.entrypoint, admin.command].flat()).toEqual([
+        'node',
+        'bin/cronledger.js',
+        'admin',
+        '--host',
+        '0.0.0.0',
+        '--port',
+        '8234',
+      ]);
+      expect(admin.environment?.CRONLEDGER_ADMIN_TOKEN_FILE).toBe(secretPath);
       expect(job('cronledger-admin').authorization).toEqual({ type: 'Bearer', credentials_file: secretPath });
       expect(admin.environment).not.toHaveProperty('CRONLEDGER_ADMIN_TOKEN');
-      const url = new URL(admin.environment!.CRONLEDGER_ADMIN_DATABASE_URL.replace(/\$\{[^}]*\}/, 'x'));
-      expect([url.username, url.hostname, url.pathname]).toEqual(['cronledger_readonly', 'ledger-postgres', '/cronledger']);
+      expect(admin.environment?.CRONLEDGER_ADMIN_DATABASE_URL_FILE).toBe('/run/secrets/ledger_readonly_url'); // the read-only role
       expect(admin.depends_on).toMatchObject({ migrate: { condition: 'service_completed_successfully' } });
     });
 
     it('scrapes the admin page on the port it listens on, and every worker replica on its SDK metrics port, by DNS', () => {
-      const adminPort = /--port (\d+)/.exec(script(admin))![1];
+      const adminPort = /--port\s(\d+)/.exec(script(admin))![1];
       expect(job('cronledger-admin').static_configs).toEqual([{ targets: [`admin:${adminPort}`] }]);
       const workerPort = /^0\.0\.0\.0:(\d+)$/.exec(worker.environment!.CRONLEDGER_WORKER_METRICS_ADDRESS)![1];
       expect(job('cronledger-worker').dns_sd_configs).toEqual([

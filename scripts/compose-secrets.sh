@@ -1,0 +1,30 @@
+#!/bin/sh
+# Generates the secret files docker-compose.yml mounts under /run/secrets (its `secrets:`), into ./secrets (or $1):
+# random passwords for each database role and the admin page's token, and the database URLs built from them. Keeps
+# every file that exists already, so rerunning it never changes a password a database was created with.
+#   ./scripts/compose-secrets.sh && docker compose up -d --build
+# For a real model provider, put its key in secrets/openai_api_key (left empty here: the mock provider needs none).
+set -eu
+dir=${1:-secrets}
+umask 077
+mkdir -p "$dir"
+chmod 700 "$dir" # nobody else on this machine enters the folder
+
+password() { [ -s "$dir/$1" ] || openssl rand -hex 24 >"$dir/$1"; }
+for name in temporal_postgres_password temporal_db_password ledger_postgres_password \
+  cronledger_owner_password cronledger_app_password cronledger_readonly_password; do
+  password "$name"
+done
+[ -s "$dir/admin_token" ] || openssl rand -hex 32 >"$dir/admin_token"
+[ -e "$dir/openai_api_key" ] || : >"$dir/openai_api_key"
+
+# The ledger's URLs, one per role, written again from the passwords each time (they hold nothing else).
+url() { printf 'postgres://%s:%s@ledger-postgres:5432/%s\n' "$1" "$(cat "$dir/$2")" "$3" >"$dir/$4"; }
+url postgres ledger_postgres_password postgres ledger_superuser_url
+url cronledger_owner cronledger_owner_password cronledger ledger_owner_url
+url cronledger_app cronledger_app_password cronledger ledger_app_url
+url cronledger_readonly cronledger_readonly_password cronledger ledger_readonly_url
+
+# Compose bind-mounts each file as it is: the containers' users (node, postgres, temporal, nobody) must read them.
+chmod 644 "$dir"/*
+echo "secrets in $dir: $(ls "$dir" | tr '\n' ' ')"
