@@ -3,7 +3,8 @@
 # random passwords for each database role and the admin page's token, and the database URLs built from them. Keeps
 # every file that exists already, so rerunning it never changes a password a database was created with.
 #   ./scripts/compose-secrets.sh && docker compose up -d --build
-# For a real model provider, put its key in secrets/openai_api_key (left empty here: the mock provider needs none).
+# For a real model provider, put its key in secrets/openai_api_key (left empty here: the mock provider needs none); with
+# REPORT_WEBHOOK_URL set, its signing secret (whsec_...) goes in secrets/report_webhook_secret.
 set -eu
 dir=${1:-secrets}
 umask 077
@@ -17,6 +18,7 @@ for name in temporal_postgres_password temporal_db_password ledger_postgres_pass
 done
 [ -s "$dir/admin_token" ] || openssl rand -hex 32 >"$dir/admin_token"
 [ -e "$dir/openai_api_key" ] || : >"$dir/openai_api_key"
+[ -e "$dir/report_webhook_secret" ] || : >"$dir/report_webhook_secret"
 
 # The ledger's URLs, one per role, written again from the passwords each time (they hold nothing else).
 url() { printf 'postgres://%s:%s@ledger-postgres:5432/%s\n' "$1" "$(cat "$dir/$2")" "$3" >"$dir/$4"; }

@@ -1,5 +1,6 @@
 import { ApplicationFailure, Context, log } from '@temporalio/activity';
 import type pg from 'pg';
+import { secretSetting } from '../config';
 import {
   claimAndReserve,
   reserveBudget,
@@ -102,7 +103,7 @@ export const createBudgetActivities = (deps: BudgetActivityDeps) => {
   const webhook = () =>
     deps.budgetWebhookUrl === undefined
       ? budgetWebhookFromEnv()
-      : readWebhook(deps.budgetWebhookUrl, deps.budgetWebhookSecret ?? process.env.BUDGET_WEBHOOK_SECRET, {
+      : readWebhook(deps.budgetWebhookUrl, deps.budgetWebhookSecret ?? secretSetting('BUDGET_WEBHOOK_SECRET'), {
           url: 'BUDGET_WEBHOOK_URL',
           secret: 'BUDGET_WEBHOOK_SECRET',
         });

@@ -1,5 +1,6 @@
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import type pg from 'pg';
+import { secretSetting } from '../config';
 import { UserError } from '../errors';
 import { reportsDir, writeArtifacts } from '../reports/artifacts';
 import { buildReport } from '../reports/build-report';
@@ -78,7 +79,7 @@ export const createReportActivities = (deps: ReportActivityDeps) => ({
       // A malformed URL or secret fails the workflow at once, without its value.
       const webhook = readWebhook(
         deps.reportWebhookUrl ?? process.env.REPORT_WEBHOOK_URL,
-        deps.reportWebhookSecret ?? process.env.REPORT_WEBHOOK_SECRET,
+        deps.reportWebhookSecret ?? secretSetting('REPORT_WEBHOOK_SECRET'),
         { url: 'REPORT_WEBHOOK_URL', secret: 'REPORT_WEBHOOK_SECRET' },
       );
       if (!webhook) return { status: 'not-configured' };

@@ -1,6 +1,7 @@
 import { createHmac } from 'node:crypto';
 import { STATUS_CODES } from 'node:http';
 import type pg from 'pg';
+import { secretSetting } from '../config';
 import { inTransaction } from '../db/pool';
 import { deliveredAt, recordDelivery, tryLockMonthDelivery } from '../db/report-deliveries';
 import { UserError } from '../errors';
@@ -95,12 +96,18 @@ export function readWebhook(url: string | undefined, secret: string | undefined,
 
 /** The monthly report's webhook: REPORT_WEBHOOK_URL signed with REPORT_WEBHOOK_SECRET. */
 export const reportWebhookFromEnv = (env: NodeJS.ProcessEnv = process.env): Webhook | undefined =>
-  readWebhook(env.REPORT_WEBHOOK_URL, env.REPORT_WEBHOOK_SECRET, { url: 'REPORT_WEBHOOK_URL', secret: 'REPORT_WEBHOOK_SECRET' });
+  readWebhook(env.REPORT_WEBHOOK_URL, secretSetting('REPORT_WEBHOOK_SECRET', env), {
+    url: 'REPORT_WEBHOOK_URL',
+    secret: 'REPORT_WEBHOOK_SECRET',
+  });
 
 /** Budget threshold events' webhook: BUDGET_WEBHOOK_URL with BUDGET_WEBHOOK_SECRET, else the report's webhook. */
 export const budgetWebhookFromEnv = (env: NodeJS.ProcessEnv = process.env): Webhook | undefined =>
   env.BUDGET_WEBHOOK_URL
-    ? readWebhook(env.BUDGET_WEBHOOK_URL, env.BUDGET_WEBHOOK_SECRET, { url: 'BUDGET_WEBHOOK_URL', secret: 'BUDGET_WEBHOOK_SECRET' })
+    ? readWebhook(env.BUDGET_WEBHOOK_URL, secretSetting('BUDGET_WEBHOOK_SECRET', env), {
+        url: 'BUDGET_WEBHOOK_URL',
+        secret: 'BUDGET_WEBHOOK_SECRET',
+      })
     : reportWebhookFromEnv(env);
 
 /**

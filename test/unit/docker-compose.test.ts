@@ -327,7 +327,7 @@ describe('docker-compose.yml', () => {
   });
 
   it("keeps the roles' secrets apart: the model key only for workers, the read-only URL only for the admin page", () => {
-    expect(worker.secrets).toEqual(['ledger_app_url', 'openai_api_key']);
+    expect(worker.secrets).toEqual(['ledger_app_url', 'openai_api_key', 'report_webhook_secret']);
     expect(worker.environment?.OPENAI_API_KEY_FILE).toBe('/run/secrets/openai_api_key');
     for (const [name, s] of Object.entries(services)) {
       if (name !== 'worker') expect([name, s.secrets ?? []]).not.toEqual([name, expect.arrayContaining(['openai_api_key'])]);
