@@ -6,10 +6,12 @@ import { BaseSequencer, type TestSpecification } from 'vitest/node';
  * - unit: no servers and no global setup; plain logic and files (money, cron validation, the layer rule, compose).
  * - integration: against one real Temporal dev server and PostgreSQL (test/support/global-setup.ts).
  * - fault: the fault-injection scenarios R1-R4 in short form (bench/chaos.ts runs the long ones), on the same stack.
- * - temporal-server: the scheduling tests again, on the Temporal server on PostgreSQL (`dev up --temporal server`).
+ * - temporal-server: the scheduling tests and the payload codec's again, on the Temporal server on PostgreSQL
+ *   (`dev up --temporal server`, mutual TLS on its frontend).
  */
 const STACK = { globalSetup: ['test/support/global-setup.ts'], setupFiles: ['test/support/quiet-runtime.ts'] };
-const SCHEDULING = ['test/exactly-once.test.ts', 'test/backfill.test.ts', 'test/missed-slots.test.ts'];
+// ...and the payload codec's test: encrypted payloads through the Temporal server, its client certificate on every caller.
+const SCHEDULING = ['test/exactly-once.test.ts', 'test/backfill.test.ts', 'test/missed-slots.test.ts', 'test/payload-encryption.test.ts'];
 
 /**
  * Files start in this order of projects, each project's files in vitest's own order (longest last time first, else

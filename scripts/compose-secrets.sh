@@ -17,6 +17,8 @@ for name in temporal_postgres_password temporal_db_password ledger_postgres_pass
   password "$name"
 done
 [ -s "$dir/admin_token" ] || openssl rand -hex 32 >"$dir/admin_token"
+# The payload encryption key (docs/security.md, "Payloads encrypted"): to rotate, put a new k2=... line first.
+[ -s "$dir/payload_keys" ] || echo "k1=$(openssl rand -base64 32)" >"$dir/payload_keys"
 [ -e "$dir/openai_api_key" ] || : >"$dir/openai_api_key"
 [ -e "$dir/report_webhook_secret" ] || : >"$dir/report_webhook_secret"
 

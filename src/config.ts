@@ -50,6 +50,8 @@ export interface StackFile {
     dbFile: string;
     /** Server mode: the binaries, ports and processes of the four services and the Web UI server. */
     server?: TemporalClusterState;
+    /** Server mode: the frontend requires a client certificate, and these are the stack's. */
+    tls?: TemporalTls;
   };
   postgres: {
     /** The application role (cronledger_app): what workers and commands connect as. */
@@ -95,8 +97,33 @@ export function readStackFile(dir = dataDir()): StackFile | undefined {
   return JSON.parse(readFileSync(path, 'utf8')) as StackFile;
 }
 
+/**
+ * A Temporal frontend that requires mutual TLS: the folder deploy/temporal/make-certs.sh wrote (ca.crt, client.crt,
+ * client.key) and the name on the frontend's certificate.
+ */
+export interface TemporalTls {
+  dir: string;
+  serverName: string;
+}
+
+/** The frontend's name on its certificate, in compose (its DNS name) and in `dev up --temporal server` alike. */
+export const TEMPORAL_TLS_SERVER_NAME = 'temporal-frontend';
+
+/** The @temporalio/envconfig variables (TEMPORAL_TLS_*) that make a client present the stack's certificate. */
+export function temporalTlsEnv(tls: TemporalTls | undefined): Record<string, string> {
+  if (!tls) return {};
+  return {
+    TEMPORAL_TLS_SERVER_CA_CERT_PATH: join(tls.dir, 'ca.crt'),
+    TEMPORAL_TLS_CLIENT_CERT_PATH: join(tls.dir, 'client.crt'),
+    TEMPORAL_TLS_CLIENT_KEY_PATH: join(tls.dir, 'client.key'),
+    TEMPORAL_TLS_SERVER_NAME: tls.serverName,
+  };
+}
+
 export interface Connections {
   temporalAddress: string;
+  /** The stack's client certificate when temporalAddress is its frontend in server mode (TEMPORAL_TLS_* still win). */
+  temporalTls?: TemporalTls;
   namespace: string;
   databaseUrl: string;
   /** Base URL of the Web UI, for links; undefined when pointed at a server we did not start. */
@@ -127,6 +154,7 @@ export function resolveConnections(
   const uiUrl = env.TEMPORAL_UI_URL ?? (stack && stack.temporal.address === temporalAddress ? stack.temporal.uiUrl : undefined);
   return {
     temporalAddress: temporalAddress ?? '',
+    temporalTls: stack && stack.temporal.address === temporalAddress ? stack.temporal.tls : undefined,
     namespace: env.TEMPORAL_NAMESPACE ?? stack?.namespace ?? 'default',
     databaseUrl: databaseUrl ?? '',
     uiUrl,

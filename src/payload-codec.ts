@@ -53,7 +53,8 @@ export function parsePayloadKeys(text: string, source: string): PayloadKeys {
     const eq = entry.indexOf('=');
     const id = eq < 0 ? '' : entry.slice(0, eq);
     const encoded = eq < 0 ? '' : entry.slice(eq + 1);
-    if (!KEY_ID.test(id)) {
+    // A bare key ("abc...=") splits at its padding: its own bytes would be the "ID", so it is named by position only.
+    if (!KEY_ID.test(id) || encoded === '' || encoded.startsWith('=')) {
       throw new UserError(
         `${source}: entry ${i + 1} is not id=base64key with an ID of letters, digits, '.', '_' or '-' (up to 64); e.g. k1=$(openssl rand -base64 32)`,
       );

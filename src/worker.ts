@@ -1,8 +1,8 @@
 import { NativeConnection, Runtime } from '@temporalio/worker';
-import { loadClientConnectConfig } from '@temporalio/envconfig';
 import { existsSync } from 'node:fs';
 import { hostname } from 'node:os';
-import { definedEnv, resolveConnections } from './config';
+import { temporalConnectionOptions } from './client';
+import { resolveConnections } from './config';
 import { createPool } from './db/pool';
 import { UserError } from './errors';
 import { selectProvider } from './models/select-provider';
@@ -21,8 +21,7 @@ async function main(): Promise<void> {
   if (metricsAddress) Runtime.install({ telemetryOptions: { metrics: { prometheus: { bindAddress: metricsAddress } } } });
   const workerId = process.env.CRONLEDGER_WORKER_ID ?? `${hostname()}-${process.pid}`;
   const pool = createPool(conn.databaseUrl);
-  const config = loadClientConnectConfig({ overrideEnvVars: { ...definedEnv(), TEMPORAL_ADDRESS: conn.temporalAddress } });
-  const connection = await NativeConnection.connect(config.connectionOptions);
+  const connection = await NativeConnection.connect(temporalConnectionOptions(conn));
   const worker = await createCronledgerWorker({
     connection,
     namespace: conn.namespace,

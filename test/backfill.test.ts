@@ -9,7 +9,7 @@ import { applyPrices, loadPricesFile } from '../src/ledger/prices';
 import { applyTasks } from '../src/schedules/apply-tasks';
 import type { ModelProvider } from '../src/models/provider';
 import { parseTasksFile } from '../src/tasks/tasks-file';
-import { createTestContext, type TestContext } from './support/context';
+import { createTestContext, withoutTls, type TestContext } from './support/context';
 import { runCli } from './support/cli';
 import { waitFor } from './support/wait';
 import { startWorkers } from './support/workers';
@@ -163,7 +163,7 @@ describe('backfill --all', () => {
       },
     });
     try {
-      const here = { ...ctx.env, TEMPORAL_ADDRESS: `127.0.0.1:${port}`, TEMPORAL_NAMESPACE: 'default' };
+      const here = { ...withoutTls(ctx.env), TEMPORAL_ADDRESS: `127.0.0.1:${port}`, TEMPORAL_NAMESPACE: 'default' };
       const file = join(mkdtempSync(join(tmpdir(), 'cronledger-all-')), 'tasks.json');
       writeFileSync(
         file,
@@ -180,7 +180,7 @@ describe('backfill --all', () => {
       for await (const s of env.client.schedule.list()) listed.push(s.scheduleId);
       expect(listed).toEqual([]); // the list really lags: without another source, --all would find nothing
 
-      const fleet = await startWorkers({ ...ctx, temporalAddress: `127.0.0.1:${port}`, namespace: 'default' }, 1);
+      const fleet = await startWorkers({ ...ctx, temporalAddress: `127.0.0.1:${port}`, namespace: 'default', temporalTls: undefined }, 1);
       const r = await fleet.runWhile(() => runCli(['backfill', '--all', '--from', FROM, '--to', TO, '--json'], here));
       expect(r.code, r.stderr).toBe(0);
       const { results } = JSON.parse(r.stdout) as { results: { workflowId: string; outcome: string }[] };

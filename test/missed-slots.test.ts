@@ -77,7 +77,10 @@ it.concurrent('with the Temporal server down across a slot, a restart on the sam
     const restartedAt = new Date(); // the server is started after this instant (same machine, same clock)
     await temporal.start();
     const workflowId = `cron-server-down-${next.toISOString().replace('.000', '')}`;
-    const fleet = await startWorkers({ ...ctx, temporalAddress: temporal.address, namespace: 'default' }, 1);
+    const fleet = await startWorkers(
+      { ...ctx, temporalAddress: temporal.address, namespace: 'default', temporalTls: temporal.temporalTls },
+      1,
+    );
     await fleet.runWhile(async () => {
       await waitFor(async () => (await runOf(workflowId)).some((r) => r.status === 'completed'), 90_000, `${workflowId} completed`);
       // the run row completes one workflow task before the workflow itself closes: wait for that too

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startAdminServer, type RunningAdmin } from '../src/admin/server';
-import { connectClient } from '../src/client';
+import { connectClient, temporalConnectionOptions } from '../src/client';
 import { createPool } from '../src/db/pool';
 import { applyPrices, loadPricesFile } from '../src/ledger/prices';
 import { MockProvider } from '../src/models/mock-provider';
@@ -46,7 +46,12 @@ describe('payload keys', () => {
     expect(() => parsePayloadKeys(`k1=${newKey()},k2=not*base64`, PAYLOAD_KEYS_VARIABLE)).toThrow(
       /^CRONLEDGER_PAYLOAD_KEYS: key k2 is not base64/,
     );
-    expect(() => parsePayloadKeys(newKey(), PAYLOAD_KEYS_VARIABLE)).toThrow(/entry 1 is not id=base64key/);
+    // A bare key, with the padding base64 gives 32 bytes (one '=') or two: named by its position, never by its text.
+    for (const bare of [newKey(), `${randomBytes(31).toString('base64')}`, 'a+b/c=', 'abc==']) {
+      expect(() => parsePayloadKeys(`k0=${newKey()} ${bare}`, PAYLOAD_KEYS_VARIABLE)).toThrow(
+        /^CRONLEDGER_PAYLOAD_KEYS: entry 2 is not id=base64key/,
+      );
+    }
     const key = newKey();
     expect(() => parsePayloadKeys(`k1=${key} k1=${newKey()}`, PAYLOAD_KEYS_VARIABLE)).toThrow(/key ID k1 is listed twice/);
     try {
@@ -108,7 +113,7 @@ describe('a scheduled run with a payload key', () => {
     ctx = await createTestContext(import.meta.url);
     await applyPrices(ctx.pool, loadPricesFile('prices/standard.json'), 'test');
     keys = parsePayloadKeys(`k1=${newKey()}`, 'test');
-    keyed = await connectClient({ temporalAddress: ctx.temporalAddress, namespace: ctx.namespace }, { payloadKeys: keys });
+    keyed = await connectClient(ctx, { payloadKeys: keys });
     readonly = createPool(ctx.readonlyDatabaseUrl);
     admin = await startAdminServer({
       pool: readonly,
@@ -142,7 +147,7 @@ describe('a scheduled run with a payload key', () => {
     const applied = await runCli(['tasks', 'apply', tasksFile], env);
     expect(applied.code, applied.stderr).toBe(0);
 
-    const connection = await NativeConnection.connect({ address: ctx.temporalAddress });
+    const connection = await NativeConnection.connect(temporalConnectionOptions(ctx));
     const worker = await createCronledgerWorker({
       connection,
       namespace: ctx.namespace,

@@ -1,5 +1,5 @@
-import { Connection } from '@temporalio/client';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { Connection, type ConnectionOptions, type TLSConfig } from '@temporalio/client';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
@@ -45,6 +45,29 @@ async function devEnv(): Promise<Record<string, string>> {
   return Object.fromEntries([...r.stdout.matchAll(/^export (\w+)='([^']*)'$/gm)].map((m) => [m[1], m[2]]));
 }
 
+/** Connection options with the stack's client certificate, from the TEMPORAL_TLS_* lines `dev env` prints. */
+async function withStackCertificate(): Promise<ConnectionOptions> {
+  const vars = await devEnv();
+  return {
+    address: vars.TEMPORAL_ADDRESS,
+    tls: {
+      serverNameOverride: vars.TEMPORAL_TLS_SERVER_NAME,
+      serverRootCACertificate: readFileSync(vars.TEMPORAL_TLS_SERVER_CA_CERT_PATH),
+      clientCertPair: { crt: readFileSync(vars.TEMPORAL_TLS_CLIENT_CERT_PATH), key: readFileSync(vars.TEMPORAL_TLS_CLIENT_KEY_PATH) },
+    },
+  };
+}
+
+/** Connects and asks the frontend something; rejects when the handshake or the call fails. */
+async function systemInfo(options: ConnectionOptions): Promise<void> {
+  const connection = await Connection.connect({ ...options, connectTimeout: '5s' });
+  try {
+    await connection.withDeadline(Date.now() + 5_000, () => connection.workflowService.getSystemInfo({}));
+  } finally {
+    await connection.close();
+  }
+}
+
 describe('dev up --temporal server', () => {
   it('runs frontend, history, matching, worker and the Web UI as five processes, each shown by dev status', async () => {
     const up = await runCli(['dev', 'up', '--temporal', 'server', '--workers', '1'], env);
@@ -62,13 +85,27 @@ describe('dev up --temporal server', () => {
     expect(first.temporal.pid).toBe(first.temporal.services.find((p) => p.name === 'frontend')!.pid);
     expect((await fetch(first.uiUrl!)).ok).toBe(true);
 
-    const connection = await Connection.connect({ address: first.temporalAddress! });
+    const connection = await Connection.connect(await withStackCertificate());
     try {
       const { customAttributes } = await connection.operatorService.listSearchAttributes({ namespace: 'default' });
       expect(Object.keys(customAttributes ?? {})).toEqual(expect.arrayContaining(Object.values(SEARCH_ATTRIBUTES)));
     } finally {
       await connection.close();
     }
+  });
+
+  it("requires a client certificate at the frontend: without one a client is refused, with the stack's it connects", async () => {
+    const withCert = await withStackCertificate();
+    expect(withCert.address).toBe(first.temporalAddress);
+    await expect(systemInfo(withCert)).resolves.toBeUndefined();
+    // No TLS at all, and TLS that trusts the frontend but shows no certificate: both refused before any request.
+    await expect(systemInfo({ address: withCert.address })).rejects.toThrow();
+    const { clientCertPair: _dropped, ...serverOnly } = withCert.tls as TLSConfig;
+    await expect(systemInfo({ address: withCert.address, tls: serverOnly })).rejects.toThrow();
+    // The Web UI server reaches the frontend with its certificate too: its API lists the namespaces.
+    const namespaces = await fetch(`${first.uiUrl}/api/v1/namespaces`);
+    expect(namespaces.status).toBe(200);
+    expect(await namespaces.text()).toContain('"default"');
   });
 
   it("keeps Temporal's state in the stack's PostgreSQL, in two databases of a role of its own", async () => {

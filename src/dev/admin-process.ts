@@ -1,5 +1,5 @@
 import { join } from 'node:path';
-import { repoRoot, secretSetting, type StackFile } from '../config';
+import { repoRoot, secretSetting, temporalTlsEnv, type StackFile } from '../config';
 import { UserError } from '../errors';
 import { freePorts, isPortFree, LOCALHOST } from './ports';
 import { isOurProcess, logTail, processStartTime, sleep, spawnDetached, stopProcess } from './processes';
@@ -55,6 +55,7 @@ export async function startAdmin(
         TEMPORAL_ADDRESS: stack.temporal.address,
         TEMPORAL_NAMESPACE: stack.namespace,
         TEMPORAL_UI_URL: stack.temporal.uiUrl,
+        ...temporalTlsEnv(stack.temporal.tls),
       }),
       logFile: log,
       banner: `admin page on ${LOCALHOST}:${port}`,

@@ -40,6 +40,7 @@ import {
 } from './temporal-cluster';
 import { resolveTemporalServerBinaries, type TemporalServerBinaries } from './temporal-server-binaries';
 import { startTemporal, stopTemporal, temporalLogOf, temporalRunning } from './temporal-server';
+import { temporalTlsOf } from './temporal-tls';
 import { startWorkers, stopWorkers, workerId, workerRunning, type WorkerState } from './workers';
 import { adminRunning, startAdmin, stopAdmin } from './admin-process';
 
@@ -334,7 +335,8 @@ async function planStack(
     const server = binaries
       ? { ...(existing.temporal.server ?? (await planCluster(binaries, existing.temporal.port))), binaries }
       : existing.temporal.server;
-    return { ...existing, temporal: { ...existing.temporal, mode, cli, server }, postgres };
+    const tls = mode === 'server' ? temporalTlsOf(dataDir) : undefined;
+    return { ...existing, temporal: { ...existing.temporal, mode, cli, server, tls }, postgres };
   }
 
   const [port, uiPort] = await temporalPorts(dataDir);
@@ -349,6 +351,7 @@ async function planStack(
       cli,
       dbFile: join(dataDir, 'temporal.db'),
       server: binaries ? await planCluster(binaries, port) : undefined,
+      tls: mode === 'server' ? temporalTlsOf(dataDir) : undefined,
     },
     postgres,
     namespace: 'default',

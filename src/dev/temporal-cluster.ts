@@ -12,6 +12,7 @@ import {
   type StackFile,
   type TemporalClusterState,
   type TemporalService,
+  type TemporalTls,
 } from '../config';
 import { SEARCH_ATTRIBUTES } from '../constants';
 import { UserError } from '../errors';
@@ -21,6 +22,7 @@ import { isOurProcess, logTail, processStartTime, sleep, spawnDetached, stopProc
 import { requireStackFile, updateStackFile } from './stack-file';
 import type { TemporalServerBinaries } from './temporal-server-binaries';
 import { childEnvironment } from './child-env';
+import { ensureTemporalCertificates, stackConnectionOptions } from './temporal-tls';
 
 /**
  * `dev up --temporal server`: the Temporal server with PostgreSQL persistence and visibility, shaped like a production
@@ -95,7 +97,14 @@ export function temporalServerEnvironment(stack: StackFile, dataDir: string): Re
     WORKER_GRPC_PORT: String(c.ports.worker.grpc),
     WORKER_MEMBERSHIP_PORT: String(c.ports.worker.membership),
     DYNAMIC_CONFIG_FILE_PATH: join(serverRootOf(dataDir), 'config', 'dynamicconfig.yaml'),
+    TLS_CERTS_DIR: requireTls(stack).dir,
   };
+}
+
+function requireTls(stack: StackFile): TemporalTls {
+  if (!stack.temporal.tls)
+    throw new UserError('this stack has no Temporal TLS certificates recorded; run `cronledger dev up --temporal server`');
+  return stack.temporal.tls;
 }
 
 /** The command line of one service: global flags, then `start --service <name>`. */
@@ -138,6 +147,7 @@ export async function startTemporalCluster(
   const namespaces = [...new Set(['default', stack.namespace, ...(opts.namespaces ?? [])])];
   const alreadyRunning = clusterAllRunning(stack, dataDir);
   if (!alreadyRunning) {
+    await ensureTemporalCertificates(requireTls(stack));
     const env = childEnvironment([], temporalServerEnvironment(stack, dataDir));
     await setUpSchemas(stack, cluster, env.POSTGRES_PWD ?? '');
     writeConfigFiles(dataDir, stack);
@@ -219,6 +229,13 @@ function writeConfigFiles(dataDir: string, stack: StackFile): void {
     'enableUi: true',
     'hideLogs: true',
     `defaultNamespace: ${stack.namespace}`,
+    // The frontend requires a client certificate; the UI server shows the stack's and checks the frontend's name.
+    'tls:',
+    `  caFile: ${join(requireTls(stack).dir, 'ca.crt')}`,
+    `  certFile: ${join(requireTls(stack).dir, 'client.crt')}`,
+    `  keyFile: ${join(requireTls(stack).dir, 'client.key')}`,
+    `  serverName: ${requireTls(stack).serverName}`,
+    '  enableHostVerification: true',
     'cors:',
     '  cookieInsecure: true # plain http on loopback, as the dev server',
     '  allowOrigins:',
@@ -285,7 +302,7 @@ async function waitForFrontend(dataDir: string, services: readonly TemporalServi
   for (;;) {
     checkServicesAlive(dataDir, services);
     try {
-      const connection = await Connection.connect({ address: stack.temporal.address, connectTimeout: '2s' });
+      const connection = await Connection.connect({ ...stackConnectionOptions(stack), connectTimeout: '2s' });
       try {
         await connection.withDeadline(Date.now() + 5_000, () => connection.workflowService.getSystemInfo({}));
         return connection;

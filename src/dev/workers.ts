@@ -1,11 +1,12 @@
 import { Connection } from '@temporalio/client';
 import { basename, join } from 'node:path';
-import { repoRoot, type StackFile } from '../config';
+import { repoRoot, temporalTlsEnv, type StackFile } from '../config';
 import { UserError } from '../errors';
 import { freePorts, LOCALHOST } from './ports';
 import { isOurProcess, logTail, processStartTime, sleep, spawnDetached, stopProcess } from './processes';
 import { requireStackFile, updateStackFile } from './stack-file';
 import { childEnvironment, WORKER_INHERITS } from './child-env';
+import { stackConnectionOptions } from './temporal-tls';
 
 /**
  * The dev stack's worker processes: `node --import tsx src/worker.ts`, named worker-1..N. Their names are their
@@ -53,6 +54,7 @@ export async function startWorkers(dataDir: string, count: number, taskQueue: st
         CRONLEDGER_DATA_DIR: dataDir,
         TEMPORAL_ADDRESS: stack.temporal.address,
         TEMPORAL_NAMESPACE: stack.namespace,
+        ...temporalTlsEnv(stack.temporal.tls),
         DATABASE_URL: stack.postgres.databaseUrl,
         CRONLEDGER_TASK_QUEUE: taskQueue,
         CRONLEDGER_WORKER_ID: id,
@@ -93,7 +95,7 @@ async function waitUntilPolling(
 ): Promise<void> {
   if (workers.length === 0) return;
   const deadline = Date.now() + READY_TIMEOUT_MS;
-  const connection = await Connection.connect({ address: stack.temporal.address, connectTimeout: '5s' });
+  const connection = await Connection.connect({ ...stackConnectionOptions(stack), connectTimeout: '5s' });
   try {
     for (;;) {
       for (const w of workers) {

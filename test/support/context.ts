@@ -7,6 +7,7 @@ import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { inject } from 'vitest';
 import { connectClient } from '../../src/client';
+import { temporalTlsEnv, type TemporalTls } from '../../src/config';
 import { createPool } from '../../src/db/pool';
 import { OWNER_ROLE } from '../../src/db/roles';
 import './provided';
@@ -15,6 +16,8 @@ export interface TestContext {
   /** The test file's own Temporal namespace, named after the file. */
   namespace: string;
   temporalAddress: string;
+  /** Server mode: the client certificate the suite's Temporal requires (undefined on the dev server). */
+  temporalTls?: TemporalTls;
   /** A fresh, migrated database for this context only, as the application role (what workers and the CLI use). */
   databaseUrl: string;
   pool: pg.Pool;
@@ -25,7 +28,10 @@ export interface TestContext {
   client: Client;
   /** Unique per context, so workers of one test never pick up another's tasks. */
   taskQueue: string;
-  /** Environment for CLI subprocesses (runCli) that points them at this context and nothing else. */
+  /**
+   * Environment for CLI subprocesses (runCli) that points them at this context and nothing else (in server mode with
+   * the client certificate: strip TEMPORAL_TLS_* when pointing it at another server).
+   */
   env: NodeJS.ProcessEnv;
   close(): Promise<void>;
 }
@@ -42,7 +48,7 @@ export async function createTestContext(importMetaUrl: string): Promise<TestCont
   const ownerDatabaseUrl = withDatabase(stack.ownerDatabaseUrl, database);
   const readonlyDatabaseUrl = withDatabase(stack.readonlyDatabaseUrl, database);
   const pool = createPool(databaseUrl);
-  const client = await connectClient({ temporalAddress: stack.temporalAddress, namespace });
+  const client = await connectClient({ temporalAddress: stack.temporalAddress, namespace, temporalTls: stack.temporalTls });
   await client.connection.workflowService.describeNamespace({ namespace }).catch((err: Error) => {
     throw new Error(
       `namespace ${namespace} does not exist on the test server (${err.message}); the global setup creates one per test/**/*.test.ts file`,
@@ -53,6 +59,7 @@ export async function createTestContext(importMetaUrl: string): Promise<TestCont
   const taskQueue = `${namespace}-${randomUUID().slice(0, 8)}`;
   const env: NodeJS.ProcessEnv = {
     ...process.env,
+    ...temporalTlsEnv(stack.temporalTls),
     TEMPORAL_ADDRESS: stack.temporalAddress,
     TEMPORAL_NAMESPACE: namespace,
     DATABASE_URL: databaseUrl,
@@ -63,6 +70,7 @@ export async function createTestContext(importMetaUrl: string): Promise<TestCont
   return {
     namespace,
     temporalAddress: stack.temporalAddress,
+    temporalTls: stack.temporalTls,
     databaseUrl,
     pool,
     ownerDatabaseUrl,
@@ -116,3 +124,7 @@ function withDatabase(databaseUrl: string, database: string): string {
   url.pathname = `/${database}`;
   return url.toString();
 }
+
+/** An environment without the suite server's client certificate, for a CLI pointed at a test's private dev server. */
+export const withoutTls = (env: NodeJS.ProcessEnv): NodeJS.ProcessEnv =>
+  Object.fromEntries(Object.entries(env).filter(([k]) => !k.startsWith('TEMPORAL_TLS_')));

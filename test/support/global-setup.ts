@@ -71,6 +71,7 @@ async function startTestStack(
     const provided: TestStack = {
       temporalAddress: up.stack.temporal.address,
       temporalMode,
+      temporalTls: up.stack.temporal.tls,
       uiUrl: up.stack.temporal.uiUrl,
       // Some tests start a private dev server whatever the mode (a server whose visibility never catches up).
       temporalCli: up.stack.temporal.cli || (await resolveTemporalCli()).path,

@@ -4,7 +4,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { connectClient } from '../../src/client';
-import type { TemporalMode } from '../../src/config';
+import type { TemporalMode, TemporalTls } from '../../src/config';
 import { freePort } from '../../src/dev/ports';
 import { devServerTuningArgs } from '../../src/dev/temporal-server';
 import { startStack, stopStack } from '../../src/dev/stack';
@@ -18,6 +18,8 @@ import { TASK_ID_KEY, TIER_KEY, USER_ID_KEY } from '../../src/schedules/task-sch
  */
 export interface PrivateTemporal {
   readonly address: string;
+  /** The client certificate its frontend requires (server mode); undefined for the dev server. */
+  readonly temporalTls?: TemporalTls;
   /** Valid while it runs; a new one after each start(). */
   readonly client: Client;
   stop(): Promise<void>;
@@ -71,7 +73,8 @@ async function privateServer(): Promise<PrivateTemporal> {
   const dataDir = mkdtempSync(join(tmpdir(), 'cronledger-restart-'));
   const up = await startStack({ dataDir, workers: 0, admin: false, temporal: 'server', log: () => undefined });
   const address = up.stack.temporal.address;
-  let client: Client | undefined = await connectClient({ temporalAddress: address, namespace: 'default' });
+  const temporalTls = up.stack.temporal.tls;
+  let client: Client | undefined = await connectClient({ temporalAddress: address, namespace: 'default', temporalTls });
   const stop = async () => {
     await client?.connection.close();
     client = undefined;
@@ -79,6 +82,7 @@ async function privateServer(): Promise<PrivateTemporal> {
   };
   return {
     address,
+    temporalTls,
     get client() {
       if (!client) throw new Error('the private Temporal server is stopped');
       return client;
@@ -86,7 +90,7 @@ async function privateServer(): Promise<PrivateTemporal> {
     stop,
     async start() {
       await startTemporalCluster(dataDir);
-      client = await connectClient({ temporalAddress: address, namespace: 'default' });
+      client = await connectClient({ temporalAddress: address, namespace: 'default', temporalTls });
     },
     async teardown() {
       await client?.connection.close();

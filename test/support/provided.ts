@@ -1,4 +1,4 @@
-import type { TemporalMode } from '../../src/config';
+import type { TemporalMode, TemporalTls } from '../../src/config';
 
 /** What the global setup hands every test file through `inject('stack')`. */
 export interface TestStack {
@@ -6,6 +6,8 @@ export interface TestStack {
   temporalAddress: string;
   /** `dev`: the dev server (default); `server`: the Temporal server on PostgreSQL (CRONLEDGER_TEST_TEMPORAL=server). */
   temporalMode: TemporalMode;
+  /** Server mode: the frontend requires this client certificate (mutual TLS); the dev server has none. */
+  temporalTls?: TemporalTls;
   uiUrl: string;
   /** Absolute path of the temporal binary, for tests that start a server of their own. */
   temporalCli: string;

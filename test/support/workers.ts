@@ -1,5 +1,7 @@
 import { bundleWorkflowCode, NativeConnection, type Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import type pg from 'pg';
+import { temporalConnectionOptions } from '../../src/client';
+import type { TemporalTls } from '../../src/config';
 import { MockProvider } from '../../src/models/mock-provider';
 import type { ActivityDeps } from '../../src/activities';
 import { createCronledgerWorker, workflowsPath } from '../../src/worker-setup';
@@ -23,13 +25,15 @@ export interface WorkerFleet {
  * `deps` overrides the activities' dependencies (the provider, the reports folder, the webhook); the mock model by default.
  */
 export async function startWorkers(
-  ctx: { temporalAddress: string; namespace: string; taskQueue: string; pool: pg.Pool },
+  /** temporalTls: the client certificate a server in server mode requires (a test context's, or a private server's). */
+  ctx: { temporalAddress: string; namespace: string; taskQueue: string; pool: pg.Pool; temporalTls?: TemporalTls },
   count = 1,
   deps: Partial<Omit<ActivityDeps, 'pool' | 'workerId'>> = {},
 ): Promise<WorkerFleet> {
   const workflowBundleCode = await workflowBundle();
   // One connection per worker, like separate replicas: the SDK refuses two workers on one connection and task queue.
-  const connections = await Promise.all(Array.from({ length: count }, () => NativeConnection.connect({ address: ctx.temporalAddress })));
+  const options = temporalConnectionOptions(ctx);
+  const connections = await Promise.all(Array.from({ length: count }, () => NativeConnection.connect(options)));
   const workers = await Promise.all(
     connections.map((connection, i) =>
       createCronledgerWorker({

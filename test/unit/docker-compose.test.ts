@@ -1,10 +1,12 @@
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, relative } from 'node:path';
+import { basename, join, relative } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
-import { repoRoot, TEMPORAL_SERVICES, type StackFile } from '../../src/config';
+import { repoRoot, TEMPORAL_SERVICES, TEMPORAL_TLS_SERVER_NAME, temporalTlsEnv, type StackFile } from '../../src/config';
+import { MAKE_CERTS_SCRIPT } from '../../src/dev/temporal-tls';
+import { PAYLOAD_KEYS_FILE_VARIABLE } from '../../src/payload-codec';
 import { SEARCH_ATTRIBUTES } from '../../src/constants';
 import { TEMPORAL_CONFIG_DIR, TEMPORAL_CONFIG_ENV, temporalServerEnvironment, temporalServiceArgs } from '../../src/dev/temporal-cluster';
 import { DEV_SERVER_DYNAMIC_CONFIG } from '../../src/dev/temporal-server';
@@ -44,27 +46,39 @@ const compose = parse(readFileSync(join(root, 'docker-compose.yml'), 'utf8'), { 
   services: Record<string, Service>;
   volumes: Record<string, unknown>;
   secrets: Record<string, { file: string }>;
+  'x-temporal-client-tls': Record<string, string>;
 };
 /** Jobs that run once and exit (others wait for service_completed_successfully): no healthcheck to give. */
-const ONE_SHOTS = ['temporal-db-roles', 'temporal-schema', 'temporal-setup', 'migrate'];
+const ONE_SHOTS = ['temporal-certs', 'temporal-db-roles', 'temporal-schema', 'temporal-setup', 'migrate'];
 /** The image whose start script renders its config file into the image, so its root file system must stay writable. */
 const WRITABLE_ROOT = ['temporal-ui'];
 /**
  * Images left on their version tag: no digest for these exact tags could be verified (no registry access here, and no
  * two independent public sources agreeing on one). Each carries a comment saying so in docker-compose.yml.
  */
-const UNPINNED = ['temporalio/server:1.29.1', 'temporalio/admin-tools:1.29.1-tctl-1.18.4-cli-1.5.0', 'temporalio/ui:2.42.1'];
+const UNPINNED = [
+  'temporalio/server:1.29.1',
+  'temporalio/admin-tools:1.29.1-tctl-1.18.4-cli-1.5.0',
+  'temporalio/ui:2.42.1',
+  'alpine/openssl:3.3.2',
+];
 const BUILT = 'cronledger-worker'; // this repository's Dockerfile, whose base image is pinned
 const { services } = compose;
 const worker = services.worker;
 const script = (s: Service) => [s.entrypoint, s.command].flat().join('\n');
+
+/** Variables read through a constant or a library: the payload keys file, and the TLS settings @temporalio/envconfig reads. */
+const READ_THROUGH_NAMES = [PAYLOAD_KEYS_FILE_VARIABLE, ...Object.keys(temporalTlsEnv({ dir: '/tls', serverName: 'x' }))];
+/** Where the `temporal-tls` volume (deploy/temporal/make-certs.sh's files) is mounted in every service that uses it. */
+const TLS_DIR = '/etc/cronledger/tls';
+const TLS_MOUNT = `temporal-tls:${TLS_DIR}`;
 
 /**
  * Every environment variable the source reads, as `env.NAME`, `process.env.NAME` or `env['NAME']`, and each secret
  * setting read with `secretSetting('NAME')` (or `requiredSecret('NAME')`), as NAME and NAME_FILE.
  */
 function envVarsReadBySource(): Set<string> {
-  const names = new Set<string>();
+  const names = new Set<string>(READ_THROUGH_NAMES);
   const files = readdirSync(join(root, 'src'), { recursive: true, encoding: 'utf8' }).filter((f) => f.endsWith('.ts'));
   for (const file of files) {
     const text = readFileSync(join(root, 'src', file), 'utf8');
@@ -102,6 +116,7 @@ describe('docker-compose.yml', () => {
         'temporal-postgresql',
         'temporal-schema',
         'temporal-setup',
+        'temporal-certs',
         'temporal-ui',
         'prometheus',
         'worker',
@@ -110,7 +125,10 @@ describe('docker-compose.yml', () => {
     for (const service of TEMPORAL_SERVICES) {
       const s = services[`temporal-${service}`];
       expect(s.environment).toMatchObject({ POSTGRES_SEEDS: 'temporal-postgresql', TEMPORAL_DB: 'temporal' });
-      expect(s.depends_on).toEqual({ 'temporal-schema': { condition: 'service_completed_successfully' } });
+      expect(s.depends_on).toEqual({
+        'temporal-schema': { condition: 'service_completed_successfully' },
+        'temporal-certs': { condition: 'service_completed_successfully' },
+      });
     }
     expect(script(services['temporal-schema'])).toContain('--ep temporal-postgresql');
   });
@@ -122,6 +140,7 @@ describe('docker-compose.yml', () => {
     expect(images).toEqual({
       'temporal-postgresql': 'postgres:16.14',
       'temporal-db-roles': 'postgres:16.14',
+      'temporal-certs': 'alpine/openssl:3.3.2',
       'temporal-schema': `temporalio/admin-tools:${TEMPORAL_SERVER_VERSION.slice(1)}-tctl-1.18.4-cli-1.5.0`,
       'temporal-history': server,
       'temporal-matching': server,
@@ -197,7 +216,7 @@ describe('docker-compose.yml', () => {
       admin: ['127.0.0.1:8234:8234'],
     });
     for (const s of Object.values(services)) expect(s).not.toHaveProperty('network_mode');
-    expect(services['temporal-ui'].environment).toEqual({ TEMPORAL_ADDRESS: 'temporal-frontend:7233' });
+    expect(services['temporal-ui'].environment?.TEMPORAL_ADDRESS).toBe('temporal-frontend:7233');
   });
 
   it('keeps every secret in a file: no password, token, key or URL with credentials in any environment', () => {
@@ -327,7 +346,7 @@ describe('docker-compose.yml', () => {
   });
 
   it("keeps the roles' secrets apart: the model key only for workers, the read-only URL only for the admin page", () => {
-    expect(worker.secrets).toEqual(['ledger_app_url', 'openai_api_key', 'report_webhook_secret']);
+    expect(worker.secrets).toEqual(['ledger_app_url', 'openai_api_key', 'report_webhook_secret', 'payload_keys']);
     expect(worker.environment?.OPENAI_API_KEY_FILE).toBe('/run/secrets/openai_api_key');
     for (const [name, s] of Object.entries(services)) {
       if (name !== 'worker') expect([name, s.secrets ?? []]).not.toEqual([name, expect.arrayContaining(['openai_api_key'])]);
@@ -336,7 +355,7 @@ describe('docker-compose.yml', () => {
   });
 
   it('keeps report artifacts on a volume the replicas share', () => {
-    expect(worker.volumes).toEqual([`reports:${worker.environment?.CRONLEDGER_REPORTS_DIR}`]);
+    expect(worker.volumes).toEqual([`reports:${worker.environment?.CRONLEDGER_REPORTS_DIR}`, `${TLS_MOUNT}:ro`]);
     expect(Object.keys(compose.volumes)).toContain('reports');
   });
 
@@ -364,7 +383,11 @@ describe('docker-compose.yml', () => {
     const devEnvironment = (): Record<string, string> => {
       const ports = { grpc: 7300, membership: 20300 };
       const stack = {
-        temporal: { port: 7233, server: { databases: { temporal: 'temporal', visibility: 'temporal_visibility' }, ports: {} } },
+        temporal: {
+          port: 7233,
+          tls: { dir: '/tmp/cronledger-data/temporal-tls', serverName: TEMPORAL_TLS_SERVER_NAME },
+          server: { databases: { temporal: 'temporal', visibility: 'temporal_visibility' }, ports: {} },
+        },
         postgres: { port: 5432, passwords: { temporal: 'x' } },
       } as unknown as StackFile;
       Object.assign(stack.temporal.server!.ports, { frontendHttp: 7243, frontend: ports, history: ports, matching: ports, worker: ports });
@@ -377,7 +400,7 @@ describe('docker-compose.yml', () => {
       expect(exec).toEqual(['temporal-server', ...temporalServiceArgs('/etc/cronledger', 'frontend').slice(0, -1), '"$$0"']);
       for (const service of TEMPORAL_SERVICES) {
         const s = services[`temporal-${service}`];
-        expect([service, s.command, s.volumes, s.entrypoint]).toEqual([service, [service], [mount], entrypoint]);
+        expect([service, s.command, s.volumes, s.entrypoint]).toEqual([service, [service], [mount, `${TLS_MOUNT}:ro`], entrypoint]);
       }
       expect(composeEnvironment().DYNAMIC_CONFIG_FILE_PATH).toBe('/etc/cronledger/config/dynamicconfig.yaml');
       expect(devEnvironment().DYNAMIC_CONFIG_FILE_PATH).toMatch(/\/dynamicconfig\.yaml$/);
@@ -425,7 +448,7 @@ describe('docker-compose.yml', () => {
         value !== null && typeof value === 'object'
           ? Object.entries(value).flatMap(([k, v]) => leaves(v, `${path}.${k}`))
           : [[path, value]];
-      const addressing = /connectaddr|port$|bindonip|broadcastaddress|rpcaddress|httpaddress|filepath/i;
+      const addressing = /connectaddr|port$|bindonip|broadcastaddress|rpcaddress|httpaddress|filepath|certfile|keyfile|cafiles\.\d+$/i;
       const comparable = (env: Record<string, string>) => leaves(render(env)).filter(([path]) => !addressing.test(path));
       const compose = comparable(composeEnvironment());
       const dev = comparable(devEnvironment());
@@ -433,6 +456,108 @@ describe('docker-compose.yml', () => {
       expect(compose).toContainEqual(['.persistence.datastores.default.sql.pluginName', 'postgres12']);
       expect(compose).toContainEqual(['.persistence.numHistoryShards', 4]);
       expect(dev).toEqual(compose);
+    });
+  });
+
+  describe("Temporal's door: mutual TLS on the frontend, and payloads encrypted", () => {
+    const template = readFileSync(join(TEMPORAL_CONFIG_DIR, `${TEMPORAL_CONFIG_ENV}.yaml`), 'utf8');
+    const clients = ['worker', 'cli', 'admin', 'temporal-setup'];
+
+    it('renders a frontend that requires a client certificate signed by the CA, and a system worker that shows one', () => {
+      const binaries = findTemporalServerBinaries();
+      if (!binaries) throw new Error('the Temporal server binary is missing: build it with `./scripts/install.sh --with-temporal-server`');
+      const rendered = parse(
+        execFileSync(binaries.server, ['--config', TEMPORAL_CONFIG_DIR, '--env', TEMPORAL_CONFIG_ENV, 'render-config'], {
+          env: { PATH: process.env.PATH, BIND_ON_IP: '0.0.0.0', POSTGRES_PWD: 'x' },
+          encoding: 'utf8',
+          stdio: ['ignore', 'pipe', 'ignore'],
+        }),
+      ) as { global: { tls: Record<string, Record<string, unknown>> } };
+      const tls = rendered.global.tls;
+      expect(tls.frontend.server).toMatchObject({
+        certFile: `${TLS_DIR}/frontend.crt`,
+        keyFile: `${TLS_DIR}/frontend.key`,
+        requireClientAuth: true,
+        clientCaFiles: [`${TLS_DIR}/ca.crt`],
+      });
+      // Temporal's worker service (schedules) calls the frontend too, and must show a certificate like any client.
+      expect(tls.systemWorker).toMatchObject({
+        certFile: `${TLS_DIR}/client.crt`,
+        keyFile: `${TLS_DIR}/client.key`,
+        client: { serverName: TEMPORAL_TLS_SERVER_NAME, rootCaFiles: [`${TLS_DIR}/ca.crt`] },
+      });
+      expect(template).toContain('requireClientAuth: true');
+    });
+
+    it('makes the certificates in a one-shot into a volume that every Temporal service mounts read-only', () => {
+      const certs = services['temporal-certs'];
+      expect(certs.entrypoint).toEqual(['/bin/sh', `/etc/cronledger/config/${basename(MAKE_CERTS_SCRIPT)}`, '/tls']);
+      expect(certs.volumes).toEqual([`./${relative(root, TEMPORAL_CONFIG_DIR)}:/etc/cronledger/config:ro`, 'temporal-tls:/tls']);
+      expect(Object.keys(compose.volumes)).toContain('temporal-tls');
+      for (const service of TEMPORAL_SERVICES) {
+        const s = services[`temporal-${service}`];
+        expect([service, s.volumes]).toEqual([service, expect.arrayContaining([`${TLS_MOUNT}:ro`])]);
+        expect([service, s.depends_on?.['temporal-certs']]).toEqual([service, { condition: 'service_completed_successfully' }]);
+      }
+    });
+
+    it('has every client present the client certificate: workers, the CLI, the admin page, the setup job and the Web UI server', () => {
+      const expected = temporalTlsEnv({ dir: TLS_DIR, serverName: TEMPORAL_TLS_SERVER_NAME });
+      expect(compose['x-temporal-client-tls']).toEqual(expected);
+      for (const name of clients) {
+        const s = services[name];
+        expect([name, s.environment]).toEqual([name, expect.objectContaining({ ...expected, TEMPORAL_ADDRESS: 'temporal-frontend:7233' })]);
+        expect([name, s.volumes]).toEqual([name, expect.arrayContaining([`${TLS_MOUNT}:ro`])]);
+      }
+      // The Web UI server's config template has its own names for the same files.
+      const ui = services['temporal-ui'];
+      expect(ui.environment).toMatchObject({
+        TEMPORAL_TLS_CA: `${TLS_DIR}/ca.crt`,
+        TEMPORAL_TLS_CERT: `${TLS_DIR}/client.crt`,
+        TEMPORAL_TLS_KEY: `${TLS_DIR}/client.key`,
+        TEMPORAL_TLS_SERVER_NAME: TEMPORAL_TLS_SERVER_NAME,
+        TEMPORAL_TLS_ENABLE_HOST_VERIFICATION: 'true',
+      });
+      expect(ui.volumes).toEqual([`${TLS_MOUNT}:ro`]);
+      // Every service that talks to the frontend is one of these, or a Temporal service (none is left without TLS).
+      const talksToFrontend = Object.entries(services)
+        .filter(([, s]) => Object.values(s.environment ?? {}).some((v) => String(v).includes('temporal-frontend:7233')))
+        .map(([name]) => name);
+      expect(talksToFrontend.filter((n) => !n.startsWith('temporal-') || n === 'temporal-setup').sort()).toEqual([...clients].sort());
+    });
+
+    it('makes certificates that verify, with the frontend named as its clients check it, and a client-only client certificate', () => {
+      const dir = mkdtempSync(join(tmpdir(), 'cronledger-certs-'));
+      try {
+        execFileSync('sh', [MAKE_CERTS_SCRIPT, dir], { encoding: 'utf8' });
+        const files = (names: string[]) => names.map((n) => join(dir, n));
+        expect(
+          execFileSync('openssl', ['verify', '-CAfile', ...files(['ca.crt', 'frontend.crt', 'client.crt'])], { encoding: 'utf8' }),
+        ).toBe(`${join(dir, 'frontend.crt')}: OK\n${join(dir, 'client.crt')}: OK\n`);
+        const text = (n: string) => execFileSync('openssl', ['x509', '-noout', '-text', '-in', join(dir, n)], { encoding: 'utf8' });
+        expect(text('frontend.crt')).toContain(`DNS:${TEMPORAL_TLS_SERVER_NAME}, DNS:localhost, IP Address:127.0.0.1`);
+        expect(text('frontend.crt')).toMatch(/Extended Key Usage: *\n *TLS Web Server Authentication\n/);
+        expect(text('client.crt')).toMatch(/Extended Key Usage: *\n *TLS Web Client Authentication\n/);
+        expect(readdirSync(dir).sort()).toEqual(['ca.crt', 'client.crt', 'client.key', 'frontend.crt', 'frontend.key']); // no CA key left
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    });
+
+    it('encrypts payloads with a key from a secret file in every process that talks to Temporal, and points the Web UI at /codec', () => {
+      expect(compose.secrets.payload_keys.file).toBe('./secrets/payload_keys');
+      for (const name of ['worker', 'cli', 'admin']) {
+        expect([name, services[name].secrets]).toEqual([name, expect.arrayContaining(['payload_keys'])]);
+        expect([name, services[name].environment?.[PAYLOAD_KEYS_FILE_VARIABLE]]).toEqual([name, '/run/secrets/payload_keys']);
+      }
+      const adminPort = /--port\s+(\d+)/.exec(script(services.admin))![1];
+      expect(services['temporal-ui'].environment).toMatchObject({
+        TEMPORAL_CODEC_ENDPOINT: `http://127.0.0.1:${adminPort}/codec`,
+        TEMPORAL_CODEC_INCLUDE_CREDENTIALS: 'true',
+      });
+      // /codec's CORS answers the origin the admin page is told the Web UI has, which is where compose publishes it.
+      const uiPort = services['temporal-ui'].ports![0].split(':')[1];
+      expect(services.admin.environment?.TEMPORAL_UI_URL).toBe(`http://127.0.0.1:${uiPort}`);
     });
   });
 
@@ -469,7 +594,7 @@ describe('docker-compose.yml', () => {
 
     it('runs the admin page off loopback with its token from the secret Prometheus reads, as the read-only role', () => {
       expect(compose.secrets.admin_token.file).toBe('./secrets/admin_token');
-      expect(admin.secrets).toEqual(['admin_token', 'ledger_readonly_url']);
+      expect(admin.secrets).toEqual(['admin_token', 'ledger_readonly_url', 'payload_keys']);
       expect(prometheus.secrets).toEqual(['admin_token']);
       // compose mounts a secret at /run/secrets/<name>: the admin reads its token there, and Prometheus sends the same file
       const secretPath = '/run/secrets/admin_token';

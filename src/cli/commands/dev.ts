@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { dataDir, redactDatabaseUrl, secretSetting, TEMPORAL_SERVICES, type TemporalMode } from '../../config';
+import { dataDir, redactDatabaseUrl, secretSetting, TEMPORAL_SERVICES, temporalTlsEnv, type TemporalMode } from '../../config';
 import { BUDGET_SWEEP_SCHEDULE_ID, DEFAULT_TASK_QUEUE } from '../../constants';
 import { ensurePostgresBinDir } from '../../dev/postgres';
 import { requireStackFile } from '../../dev/stack-file';
@@ -118,6 +118,8 @@ export function registerDevCommands(program: Command): void {
         `# cronledger stack in ${dir}: these lines hold passwords; do not paste them into logs or tickets`,
         `export TEMPORAL_ADDRESS=${quote(stack.temporal.address)}`,
         `export TEMPORAL_NAMESPACE=${quote(stack.namespace)}`,
+        // server mode: the client certificate, for cronledger and the temporal CLI alike (both read TEMPORAL_TLS_*)
+        ...Object.entries(temporalTlsEnv(stack.temporal.tls)).map(([k, v]) => `export ${k}=${quote(v)}`),
         `export DATABASE_URL=${quote(stack.postgres.databaseUrl)}`,
         stack.postgres.ownerDatabaseUrl
           ? `export DATABASE_OWNER_URL=${quote(stack.postgres.ownerDatabaseUrl)}`
