@@ -2,6 +2,7 @@
 import js from '@eslint/js';
 import globals from 'globals';
 import tseslint from 'typescript-eslint';
+import { createNodeResolver, importX } from 'eslint-plugin-import-x';
 
 export default tseslint.config(
   { ignores: ['node_modules/', '.cronledger/', 'coverage/'] },
@@ -20,6 +21,18 @@ export default tseslint.config(
       eqeqeq: ['error', 'always'],
       'no-console': 'off',
     },
+  },
+  {
+    // No import cycles: a module's dependencies load before it, and the layers (test/unit/layers.test.ts) read top to
+    // bottom. Type-only imports count too: a cycle of types is still two files that can't be read apart.
+    files: ['**/*.ts'],
+    plugins: { 'import-x': importX },
+    settings: {
+      'import-x/extensions': ['.ts', '.js'],
+      'import-x/parsers': { '@typescript-eslint/parser': ['.ts'] },
+      'import-x/resolver-next': [createNodeResolver({ extensions: ['.ts', '.js', '.json'] })],
+    },
+    rules: { 'import-x/no-cycle': 'error' },
   },
   {
     // Workflow code runs in Temporal's deterministic sandbox: no Node modules, no I/O. It may import only the workflow

@@ -5,7 +5,8 @@ import { reconcileSchedule } from './reconcile-schedule';
 import { resumeSchedule } from './resume-schedule';
 import { ensureReportSchedule } from './report-schedule';
 import { ensureRollupSchedule } from './rollup-schedule';
-import { isManagedTaskSchedule, scheduleOptionsFor, taskFingerprint } from './task-schedule';
+import { isManagedTaskSchedule } from './schedule-memos';
+import { scheduleOptionsFor, taskFingerprint } from './task-schedule';
 import type { Task, TasksFile } from '../tasks/tasks-file';
 
 export type Change = { action: 'created' | 'updated' | 'paused' | 'resumed' | 'deleted' | 'unchanged'; scheduleId: string };

@@ -2,7 +2,7 @@ import { ScheduleNotFoundError, type Client, type ScheduleDescription } from '@t
 import { taskScheduleId } from '../constants';
 import { UserError } from '../errors';
 import { retryDeadlineExceeded } from './read-retry';
-import { isManagedTaskSchedule } from './task-schedule';
+import { isManagedTaskSchedule } from './schedule-memos';
 
 export async function describeOrUndefined(client: Client, scheduleId: string): Promise<ScheduleDescription | undefined> {
   try {

@@ -9,7 +9,7 @@ import { appliedTask, startRun } from './start-run';
 import { latestRunsWithCostPerTask } from '../db/runs';
 import { describeOrUndefined, describeTaskSchedule } from './describe-schedule';
 import { resumeSchedule } from './resume-schedule';
-import { appliedTaskOf, isManagedTaskSchedule } from './task-schedule';
+import { appliedTaskOf, isManagedTaskSchedule } from './schedule-memos';
 import { mapWithConcurrency, TEMPORAL_CALL_CONCURRENCY } from './bounded-concurrency';
 
 export interface TaskListing {

@@ -1,19 +1,7 @@
 import { ScheduleAlreadyRunning, type Client, type ScheduleDescription, type ScheduleOptions } from '@temporalio/client';
-import { z } from 'zod';
-import { MANAGED_BY_MEMO_KEY, MANAGED_BY_VALUE } from '../constants';
 import { UserError } from '../errors';
 import { describeOrUndefined } from './describe-schedule';
-
-/** Every cronledger schedule's action memo carries the fingerprint of what was applied (Temporal can't give a cron back). */
-const fingerprintMemo = z.object({ fingerprint: z.string() });
-
-/** The fingerprint in a schedule's action memo, or undefined when it has none (an old or foreign schedule). */
-export const appliedFingerprintOf = (description: ScheduleDescription): string | undefined =>
-  fingerprintMemo.safeParse(description.action.memo).data?.fingerprint;
-
-/** Whether a schedule's memo marks it as cronledger's, of this kind (`task`, `report`). */
-export const isManagedSchedule = (memo: Record<string, unknown> | undefined, kind: string): boolean =>
-  memo?.[MANAGED_BY_MEMO_KEY] === MANAGED_BY_VALUE && memo?.kind === kind;
+import { appliedFingerprintOf, isManagedSchedule } from './schedule-memos';
 
 export type ReconcileResult =
   | { outcome: 'created' }

@@ -5,7 +5,8 @@ import { fingerprintOf } from '../hash';
 import { parseTimeZone } from '../time-zone';
 import { monthlyReport, type MonthlyReportInput } from '../workflows/monthly-report';
 import { describeOrUndefined } from './describe-schedule';
-import { isManagedSchedule, reconcileSchedule } from './reconcile-schedule';
+import { reconcileSchedule } from './reconcile-schedule';
+import { isManagedReportSchedule } from './schedule-memos';
 
 /** At midnight on the 1st, in the schedule's zone: the previous month has just ended there. */
 export const REPORT_CRON = '0 0 1 * *';
@@ -41,8 +42,6 @@ export function reportScheduleOptions(timezone: string, taskQueue: string): Sche
     memo: { [MANAGED_BY_MEMO_KEY]: MANAGED_BY_VALUE, kind: 'report' },
   };
 }
-
-export const isManagedReportSchedule = (memo: Record<string, unknown> | undefined): boolean => isManagedSchedule(memo, 'report');
 
 /**
  * Creates or updates the `report-monthly` schedule so it fires `0 0 1 * *` in `timezone` on `taskQueue`. Running it

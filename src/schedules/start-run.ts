@@ -1,7 +1,8 @@
 import type { Client, WorkflowHandleWithFirstExecutionRunId, WorkflowIdReusePolicy } from '@temporalio/client';
 import { UserError } from '../errors';
 import { describeTaskSchedule } from './describe-schedule';
-import { appliedTaskOf, runInputOf, scheduleOptionsFor } from './task-schedule';
+import { appliedTaskOf } from './schedule-memos';
+import { runInputOf, scheduleOptionsFor } from './task-schedule';
 import type { Task } from '../tasks/tasks-file';
 import { scheduledRun, type ScheduledRunInput } from '../workflows/scheduled-run';
 

@@ -1,12 +1,11 @@
-import type { ScheduleDescription, ScheduleOptions } from '@temporalio/client';
+import type { ScheduleOptions } from '@temporalio/client';
 import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
-import { z } from 'zod';
 import { MANAGED_BY_MEMO_KEY, MANAGED_BY_VALUE, SEARCH_ATTRIBUTES, taskScheduleId } from '../constants';
 import { fingerprintOf } from '../hash';
 import { scheduledRun, type ScheduledRunInput } from '../workflows/scheduled-run';
 import { parseDuration } from '../tasks/duration';
-import { taskSchema, type Task } from '../tasks/tasks-file';
-import { isManagedSchedule } from './reconcile-schedule';
+import type { Task } from '../tasks/tasks-file';
+import type { TaskActionMemo } from './schedule-memos';
 
 export const TASK_ID_KEY = defineSearchAttributeKey(SEARCH_ATTRIBUTES.taskId, SearchAttributeType.KEYWORD);
 export const USER_ID_KEY = defineSearchAttributeKey(SEARCH_ATTRIBUTES.userId, SearchAttributeType.KEYWORD);
@@ -32,10 +31,6 @@ export function taskFingerprint(task: Task, taskQueue: string): string {
   const { paused: _paused, ...fields } = task;
   return fingerprintOf({ taskQueue, ...fields });
 }
-
-/** The memo every scheduled run carries (visible in the Web UI), including the task as applied. */
-const taskActionMemoSchema = z.object({ fingerprint: z.string(), task: taskSchema, input: z.string() });
-export type TaskActionMemo = z.infer<typeof taskActionMemoSchema>;
 
 /**
  * The schedule for a task. The action's workflow ID is `cron-<taskId>`; the server appends the nominal time, so each
@@ -68,9 +63,3 @@ export function scheduleOptionsFor(task: Task, taskQueue: string): ScheduleOptio
     memo: { [MANAGED_BY_MEMO_KEY]: MANAGED_BY_VALUE, kind: 'task', taskId: task.id },
   };
 }
-
-export const isManagedTaskSchedule = (memo: Record<string, unknown> | undefined): boolean => isManagedSchedule(memo, 'task');
-
-/** The task as last applied, read back from a schedule's action memo; undefined when the memo holds no valid task. */
-export const appliedTaskOf = (description: ScheduleDescription): TaskActionMemo | undefined =>
-  taskActionMemoSchema.safeParse(description.action.memo).data;
