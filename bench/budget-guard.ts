@@ -88,11 +88,9 @@ async function bulkLoad(owner: pg.Client, from: number, count: number): Promise<
   log(`  indexes rebuilt (${((performance.now() - t) / 1000).toFixed(0)} s)`);
   await owner.query('alter table usage_ledger enable trigger user');
   await owner.query(`delete from budget_months where user_id = '${USER}'`);
-  await owner.query(`delete from budget_month_deltas where user_id = '${USER}'`);
-  await owner.query(`delete from budget_month_shards where user_id = '${USER}'`);
   await owner.query(
     `insert into budget_months (user_id, time_zone, month, spent_usd)
-     select user_id, z.time_zone, (date_trunc('month', created_at at time zone z.time_zone))::date, sum(cost_usd)
+     select user_id, z.time_zone, budget_month_of(created_at, z.time_zone), sum(cost_usd)
        from usage_ledger, budget_zones z where user_id = '${USER}' group by 1, 2, 3`,
   );
   await owner.query('vacuum analyze usage_ledger');

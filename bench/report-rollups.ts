@@ -127,9 +127,6 @@ async function main(): Promise<void> {
   const rawPool = new pg.Pool({ connectionString: big.urlAs('app'), max: 1 });
   try {
     if (keep) await markKept(big, lateBefore);
-    // a kept database holds the month shards (deltas before migration 019) of the last run's late entries: fold them,
-    // as the budget-sweep schedule would have since
-    await big.pool.query('select budget_fold_all_deltas()');
     await loaded(small, SMALL);
 
     // The raw scan on a connection with the server's defaults: createPool turns JIT off for the application's
@@ -169,11 +166,10 @@ async function main(): Promise<void> {
     }
     if (keep) await markKept(big, lateBefore + late);
     const adminQueued = await timed(page); // reads the queued buckets current, without writing
-    // the late entries' month shards are not folded yet: the budget status reads them on top of the month rows
-    const budgetDeltas = await timed(() =>
+    // the late entries are in the month rows already (the ledger's trigger): the budget section reads them at once
+    const budgetLate = await timed(() =>
       budgetSection(big.pool, { month: MONTH, period: sample.period, runs: { blocked: 0n, downgraded: 0n } }),
     );
-    const fold = await timed(() => big.pool.query('select budget_fold_all_deltas()')); // the budget-sweep schedule's run
     const refresh = await timed(() => refreshRollups(big.pool)); // what the rollup-refresh schedule pays for them
     const afterLate = await best(report);
 
@@ -200,9 +196,8 @@ async function main(): Promise<void> {
       ['    of which: downgrade savings (best of 3; no downgrades in this month)', savings, ''],
       ['admin overview, read-only (best of 3)', admin, `${(raw / admin).toFixed(1)}x faster than raw`],
       [`admin overview with ${late} late entries queued (1%)`, adminQueued, `${(raw / adminQueued).toFixed(1)}x faster than raw`],
-      [`budget section with the ${late} late entries' month shards not folded`, budgetDeltas, ''],
+      [`budget section with the ${late} late entries just booked`, budgetLate, ''],
       [`refresh folding the ${late} late entries (the schedule's run)`, refresh, ''],
-      [`budget sweep folding their month shards (budget_fold_all_deltas)`, fold, ''],
       ['report after that refresh (best of 3)', afterLate, `${(raw / afterLate).toFixed(1)}x faster than raw`],
       [`month-to-date lookup, one user, ${SMALL} rows (median of 200)`, lookupSmall, ''],
       [

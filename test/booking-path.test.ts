@@ -178,8 +178,7 @@ describe('reserve_budget', () => {
       mayDowngrade: true,
       expirySeconds: 600,
     });
-    // no other decision held the user's month row: committed synchronously, durable as it returns (migration 019);
-    // test/decision-durability.test.ts crashes PostgreSQL after both kinds of decision
+    // one round trip: the decision commits synchronously, durable as it returns (test/decision-durability.test.ts)
     expect(sent).toHaveLength(1);
     expect(sent[0]).toContain('reserve_budget(');
     expect(decision.tier).toBe('default');

@@ -217,12 +217,8 @@ describe('50 runs racing at 95 % of the limit, on 3 worker processes', () => {
     try {
       // The barrier: hold the user's month row, so every decision queues on its lock; release once the three
       // worker processes all have decisions waiting there, so the racers meet.
-      // (bookings only append deltas since migration 015, so the row exists once a decision or a sweep made it)
+      // (the spend booked above made the row)
       await barrier.query('begin');
-      await barrier.query(
-        `insert into budget_months (user_id, time_zone, month) values ($1, 'UTC', date_trunc('month', now() at time zone 'UTC')) on conflict do nothing`,
-        [user],
-      );
       await barrier.query(`select 1 from budget_months where user_id = $1 for update`, [user]);
       const handles = await Promise.all(Array.from({ length: 50 }, () => startRun(user, `${ctx.taskQueue}-race`)));
       const deadline = Date.now() + 120_000;

@@ -11,7 +11,7 @@ import { createTestContext, type TestContext } from './support/context';
  * --user, the admin page) gives exactly what budgetStatus gives user by user, over users of every kind: a budget in
  * Europe/Berlin whose month starts and ends at other instants than UTC's, the default budget, no budget at all (before
  * the default takes effect), blocked, exactly 80 % (cheap) with an open reservation, and expired or settled
- * reservations that must not count, spend partly folded into the month rows and partly still in shards. Real PostgreSQL.
+ * reservations that must not count. Real PostgreSQL.
  */
 
 let ctx: TestContext;
@@ -53,8 +53,6 @@ beforeAll(async () => {
   // Berlin: 00:30 on 1 March there is still February in UTC; 00:30 on 1 April there (CEST) is still March in UTC
   await bookExactSpend(ctx.pool, `bs-b1-${tag}`, u.berlin, '1.25', new Date('2026-02-28T23:30:00Z'));
   await bookExactSpend(ctx.pool, `bs-b2-${tag}`, u.berlin, '2.000000000000000003', new Date('2026-03-15T12:00:00Z'));
-  // spent is the folded summary row plus the deltas booked since (migration 015): fold the first two, not the rest
-  await ctx.pool.query('select budget_fold_all_deltas()');
   await bookExactSpend(ctx.pool, `bs-b3-${tag}`, u.berlin, '4', new Date('2026-03-31T22:30:00Z'));
   await bookExactSpend(ctx.pool, `bs-d1-${tag}`, u.defaulted, '0.7', new Date('2026-03-05T08:00:00Z'));
   await bookExactSpend(ctx.pool, `bs-x1-${tag}`, u.blocked, '2.5', new Date('2026-03-02T08:00:00Z'));

@@ -179,8 +179,8 @@ describe('month-to-date summary', () => {
     await adjustEntry(ctx.pool, { entryId: entry.id, amount: '0.15', reason: 'test' });
     await creditUser(ctx.pool, { userId: user, amount: '0.05', reason: 'test' });
     const { rows } = await ctx.pool.query(
-      // the summary row plus the shards (migration 019) and deltas (015) not folded yet: what every reader of spent reads
-      `select to_char(month, 'YYYY-MM') as month, spent_usd from budget_month_spent where user_id = $1 and time_zone = 'UTC' order by 1`,
+      // the summary rows: what every reader of spent reads
+      `select to_char(month, 'YYYY-MM') as month, spent_usd from budget_months where user_id = $1 and time_zone = 'UTC' order by 1`,
       [user],
     );
     // the adjustment and credit are booked at now(), the usage in March
@@ -188,7 +188,7 @@ describe('month-to-date summary', () => {
     expect(march.spent_usd).toBe('0.600000000000000000');
     const ledgerTotal = (await ctx.pool.query('select sum(cost_usd) as s from usage_ledger where user_id = $1', [user])).rows[0].s;
     const summaryTotal = (
-      await ctx.pool.query(`select sum(spent_usd) as s from budget_month_spent where user_id = $1 and time_zone = 'UTC'`, [user])
+      await ctx.pool.query(`select sum(spent_usd) as s from budget_months where user_id = $1 and time_zone = 'UTC'`, [user])
     ).rows[0].s;
     expect(summaryTotal).toBe(ledgerTotal);
     expect(ledgerTotal).toBe('0.700000000000000000');
@@ -209,7 +209,7 @@ describe('month-to-date summary', () => {
     expect(march[0]).toMatchObject({ month: '2026-03', spentUsd: '0.600000000000000000', timeZone: 'Europe/Berlin' });
     expect(april[0]).toMatchObject({ month: '2026-04', spentUsd: '0.300000000000000000' });
     // In UTC both instants are March.
-    const utc = await ctx.pool.query(`select spent_usd from budget_month_spent where user_id = $1 and time_zone = 'UTC'`, [user]);
+    const utc = await ctx.pool.query(`select spent_usd from budget_months where user_id = $1 and time_zone = 'UTC'`, [user]);
     expect(utc.rows.map((r) => r.spent_usd)).toEqual(['0.900000000000000000']);
   });
 

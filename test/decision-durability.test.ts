@@ -12,12 +12,11 @@ import { PrivatePostgres } from './support/private-postgres';
 import { waitFor } from './support/wait';
 
 /**
- * A decision that queued for the user's month row commits asynchronously (it lets go of the row before its fsync) and
- * then waits for durability outside the lock; one that took the row at once commits synchronously (migration 019,
- * src/budgets/reserve.ts decideThenAwaitDurability). Both are crashed here: a private cluster dies right after
- * claimAndReserve returned, and the claim and the reservation must still be there after crash recovery. The WAL writer
- * is told to flush only every 10 s and never for volume, so a commit that nobody flushed is still in the WAL buffers
- * when the cluster dies, and recovery drops it.
+ * A decision commits synchronously (migration 022): when claimAndReserve returns, the claim and the reservation are on
+ * disk, whether the decision took the user's month row at once or queued behind another one for it. Both are crashed
+ * here: a private cluster dies right after claimAndReserve returned, and the claim and the reservation must still be
+ * there after crash recovery. The WAL writer is told to flush only every 10 s and never for volume, so a commit that
+ * nobody flushed is still in the WAL buffers when the cluster dies, and recovery drops it.
  */
 let dataDir: string;
 let postgres: PrivatePostgres;
@@ -95,7 +94,7 @@ it('a claim and reservation that claimAndReserve returned survive an immediate c
   });
 }, 120_000);
 
-it('so do they when the decision queued behind another one for the month row (its asynchronous commit)', async () => {
+it('so do they when the decision queued behind another one for the month row', async () => {
   const pool = createPool(postgres.databaseUrl);
   pool.on('error', () => undefined);
   const holder = new pg.Client({ connectionString: postgres.databaseUrl });

@@ -148,12 +148,9 @@ const ALLOWED: Record<string, string[]> = {
   budgets: ['SELECT', 'INSERT'], // budget versions, appended like prices
   model_downgrades: ['SELECT', 'INSERT'], // cheap model versions
   budget_zones: ['SELECT', 'INSERT'], // zones the month summary is kept in
-  budget_months: ['SELECT', 'INSERT', 'UPDATE'], // 008: month-to-date spend, kept by the ledger's insert trigger
+  budget_months: ['SELECT', 'INSERT', 'UPDATE'], // month-to-date spend, kept by the ledger's insert trigger
   budget_reservations: ['SELECT', 'INSERT', 'UPDATE'], // open until settled, released or expired
   budget_events: ['SELECT', 'INSERT', 'UPDATE'], // threshold events, marked delivered
-  budget_month_deltas: ['SELECT', 'INSERT', 'DELETE'], // 015: each booking's cost, appended, until a fold takes it
-  budget_month_spent: ['SELECT'], // 015 (019): view, the summary row plus its unfolded deltas and shards
-  budget_month_shards: ['SELECT', 'INSERT', 'UPDATE', 'DELETE'], // 019: a session's bookings added up, until a fold takes them
 };
 
 /**

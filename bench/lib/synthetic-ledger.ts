@@ -68,11 +68,9 @@ export async function bulkLoadMonth(owner: pg.Client, total: number, onBatch?: (
     await owner.query('alter table usage_ledger enable trigger user');
     await owner.query('alter table runs enable trigger user');
   }
-  await owner.query('delete from budget_month_deltas'); // the rebuild below counts every entry
-  await owner.query('delete from budget_month_shards');
   await owner.query(
     `insert into budget_months (user_id, time_zone, month, spent_usd)
-     select l.user_id, z.time_zone, (date_trunc('month', l.created_at at time zone z.time_zone))::date, sum(l.cost_usd)
+     select l.user_id, z.time_zone, budget_month_of(l.created_at, z.time_zone), sum(l.cost_usd)
        from usage_ledger l cross join budget_zones z group by 1, 2, 3
      on conflict (user_id, time_zone, month) do update set spent_usd = excluded.spent_usd`,
   );

@@ -6,7 +6,6 @@ import {
   reserveBudget,
   releaseReservations,
   sweepAllExpired,
-  foldAllDeltas,
   type PlannedCall,
   type ReserveDecision,
 } from '../budgets/reserve';
@@ -160,13 +159,9 @@ export const createBudgetActivities = (deps: BudgetActivityDeps) => {
       return { released: await releaseReservations(deps.pool, input.runId) };
     },
 
-    /**
-     * The sweeper: reservations past their expiry stop counting, in every month (a dead run's, a terminated one's), and
-     * what bookings added to their month shards (and any deltas from before migration 019) is folded into the summary
-     * rows (users who book without deciding).
-     */
-    async sweepExpiredReservations(): Promise<{ expired: number; folded: number }> {
-      return { expired: await sweepAllExpired(deps.pool), folded: await foldAllDeltas(deps.pool) };
+    /** The sweeper: reservations past their expiry are closed, in every month (a dead run's, a terminated one's). */
+    async sweepExpiredReservations(): Promise<{ expired: number }> {
+      return { expired: await sweepAllExpired(deps.pool) };
     },
 
     /** The sweeper: threshold events no run delivered that are due for another attempt (none without a webhook). */

@@ -24,14 +24,10 @@ export interface BudgetInForce {
   budgetId: string | null;
 }
 
+/** The budget in force for a user at an instant, as the decision finds it (budget_in_force, migration 022). */
 export async function budgetInForce(db: pg.Pool | pg.PoolClient, userId: string, at: Date): Promise<BudgetInForce> {
-  const { rows } = await db.query<BudgetRow>(
-    `(select * from budgets where user_id = $1 and effective_from <= $2 order by effective_from desc limit 1)
-     union all
-     (select * from budgets where user_id is null and effective_from <= $2 order by effective_from desc limit 1)`,
-    [userId, at],
-  );
-  const row = rows.find((r) => r.user_id === userId) ?? rows.find((r) => r.user_id === null);
+  const { rows } = await db.query<BudgetRow>('select * from budget_in_force($1, $2)', [userId, at]);
+  const row = rows[0];
   if (!row) return { userId, limitUsd: null, timeZone: 'UTC', source: 'none', budgetId: null };
   return {
     userId,

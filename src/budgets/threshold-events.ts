@@ -1,12 +1,13 @@
 import type pg from 'pg';
 
-/** A threshold event: the user's month reached 80 % (cheap from now on) or 100 % (blocked). */
+/** A threshold event: the user's month reached a band (budget_bands: cheap from 80 %, blocked from 100 %). */
 export interface BudgetEventRow {
   event_id: string;
   user_id: string;
   time_zone: string;
   month: string;
-  threshold: 80 | 100;
+  /** The band's starting percentage of the limit. */
+  threshold: number;
   limit_usd: string;
   spent_usd: string;
   reserved_usd: string;
@@ -15,13 +16,6 @@ export interface BudgetEventRow {
   attempts: number;
   last_attempt_at: Date | null;
 }
-
-/**
- * Stable per user, zone, month and threshold: a receiver drops repeats by it. reserve_budget records
- * the events under this same ID, in the decision's statement, once per user and month.
- */
-export const budgetEventId = (userId: string, timeZone: string, month: string, threshold: number): string =>
-  `budget:${userId}:${timeZone}:${month}:${threshold}`;
 
 export async function budgetEvent(db: pg.Pool, eventId: string): Promise<BudgetEventRow | null> {
   const { rows } = await db.query<BudgetEventRow>(`select *, to_char(month, 'YYYY-MM') as month from budget_events where event_id = $1`, [

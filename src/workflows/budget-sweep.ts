@@ -3,10 +3,8 @@ import type { Activities } from '../activities';
 
 /**
  * The budget sweeper, started by the `budget-sweep` schedule (every minute): reservations whose expiry has passed
- * are closed in every user's month (they stopped counting at their expiry; since migration 020 nothing else closes
- * them), and the same activity folds what bookings added to their month shards (migration 019); then threshold
- * events that no run delivered are posted
- * again under their own event IDs. A delivery that fails is left to a later pass (the event backs off), never fatal.
+ * are closed in every user's month (they stopped counting at their expiry; nothing else closes them), then threshold
+ * events that no run delivered are posted again under their own event IDs. A delivery that fails is left to a later pass (the event backs off), never fatal.
  *
  * Deterministic: no Node imports, no clock.
  */
