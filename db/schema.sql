@@ -80,6 +80,16 @@ end
 $$;
 
 --
+-- Name: budget_bands(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.budget_bands() RETURNS TABLE(tier text, from_percent integer)
+    LANGUAGE sql IMMUTABLE
+    AS $$
+  values ('cheap', 80), ('blocked', 100)
+$$;
+
+--
 -- Name: budget_book_ledger_entry(); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -88,10 +98,10 @@ CREATE FUNCTION public.budget_book_ledger_entry() RETURNS trigger
     AS $$
 begin
   perform pg_advisory_xact_lock_shared(hashtextextended('cronledger-budget-zones', 0));
-  insert into budget_month_shards as s (user_id, time_zone, month, shard, spent_usd)
-  select new.user_id, z.time_zone, (date_trunc('month', new.created_at at time zone z.time_zone))::date, pg_backend_pid(), new.cost_usd
+  insert into budget_months as m (user_id, time_zone, month, spent_usd)
+  select new.user_id, z.time_zone, budget_month_of(new.created_at, z.time_zone), new.cost_usd
     from budget_zones z order by z.time_zone
-  on conflict (user_id, time_zone, month, shard) do update set spent_usd = s.spent_usd + excluded.spent_usd;
+  on conflict (user_id, time_zone, month) do update set spent_usd = m.spent_usd + excluded.spent_usd;
   update budget_reservations set status = 'settled', closed_at = now(), settled_entry_id = new.id
    where idempotency_key = new.idempotency_key and status = 'open';
   return null;
@@ -99,54 +109,55 @@ end
 $$;
 
 --
--- Name: budget_fold_all_deltas(); Type: FUNCTION; Schema: public; Owner: -
+-- Name: budget_cheap_model(text, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.budget_fold_all_deltas() RETURNS integer
-    LANGUAGE plpgsql
+CREATE FUNCTION public.budget_cheap_model(p_model text, p_at timestamp with time zone) RETURNS text
+    LANGUAGE sql STABLE
     AS $$
-declare
-  v_folded integer;
-begin
-  insert into budget_months (user_id, time_zone, month)
-  select user_id, time_zone, month from budget_month_deltas
-  union
-  select user_id, time_zone, month from budget_month_shards
-  order by 1, 2, 3
-  on conflict do nothing;
-  with locked as materialized (
-    select m.user_id, m.time_zone, m.month from budget_months m
-     where (m.user_id, m.time_zone, m.month) in (select d.user_id, d.time_zone, d.month from budget_month_deltas d
-                                                 union all
-                                                 select s.user_id, s.time_zone, s.month from budget_month_shards s)
-     order by 1, 2, 3
-       for update of m skip locked
-  ), shards as materialized (
-    select s.user_id, s.time_zone, s.month, s.shard from budget_month_shards s join locked l using (user_id, time_zone, month)
-     order by 1, 2, 3, 4
-       for update of s skip locked
-  ), folded as (
-    delete from budget_month_deltas d using locked l
-     where d.user_id = l.user_id and d.time_zone = l.time_zone and d.month = l.month
-    returning d.user_id, d.time_zone, d.month, d.amount_usd
-  ), folded_shards as (
-    delete from budget_month_shards s using shards h
-     where s.user_id = h.user_id and s.time_zone = h.time_zone and s.month = h.month and s.shard = h.shard
-    returning s.user_id, s.time_zone, s.month, s.spent_usd
-  ), sums as (
-    select f.user_id, f.time_zone, f.month, sum(f.amount) as amount, count(*) as n
-      from (select user_id, time_zone, month, amount_usd as amount from folded
-            union all
-            select user_id, time_zone, month, spent_usd from folded_shards) f
-     group by 1, 2, 3
-  ), updated as (
-    update budget_months m set spent_usd = m.spent_usd + s.amount from sums s
-     where m.user_id = s.user_id and m.time_zone = s.time_zone and m.month = s.month
-    returning s.n
-  )
-  select coalesce(sum(u.n), 0) into v_folded from updated u;
-  return v_folded;
-end
+  select g.cheap_model from model_downgrades g where g.model = p_model and g.effective_from <= p_at order by g.effective_from desc limit 1
+$$;
+
+--
+-- Name: budget_choice(numeric, numeric, numeric, numeric, boolean); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.budget_choice(p_used numeric, p_limit numeric, p_default_worst numeric, p_cheap_worst numeric, p_downgrades boolean) RETURNS text
+    LANGUAGE sql IMMUTABLE
+    AS $$
+  select case when b.band = 'default' and p_used + p_default_worst <= p_limit then 'default'
+              when (b.band = 'cheap' or (b.band = 'default' and p_downgrades)) and p_used + p_cheap_worst <= p_limit then 'cheap'
+              else 'blocked' end
+    from (select budget_tier(p_used, p_limit) as band) b
+$$;
+
+--
+-- Name: budgets; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.budgets (
+    id bigint NOT NULL,
+    user_id text,
+    monthly_limit_usd numeric(38,18) NOT NULL,
+    time_zone text DEFAULT 'UTC'::text NOT NULL,
+    effective_from timestamp with time zone DEFAULT now() NOT NULL,
+    source text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT budgets_monthly_limit_usd_check CHECK ((monthly_limit_usd >= (0)::numeric))
+);
+
+--
+-- Name: budget_in_force(text, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.budget_in_force(p_user_id text, p_at timestamp with time zone) RETURNS SETOF public.budgets
+    LANGUAGE sql STABLE
+    AS $$
+  select b.* from (
+    (select * from budgets where user_id = p_user_id and effective_from <= p_at order by effective_from desc limit 1)
+    union all
+    (select * from budgets where user_id is null and effective_from <= p_at order by effective_from desc limit 1)
+  ) b order by b.user_id is null limit 1
 $$;
 
 --
@@ -157,11 +168,32 @@ CREATE FUNCTION public.budget_month_figures(p_user_id text, p_zone text, p_month
     LANGUAGE plpgsql STABLE
     AS $$
 begin
-  select coalesce((select s.spent_usd from budget_month_spent s where s.user_id = p_user_id and s.time_zone = p_zone and s.month = p_month), 0),
+  select coalesce((select m.spent_usd from budget_months m where m.user_id = p_user_id and m.time_zone = p_zone and m.month = p_month), 0),
          (select coalesce(sum(r.amount_usd), 0) from budget_reservations r
            where r.user_id = p_user_id and r.time_zone = p_zone and r.month = p_month and r.status = 'open' and r.expires_at > p_at)
     into spent, reserved;
 end
+$$;
+
+--
+-- Name: budget_month_of(timestamp with time zone, text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.budget_month_of(p_at timestamp with time zone, p_zone text) RETURNS date
+    LANGUAGE sql STABLE
+    AS $$
+  select (date_trunc('month', p_at at time zone p_zone))::date
+$$;
+
+--
+-- Name: budget_tier(numeric, numeric); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.budget_tier(p_used numeric, p_limit numeric) RETURNS text
+    LANGUAGE sql IMMUTABLE
+    AS $$
+  select coalesce((select b.tier from budget_bands() b where p_used * 100 >= p_limit * b.from_percent
+                    order by b.from_percent desc limit 1), 'default')
 $$;
 
 --
@@ -177,7 +209,7 @@ begin
   insert into budget_zones (time_zone) values (new.time_zone) on conflict do nothing;
   if not found then return null; end if;
   insert into budget_months (user_id, time_zone, month, spent_usd)
-  select l.user_id, new.time_zone, (date_trunc('month', l.created_at at time zone new.time_zone))::date, sum(l.cost_usd)
+  select l.user_id, new.time_zone, budget_month_of(l.created_at, new.time_zone), sum(l.cost_usd)
     from usage_ledger l group by 1, 3;
   return null;
 end
@@ -380,32 +412,23 @@ declare
   v_retried boolean;
   v_used numeric;
   v_limit numeric;
-  v_band text;
   v_tier text;
   v_worst numeric;
   v_event_ids jsonb := '[]'::jsonb;
-  v_contended boolean := false;
-  v_created integer;
   v_figures record;   -- spent and reserved of a user without a budget
 begin
-  select b.* into v_budget from (
-    (select * from budgets where user_id = p_user_id and effective_from <= v_at order by effective_from desc limit 1)
-    union all
-    (select * from budgets where user_id is null and effective_from <= v_at order by effective_from desc limit 1)
-  ) b order by b.user_id is null limit 1;
+  select * into v_budget from budget_in_force(p_user_id, v_at);
   if not found then
-    v_month := (date_trunc('month', v_at at time zone 'UTC'))::date;
+    v_month := budget_month_of(v_at, 'UTC');
     v_figures := budget_month_figures(p_user_id, 'UTC', v_month, v_at);
     return jsonb_build_object('tier', 'default', 'models', (select jsonb_object_agg(c ->> 'step', c ->> 'model') from jsonb_array_elements(p_calls) c),
       'worstCaseUsd', '0', 'eventIds', '[]'::jsonb, 'limitUsd', null, 'spentUsd', v_figures.spent::text,
-      'reservedUsd', v_figures.reserved::text, 'timeZone', 'UTC', 'month', to_char(v_month, 'YYYY-MM'),
-      'awaitDurability', false);
+      'reservedUsd', v_figures.reserved::text, 'timeZone', 'UTC', 'month', to_char(v_month, 'YYYY-MM'));
   end if;
-  v_month := (date_trunc('month', v_at at time zone v_budget.time_zone))::date;
+  v_month := budget_month_of(v_at, v_budget.time_zone);
   v_limit := v_budget.monthly_limit_usd;
 
-  -- Lock-free: each call's key and its worst case at its own model, and their sum, as arrays in the calls' order. The
-  -- cheap models are priced further down, only when the choice needs them.
+  -- Lock-free: each call's key and its worst case at its own model, and their sum, as arrays in the calls' order.
   select array_agg(p_run_id || ':' || w.step || ':' || w.attempt order by w.n), array_agg(w.step order by w.n),
          array_agg(w.model order by w.n), array_agg(w.cost order by w.n), bool_and(w.cost is not null), sum(w.cost)
     into v_keys, v_steps, v_models, v_costs, v_priced, v_default_worst
@@ -422,30 +445,21 @@ begin
     perform worst_case_cost(c, c ->> 'model', v_at) from jsonb_array_elements(p_calls) c;
   end if;
 
-  -- The lock on the user's month row, taken at once when free; otherwise the insert creates it (the month's first
-  -- decision, uncontended), or finds it there (DO NOTHING takes no lock) or being created by a concurrent decision:
-  -- then we queue, and commit asynchronously (see above).
-  perform from budget_months m where m.user_id = p_user_id and m.time_zone = v_budget.time_zone and m.month = v_month
-     for update skip locked;
+  -- The lock, held to the commit: no other decision and no booking of this month gets past it meanwhile.
+  select m.spent_usd into v_spent from budget_months m
+   where m.user_id = p_user_id and m.time_zone = v_budget.time_zone and m.month = v_month for update;
   if not found then
     insert into budget_months (user_id, time_zone, month) values (p_user_id, v_budget.time_zone, v_month) on conflict do nothing;
-    get diagnostics v_created = row_count;
-    v_contended := v_created = 0;
-    perform from budget_months m where m.user_id = p_user_id and m.time_zone = v_budget.time_zone and m.month = v_month for update;
-    if v_contended then
-      perform set_config('synchronous_commit', 'off', true);
-    end if;
+    select m.spent_usd into v_spent from budget_months m
+     where m.user_id = p_user_id and m.time_zone = v_budget.time_zone and m.month = v_month for update;
   end if;
 
-  -- Under the lock, one statement and so one snapshot: spent, reserved (open and not expired), and whether these keys
-  -- were reserved already (a retried request). The keys are probed one by one through the primary key
-  -- (LATERAL ... LIMIT 1): a join on `= any(keys)` is planned as a sequential scan while the table's statistics are
-  -- young.
-  select coalesce((select s.spent_usd from budget_month_spent s where s.user_id = p_user_id and s.time_zone = v_budget.time_zone and s.month = v_month), 0),
-         (select coalesce(sum(r.amount_usd), 0) from budget_reservations r
+  -- Reserved (open and not expired), and whether these keys were reserved already (a retried request). The keys are
+  -- probed one by one through the primary key (LATERAL ... LIMIT 1), never planned as a scan.
+  select (select coalesce(sum(r.amount_usd), 0) from budget_reservations r
            where r.user_id = p_user_id and r.time_zone = v_budget.time_zone and r.month = v_month and r.status = 'open' and r.expires_at > v_at),
          exists (select from unnest(v_keys) k(key) cross join lateral (select from budget_reservations r where r.idempotency_key = k.key limit 1) r)
-    into v_spent, v_reserved, v_retried;
+    into v_reserved, v_retried;
 
   if v_retried then
     -- the reservation already made for these keys, as it was made
@@ -454,21 +468,16 @@ begin
                'worstCaseUsd', coalesce(sum(r.amount_usd), 0)::text)
         from unnest(v_keys, v_steps, v_models) k(key, step, model) left join budget_reservations r on r.idempotency_key = k.key
     ) || jsonb_build_object('eventIds', '[]'::jsonb, 'limitUsd', v_limit::text, 'spentUsd', v_spent::text,
-           'reservedUsd', v_reserved::text, 'timeZone', v_budget.time_zone, 'month', to_char(v_month, 'YYYY-MM'),
-           'awaitDurability', v_contended);
+           'reservedUsd', v_reserved::text, 'timeZone', v_budget.time_zone, 'month', to_char(v_month, 'YYYY-MM'));
   end if;
 
   v_used := v_spent + v_reserved;
-  -- the bands of src/budgets/tier.ts tierFor: blocked from 100 %, cheap from 80 % (exactly 80 % is cheap), and the
-  -- default models in the default band if their worst case fits, else the cheap ones if theirs fits, else blocked
-  v_band := case when v_used * 100 >= v_limit * 100 then 'blocked' when v_used * 100 >= v_limit * 80 then 'cheap' else 'default' end;
-  if v_band = 'default' and v_used + v_default_worst <= v_limit then
-    v_tier := 'default';
+  v_tier := budget_choice(v_used, v_limit, v_default_worst, null, false); -- 'default', or not without the cheap prices
+  if v_tier = 'default' then
     v_worst := v_default_worst;
   else
     -- The cheap models (each call's own when it has none, or when the run may not downgrade) and their worst cases,
-    -- priced now that the choice needs them. This is under the lock, but only for decisions past 80 % or without room
-    -- for the default models.
+    -- priced only now that the choice needs them.
     select array_agg(w.cheap_model order by w.n), array_agg(w.cheap_cost order by w.n), bool_and(w.cheap_cost is not null),
            bool_or(w.cheap_model <> w.model), sum(w.cheap_cost)
       into v_cheap_models, v_cheap_costs, v_priced, v_downgrades, v_cheap_worst
@@ -478,23 +487,25 @@ begin
               from unnest(v_models) with ordinality u(model, n)
               join jsonb_array_elements(p_calls) with ordinality j(c, n) using (n)
               cross join lateral (
-                select coalesce(case when p_may_downgrade then
-                         (select g.cheap_model from model_downgrades g where g.model = u.model and g.effective_from <= v_at
-                           order by g.effective_from desc limit 1) end, u.model) as cheap_model) d
+                select coalesce(case when p_may_downgrade then budget_cheap_model(u.model, v_at) end, u.model) as cheap_model) d
               left join lateral (select * from model_prices m where m.model = d.cheap_model and m.effective_from <= v_at
                                   order by m.effective_from desc limit 1) q on true) w;
     if not v_priced then
       perform worst_case_cost(c, m, v_at)
          from jsonb_array_elements(p_calls) with ordinality j(c, n) join unnest(v_cheap_models) with ordinality u(m, n) using (n);
     end if;
-    if (v_band = 'cheap' or (v_band = 'default' and v_downgrades)) and v_used + v_cheap_worst <= v_limit then
-      v_tier := 'cheap';
+    v_tier := budget_choice(v_used, v_limit, v_default_worst, v_cheap_worst, v_downgrades);
+    if p_may_downgrade and v_reserved > 0 and budget_choice(v_spent, v_limit, v_default_worst, v_cheap_worst, v_downgrades) <> v_tier then
+      return jsonb_build_object('tier', 'wait', 'worstCaseUsd', '0', 'eventIds', '[]'::jsonb, 'limitUsd', v_limit::text,
+               'spentUsd', v_spent::text, 'reservedUsd', v_reserved::text, 'timeZone', v_budget.time_zone,
+               'month', to_char(v_month, 'YYYY-MM'));
+    end if;
+    if v_tier = 'cheap' then
       v_worst := v_cheap_worst;
       v_models := v_cheap_models;
       v_costs := v_cheap_costs;
     else
-      v_tier := 'blocked';
-      v_worst := v_cheap_worst; -- the last tier tried (the default one, without downgrades, costs the same)
+      v_worst := v_cheap_worst; -- blocked: the last tier tried (the default one, without downgrades, costs the same)
     end if;
   end if;
 
@@ -505,15 +516,16 @@ begin
       from unnest(v_keys, v_models, v_costs) k(key, model, cost);
   end if;
 
-  -- threshold events reached with this decision's reservation (a blocked run counts as 100 %), once per user and month
-  if v_tier = 'blocked' or (v_used + v_worst) * 100 >= v_limit * 80 then
+  -- Threshold events: each band reached with this decision's reservation (a blocked run reaches them all), once per
+  -- user and month. The band's starting percentage names the event.
+  if v_tier = 'blocked' or budget_tier(v_used + v_worst, v_limit) <> 'default' then
     with inserted as (
       insert into budget_events (event_id, user_id, time_zone, month, threshold, limit_usd, spent_usd, reserved_usd)
-      select format('budget:%s:%s:%s:%s', p_user_id, v_budget.time_zone, to_char(v_month, 'YYYY-MM'), t), p_user_id,
-             v_budget.time_zone, v_month, t, v_limit, v_spent,
+      select format('budget:%s:%s:%s:%s', p_user_id, v_budget.time_zone, to_char(v_month, 'YYYY-MM'), b.from_percent), p_user_id,
+             v_budget.time_zone, v_month, b.from_percent, v_limit, v_spent,
              v_reserved + case when v_tier = 'blocked' then 0 else v_worst end
-        from unnest(array[80, 100]) t
-       where v_tier = 'blocked' or (v_used + v_worst) * 100 >= v_limit * t
+        from budget_bands() b
+       where v_tier = 'blocked' or (v_used + v_worst) * 100 >= v_limit * b.from_percent
       on conflict do nothing
       returning event_id, threshold
     )
@@ -522,7 +534,7 @@ begin
 
   return jsonb_build_object('tier', v_tier, 'worstCaseUsd', v_worst::text, 'eventIds', v_event_ids, 'limitUsd', v_limit::text,
            'spentUsd', v_spent::text, 'reservedUsd', v_reserved::text, 'timeZone', v_budget.time_zone,
-           'month', to_char(v_month, 'YYYY-MM'), 'awaitDurability', v_contended)
+           'month', to_char(v_month, 'YYYY-MM'))
       || case when v_tier = 'blocked' then '{}'::jsonb else jsonb_build_object('models', jsonb_object(v_steps, v_models)) end;
 end
 $$;
@@ -583,33 +595,8 @@ CREATE TABLE public.budget_events (
     delivered_at timestamp with time zone,
     attempts integer DEFAULT 0 NOT NULL,
     last_error text,
-    last_attempt_at timestamp with time zone,
-    CONSTRAINT budget_events_threshold_check CHECK ((threshold = ANY (ARRAY[80, 100])))
+    last_attempt_at timestamp with time zone
 );
-
---
--- Name: budget_month_deltas; Type: TABLE; Schema: public; Owner: -
---
-
-CREATE TABLE public.budget_month_deltas (
-    user_id text NOT NULL,
-    time_zone text NOT NULL,
-    month date NOT NULL,
-    amount_usd numeric(38,18) NOT NULL
-);
-
---
--- Name: budget_month_shards; Type: TABLE; Schema: public; Owner: -
---
-
-CREATE TABLE public.budget_month_shards (
-    user_id text NOT NULL,
-    time_zone text NOT NULL,
-    month date NOT NULL,
-    shard integer NOT NULL,
-    spent_usd numeric(38,18) NOT NULL
-)
-WITH (fillfactor='50');
 
 --
 -- Name: budget_months; Type: TABLE; Schema: public; Owner: -
@@ -621,34 +608,6 @@ CREATE TABLE public.budget_months (
     month date NOT NULL,
     spent_usd numeric(38,18) DEFAULT 0 NOT NULL
 );
-
---
--- Name: budget_month_spent; Type: VIEW; Schema: public; Owner: -
---
-
-CREATE VIEW public.budget_month_spent AS
- SELECT s.user_id,
-    s.time_zone,
-    s.month,
-    sum(s.spent_usd) AS spent_usd
-   FROM ( SELECT budget_months.user_id,
-            budget_months.time_zone,
-            budget_months.month,
-            budget_months.spent_usd
-           FROM public.budget_months
-        UNION ALL
-         SELECT budget_month_deltas.user_id,
-            budget_month_deltas.time_zone,
-            budget_month_deltas.month,
-            budget_month_deltas.amount_usd
-           FROM public.budget_month_deltas
-        UNION ALL
-         SELECT budget_month_shards.user_id,
-            budget_month_shards.time_zone,
-            budget_month_shards.month,
-            budget_month_shards.spent_usd
-           FROM public.budget_month_shards) s
-  GROUP BY s.user_id, s.time_zone, s.month;
 
 --
 -- Name: budget_reservations; Type: TABLE; Schema: public; Owner: -
@@ -681,21 +640,6 @@ CREATE TABLE public.budget_reservations (
 CREATE TABLE public.budget_zones (
     time_zone text NOT NULL,
     added_at timestamp with time zone DEFAULT now() NOT NULL
-);
-
---
--- Name: budgets; Type: TABLE; Schema: public; Owner: -
---
-
-CREATE TABLE public.budgets (
-    id bigint NOT NULL,
-    user_id text,
-    monthly_limit_usd numeric(38,18) NOT NULL,
-    time_zone text DEFAULT 'UTC'::text NOT NULL,
-    effective_from timestamp with time zone DEFAULT now() NOT NULL,
-    source text NOT NULL,
-    created_at timestamp with time zone DEFAULT now() NOT NULL,
-    CONSTRAINT budgets_monthly_limit_usd_check CHECK ((monthly_limit_usd >= (0)::numeric))
 );
 
 --
@@ -1221,13 +1165,6 @@ ALTER TABLE ONLY public.budget_events
     ADD CONSTRAINT budget_events_user_id_time_zone_month_threshold_key UNIQUE (user_id, time_zone, month, threshold);
 
 --
--- Name: budget_month_shards budget_month_shards_pkey; Type: CONSTRAINT; Schema: public; Owner: -
---
-
-ALTER TABLE ONLY public.budget_month_shards
-    ADD CONSTRAINT budget_month_shards_pkey PRIMARY KEY (user_id, time_zone, month, shard);
-
---
 -- Name: budget_months budget_months_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1443,12 +1380,6 @@ ALTER TABLE ONLY public.usage_month_rollups
 
 ALTER TABLE ONLY public.usage_rollups
     ADD CONSTRAINT usage_rollups_bucket UNIQUE NULLS NOT DISTINCT (zone, day, user_id, task_id, model, kind, entry_type, status);
-
---
--- Name: budget_month_deltas_month; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE INDEX budget_month_deltas_month ON public.budget_month_deltas USING btree (user_id, time_zone, month);
 
 --
 -- Name: budget_reservations_open; Type: INDEX; Schema: public; Owner: -
@@ -1734,11 +1665,11 @@ REVOKE ALL ON FUNCTION public.book_usage(p_key text, p_user_id text, p_run_id te
 GRANT ALL ON FUNCTION public.book_usage(p_key text, p_user_id text, p_run_id text, p_workflow_id text, p_task_id text, p_model text, p_provider_model text, p_kind text, p_status text, p_attempt integer, p_prompt bigint, p_cached bigint, p_completion bigint, p_reasoning bigint, p_provider_request_id text, p_worker_id text, p_input_truncated_from bigint, p_occurred_at timestamp with time zone, p_usage_received_at timestamp with time zone) TO cronledger_app;
 
 --
--- Name: FUNCTION budget_fold_all_deltas(); Type: ACL; Schema: public; Owner: -
+-- Name: TABLE budgets; Type: ACL; Schema: public; Owner: -
 --
 
-REVOKE ALL ON FUNCTION public.budget_fold_all_deltas() FROM PUBLIC;
-GRANT ALL ON FUNCTION public.budget_fold_all_deltas() TO cronledger_app;
+GRANT SELECT,INSERT ON TABLE public.budgets TO cronledger_app;
+GRANT SELECT ON TABLE public.budgets TO cronledger_readonly;
 
 --
 -- Name: FUNCTION budget_month_figures(p_user_id text, p_zone text, p_month date, p_at timestamp with time zone, OUT spent numeric, OUT reserved numeric); Type: ACL; Schema: public; Owner: -
@@ -1746,6 +1677,7 @@ GRANT ALL ON FUNCTION public.budget_fold_all_deltas() TO cronledger_app;
 
 REVOKE ALL ON FUNCTION public.budget_month_figures(p_user_id text, p_zone text, p_month date, p_at timestamp with time zone, OUT spent numeric, OUT reserved numeric) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.budget_month_figures(p_user_id text, p_zone text, p_month date, p_at timestamp with time zone, OUT spent numeric, OUT reserved numeric) TO cronledger_app;
+GRANT ALL ON FUNCTION public.budget_month_figures(p_user_id text, p_zone text, p_month date, p_at timestamp with time zone, OUT spent numeric, OUT reserved numeric) TO cronledger_readonly;
 
 --
 -- Name: FUNCTION call_cost(p_kind text, p_prompt bigint, p_cached bigint, p_completion bigint, p_input numeric, p_cached_input numeric, p_output numeric, p_embedding_input numeric); Type: ACL; Schema: public; Owner: -
@@ -1828,32 +1760,11 @@ GRANT SELECT,INSERT,UPDATE ON TABLE public.budget_events TO cronledger_app;
 GRANT SELECT ON TABLE public.budget_events TO cronledger_readonly;
 
 --
--- Name: TABLE budget_month_deltas; Type: ACL; Schema: public; Owner: -
---
-
-GRANT SELECT,INSERT,DELETE ON TABLE public.budget_month_deltas TO cronledger_app;
-GRANT SELECT ON TABLE public.budget_month_deltas TO cronledger_readonly;
-
---
--- Name: TABLE budget_month_shards; Type: ACL; Schema: public; Owner: -
---
-
-GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE public.budget_month_shards TO cronledger_app;
-GRANT SELECT ON TABLE public.budget_month_shards TO cronledger_readonly;
-
---
 -- Name: TABLE budget_months; Type: ACL; Schema: public; Owner: -
 --
 
 GRANT SELECT,INSERT,UPDATE ON TABLE public.budget_months TO cronledger_app;
 GRANT SELECT ON TABLE public.budget_months TO cronledger_readonly;
-
---
--- Name: TABLE budget_month_spent; Type: ACL; Schema: public; Owner: -
---
-
-GRANT SELECT ON TABLE public.budget_month_spent TO cronledger_app;
-GRANT SELECT ON TABLE public.budget_month_spent TO cronledger_readonly;
 
 --
 -- Name: TABLE budget_reservations; Type: ACL; Schema: public; Owner: -
@@ -1868,13 +1779,6 @@ GRANT SELECT ON TABLE public.budget_reservations TO cronledger_readonly;
 
 GRANT SELECT,INSERT ON TABLE public.budget_zones TO cronledger_app;
 GRANT SELECT ON TABLE public.budget_zones TO cronledger_readonly;
-
---
--- Name: TABLE budgets; Type: ACL; Schema: public; Owner: -
---
-
-GRANT SELECT,INSERT ON TABLE public.budgets TO cronledger_app;
-GRANT SELECT ON TABLE public.budgets TO cronledger_readonly;
 
 --
 -- Name: SEQUENCE budgets_id_seq; Type: ACL; Schema: public; Owner: -

@@ -187,6 +187,46 @@ describe('tiers', () => {
 
 const fleet2 = async <T>(fn: () => Promise<T>): Promise<T> => (await startWorkers(ctx, 1)).runWhile(fn);
 
+describe("a run that does not fit only because of another run's open reservation", () => {
+  it('waits for it to settle, then runs as it would have alone', async () => {
+    const user = `waits-${randomUUID().slice(0, 6)}`;
+    const w = await worstCase('openai/gpt-4o-mini');
+    await budgetWithSpend(user, (w * 3n) / 2n, 0n); // room for one run's worst case, not for two
+    // Another run's reservation of its worst case, open: with it, this run would be blocked (or downgraded).
+    const planned = worstCaseOf({ prompt: PROMPT, maxOutputTokens: MAX_OUTPUT, simulate: SIMULATE });
+    const other = await reserveBudget(ctx.pool, {
+      userId: user,
+      runId: `other-${user}`,
+      workflowId: `other-${user}`,
+      mayDowngrade: true,
+      expirySeconds: 600,
+      calls: [
+        { step: 'chat', attempt: 1, kind: 'chat', model: 'openai/gpt-4o-mini', worstCase: planned.chat },
+        { step: 'embed', attempt: 1, kind: 'embedding', model: 'openai/text-embedding-3-small', worstCase: planned.embedding },
+      ],
+    });
+    expect(other).toMatchObject({ tier: 'default', worstCaseUsd: usd(w) });
+    const fleet = await startWorkers(ctx, 1);
+    const result = await fleet.runWhile(async () => {
+      const handle = await startRun(user);
+      // The run claimed its slot and keeps deciding again: nothing reserved, no model call, still running.
+      await waitFor(
+        async () => (await ctx.pool.query(`select 1 from runs where user_id = $1 and status = 'running'`, [user])).rowCount === 1,
+        60_000,
+        'the run claimed',
+      );
+      await new Promise((r) => setTimeout(r, 3000));
+      expect((await handle.describe()).status.name).toBe('RUNNING');
+      expect(await openReservations(user)).toBe(2); // the other run's only
+      expect(await ledgerOf(user)).toEqual([]);
+      await releaseReservations(ctx.pool, `other-${user}`);
+      return handle.result();
+    });
+    expect(result).toMatchObject({ status: 'completed', tier: 'default' });
+    expect((await ledgerOf(user)).map((r) => r.model)).toEqual(['openai/gpt-4o-mini', 'openai/text-embedding-3-small']);
+  });
+});
+
 describe('50 runs racing at 95 % of the limit, on 3 worker processes', () => {
   it('never settle over the limit, and complete at least as many runs as the remaining budget allows at their worst case', async () => {
     const user = `race-${randomUUID().slice(0, 6)}`;

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { budgetStatus } from '../src/budgets/budget-status';
 import { applyBudgets } from '../src/budgets/budgets-store';
-import { reserveBudget } from '../src/budgets/reserve';
+import { AwaitingReservationsError, reserveBudget } from '../src/budgets/reserve';
 import { adjustEntry, creditUser } from '../src/ledger/entries';
 import { applyPrices, loadPricesFile } from '../src/ledger/prices';
 import { bookCompletion, bookExactSpend } from './support/budget-spend';
@@ -250,8 +250,21 @@ describe('thresholds compare exact decimals', () => {
   });
 });
 
+/** A one-dollar limit with gpt-4.1-nano as gpt-4o-mini's cheap model, and 0.50 of it spent at `at`. */
+async function halfOfOneDollarSpent(userId: string, key: string, at: Date): Promise<void> {
+  await applyBudgets(
+    ctx.pool,
+    {
+      budgets: [{ userId, monthlyLimitUsd: '1', timeZone: 'UTC', effectiveFrom: new Date('2026-01-01T00:00:00Z') }],
+      downgrade: { 'openai/gpt-4o-mini': 'openai/gpt-4.1-nano' },
+    },
+    'test',
+  );
+  await bookExactSpend(ctx.pool, key, userId, '0.5', at);
+}
+
 // Under 80 % the default models are chosen only if their worst case fits; otherwise the cheap models' (priced only
-// then, migration 021), and blocked when neither fits or the run may not downgrade.
+// then), and blocked when neither fits or the run may not downgrade.
 describe('under 80 %, a default worst case that does not fit', () => {
   it.each([
     ['the cheap worst case fits: cheap', 1_000_000, true, 'cheap', '0.4'],
@@ -260,17 +273,9 @@ describe('under 80 %, a default worst case that does not fit', () => {
   ])('%s', async (_what, completionTokens, mayDowngrade, tier, worstCaseUsd) => {
     const user = `no-room-${++keys}`;
     const at = new Date();
-    await applyBudgets(
-      ctx.pool,
-      {
-        budgets: [{ userId: user, monthlyLimitUsd: '1', timeZone: 'UTC', effectiveFrom: new Date('2026-01-01T00:00:00Z') }],
-        downgrade: { 'openai/gpt-4o-mini': 'openai/gpt-4.1-nano' },
-      },
-      'test',
-    );
+    await halfOfOneDollarSpent(user, `no-room-${keys}`, at);
     // Half the limit spent: the default band. 1,000,000 output tokens cost 0.60 on gpt-4o-mini (does not fit in the
     // 0.50 left) and 0.40 on gpt-4.1-nano (fits); 1,500,000 cost 0.90 and 0.60 (neither fits).
-    await bookExactSpend(ctx.pool, `no-room-${keys}`, user, '0.5', at);
     const decision = await decideOneChatCall(user, `no-room-run-${keys}`, { promptTokens: 0, completionTokens }, mayDowngrade, at);
     expect(decision.tier).toBe(tier);
     expect((await ctx.pool.query('select $1::numeric = $2::numeric as same', [decision.worstCaseUsd, worstCaseUsd])).rows[0].same).toBe(
@@ -279,5 +284,33 @@ describe('under 80 %, a default worst case that does not fit', () => {
     if (decision.tier === 'cheap') expect(decision.models).toEqual({ chat: 'openai/gpt-4.1-nano' });
     const reserved = await ctx.pool.query('select model, amount_usd::text as amount from budget_reservations where user_id = $1', [user]);
     expect(reserved.rows).toEqual(tier === 'cheap' ? [{ model: 'openai/gpt-4.1-nano', amount: '0.400000000000000000' }] : []);
+  });
+});
+
+// A run's first decision that other runs' open reservations alone make worse waits for them (reserves nothing); a call
+// made again (mayDowngrade false) never waits. Once they have settled the decision is the one the run would get alone.
+describe("a first decision that only other runs' open reservations make worse", () => {
+  it('waits for them to settle, reserving nothing, and then gets the tier spent alone gives', async () => {
+    const user = `waits-${++keys}`;
+    const at = new Date();
+    await halfOfOneDollarSpent(user, `waits-${keys}`, at);
+    // Another run's open reservation: 500,000 output tokens on gpt-4o-mini, 0.30.
+    const other = await decideOneChatCall(user, `waits-other-${keys}`, { promptTokens: 0, completionTokens: 500_000 }, false, at);
+    expect(other).toMatchObject({ tier: 'default' });
+    // 400,000 tokens: 0.24 on gpt-4o-mini, 0.16 on gpt-4.1-nano. Alone (0.5 used) the default fits; with the other
+    // reservation (0.8 used: the cheap band) only the cheap one would.
+    const tokens = { promptTokens: 0, completionTokens: 400_000 };
+    await expect(decideOneChatCall(user, `waits-run-${keys}`, tokens, true, at)).rejects.toThrow(AwaitingReservationsError);
+    expect(
+      (await ctx.pool.query('select count(*)::int as n from budget_reservations where run_id = $1', [`waits-run-${keys}`])).rows[0].n,
+    ).toBe(0);
+    // A call made again decides at once, counting the reservation: 0.8 + 0.24 does not fit.
+    expect(await decideOneChatCall(user, `waits-again-${keys}`, tokens, false, at)).toMatchObject({ tier: 'blocked' });
+    // The other run books 0.10 and so settles its reservation: now the default fits (0.6 + 0.24).
+    await bookCompletion(ctx.pool, `waits-other-${keys}:chat:1`, user, 166_666, at);
+    expect(await decideOneChatCall(user, `waits-run-${keys}`, tokens, true, at)).toMatchObject({
+      tier: 'default',
+      models: { chat: 'openai/gpt-4o-mini' },
+    });
   });
 });

@@ -2,6 +2,7 @@ import { ApplicationFailure, Context, log } from '@temporalio/activity';
 import type pg from 'pg';
 import { secretSetting } from '../config';
 import {
+  AwaitingReservationsError,
   claimAndReserve,
   reserveBudget,
   releaseReservations,
@@ -83,12 +84,23 @@ const logDecision = (decision: ReserveDecision): void =>
     reservedUsd: decision.reservedUsd,
   });
 
+/** How often a run's first decision asks again while other runs' open reservations alone keep it from its tier. */
+export const AWAITING_RESERVATIONS_POLL = '1 second';
+
 /**
- * A model without a price in force cannot be reserved for, and retrying will not price it: the decision fails for good,
- * with NoPriceError's message (the model, the instant, and `cronledger prices apply FILE` as the fix).
+ * What a failed decision throws to Temporal:
+ * - NoPriceError: a model without a price in force cannot be reserved for, and retrying will not price it; the decision
+ *   fails for good, with NoPriceError's message (the model, the instant, and `cronledger prices apply FILE` as the fix).
+ * - AwaitingReservationsError: this attempt fails, and the retry policy (no limit) asks again after
+ *   AWAITING_RESERVATIONS_POLL. Other runs' reservations settle when they book or end, or stop counting at their
+ *   expiry, so the wait ends.
+ * - anything else as it is (retried).
  */
-function nonRetryableWhenUnpriced(err: unknown): never {
+function decisionFailure(err: unknown): never {
   if (err instanceof NoPriceError) throw ApplicationFailure.nonRetryable(err.message, 'NoPriceError');
+  if (err instanceof AwaitingReservationsError) {
+    throw ApplicationFailure.create({ message: err.message, type: 'AwaitingReservations', nextRetryDelay: AWAITING_RESERVATIONS_POLL });
+  }
   throw err;
 }
 
@@ -123,7 +135,7 @@ export const createBudgetActivities = (deps: BudgetActivityDeps) => {
         calls,
         mayDowngrade: !input.again,
         expirySeconds: expirySeconds(),
-      }).catch(nonRetryableWhenUnpriced);
+      }).catch(decisionFailure);
       logDecision(decision);
       return decision;
     },
@@ -142,12 +154,12 @@ export const createBudgetActivities = (deps: BudgetActivityDeps) => {
       const claim = { ...rest, workflowId: workflowExecution.workflowId, temporalRunId: workflowExecution.runId, workerId: deps.workerId };
       const result = await claimAndReserve(deps.pool, claim, { calls: plannedCalls(budget), expirySeconds: expirySeconds() }).catch(
         async (err: unknown) => {
-          if (!(err instanceof NoPriceError)) throw err;
+          if (!(err instanceof NoPriceError)) return decisionFailure(err);
           // The statement rolled back, claim included. The claim alone, so the failure is recorded on the run (the
           // workflow closes it as failed with this message); a slot another execution owns is its business.
           const outcome = await claimRun(deps.pool, claim);
           if (!outcome.claimed) return { claim: outcome, decision: null };
-          return nonRetryableWhenUnpriced(err);
+          return decisionFailure(err);
         },
       );
       if (result.decision) logDecision(result.decision);

@@ -50,11 +50,8 @@ export async function applyDowngrades(
   return applied;
 }
 
-/** The cheap model in force for `model` at `at`, or null when it has none. */
+/** The cheap model in force for `model` at `at`, or null when it has none: the decision's own rule (budget_cheap_model). */
 export async function cheapModelOf(db: pg.Pool | pg.PoolClient, model: string, at: Date): Promise<string | null> {
-  const { rows } = await db.query<{ cheap_model: string | null }>(
-    'select cheap_model from model_downgrades where model = $1 and effective_from <= $2 order by effective_from desc limit 1',
-    [model, at],
-  );
-  return rows[0]?.cheap_model ?? null;
+  const { rows } = await db.query<{ cheap_model: string | null }>('select budget_cheap_model($1, $2) as cheap_model', [model, at]);
+  return rows[0].cheap_model;
 }

@@ -50,6 +50,22 @@ export type ReserveDecision =
   | (BudgetFigures & { tier: 'blocked'; worstCaseUsd: string; eventIds: string[] });
 
 /**
+ * A run's first decision that other runs' open reservations alone made worse (blocked or downgraded, where spent alone
+ * would not be): nothing was reserved, and the run decides again once they have settled (reserve_budget's tier 'wait').
+ */
+export class AwaitingReservationsError extends Error {
+  constructor(readonly figures: BudgetFigures) {
+    super(
+      `the budget decision waits for other runs' open reservations (${figures.reservedUsd} USD) to settle: spent ${figures.spentUsd} of ${figures.limitUsd} USD`,
+    );
+    this.name = 'AwaitingReservationsError';
+  }
+}
+
+/** reserve_budget's JSON: a decision, or 'wait' with the figures it was made on. */
+type DecisionRow = ReserveDecision | (BudgetFigures & { tier: 'wait' });
+
+/**
  * The budget guard's decision and reservation, one statement (reserve_budget, migration 022) under a row lock on the
  * user's month summary row: nothing else can reserve against that month, and no booking of it can commit, until the
  * decision commits (synchronously, so it is durable when this returns). Spent is that row; reserved is the month's open
@@ -59,17 +75,18 @@ export type ReserveDecision =
  * models if spent + reserved is in the default band and their worst case fits the limit, else the cheap models if
  * theirs fits, else it is blocked. "Fits" is spent + reserved + worst case <= limit, exactly. The bands and the
  * threshold events (one per band reached, once per user and month) are SQL's (budget_bands). Repeating a request (a
- * retried activity) returns the reservation already made for those keys.
+ * retried activity) returns the reservation already made for those keys. A run's first decision
+ * (mayDowngrade) that others' open reservations alone made worse throws AwaitingReservationsError instead.
  */
 export async function reserveBudget(pool: pg.Pool, req: ReserveRequest): Promise<ReserveDecision> {
   const { rows } = await pool
-    .query<{ decision: ReserveDecision }>({
+    .query<{ decision: DecisionRow }>({
       name: 'reserve-budget',
       text: 'select reserve_budget($1, $2, $3, $4, $5, $6, $7) as decision',
       values: [req.userId, req.runId, req.workflowId, callsJson(req.calls), req.mayDowngrade, req.expirySeconds, req.at ?? null],
     })
     .catch(rethrowPriced);
-  return exactDecision(rows[0].decision);
+  return decisionOf(rows[0].decision);
 }
 
 /** A run's first decision, made with its claim: the run's own calls, and the cheap models may stand in. */
@@ -79,7 +96,8 @@ export type ClaimReservation = Omit<ReserveRequest, 'userId' | 'runId' | 'workfl
  * The claim and the run's first budget decision in one statement, so one transaction and one commit (migration 014's
  * claim_and_reserve): the claim as claimRun makes it, then, only if this execution won (or already owns) the claim,
  * reserveBudget's decision on the calls, which may downgrade. A claim lost to another execution reserves nothing
- * (decision null). Repeating it (a re-run local activity) returns the same claim and the same reservation.
+ * (decision null). Repeating it (a re-run local activity) returns the same claim and the same reservation. A decision
+ * that must wait throws AwaitingReservationsError, the claim made: asked again, it is the owner's.
  */
 export async function claimAndReserve(
   pool: pg.Pool,
@@ -87,14 +105,14 @@ export async function claimAndReserve(
   req: ClaimReservation,
 ): Promise<{ claim: ClaimOutcome; decision: ReserveDecision | null }> {
   const { rows } = await pool
-    .query<{ result: { claim: ClaimOutcome; decision: ReserveDecision | null } }>({
+    .query<{ result: { claim: ClaimOutcome; decision: DecisionRow | null } }>({
       name: 'claim-and-reserve',
       text: 'select claim_and_reserve($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) as result',
       values: [...claimValues(claim), callsJson(req.calls), req.expirySeconds, req.at ?? null],
     })
     .catch(rethrowPriced);
   const { claim: outcome, decision } = rows[0].result;
-  return { claim: outcome, decision: decision && exactDecision(decision) };
+  return { claim: outcome, decision: decision && decisionOf(decision) };
 }
 
 /** A model or price class without a price in force comes back as NoPriceError; anything else as it is. */
@@ -116,8 +134,15 @@ export const callsJson = (calls: PlannedCall[]): string =>
     })),
   );
 
-/** The same exact text for every amount whatever scale PostgreSQL gave it (18 fractional digits). */
-function exactDecision(d: ReserveDecision): ReserveDecision {
+/**
+ * The decision with the same exact text for every amount whatever scale PostgreSQL gave it (18 fractional digits);
+ * 'wait' throws AwaitingReservationsError.
+ */
+function decisionOf(d: DecisionRow): ReserveDecision {
+  if (d.tier === 'wait') {
+    const { tier: _wait, ...figures } = d;
+    throw new AwaitingReservationsError(figures);
+  }
   const exact = (usd: string): string => usdOf(atto(usd));
   return {
     ...d,

@@ -9,6 +9,8 @@
 --   budget_bands / budget_tier   the tiers: cheap from 80 % of the limit, blocked from 100 %; the threshold events
 --   budget_month_of              the first day of an instant's month in a zone
 --   budget_in_force              the budget that governs a user at an instant (their own, else the default)
+--   budget_cheap_model           a model's cheap model in force at an instant
+--   budget_choice                the tier a run's calls get: the bands, and whether the worst cases fit
 --   budget_month_figures         spent and reserved (open, not expired at the instant) of a user's month
 
 -- What bookings added to shards and deltas, into the summary rows; then they go, with the view and the fold.
@@ -34,6 +36,17 @@ create function budget_tier(p_used numeric, p_limit numeric) returns text langua
                     order by b.from_percent desc limit 1), 'default')
 $$;
 
+-- The tier a run's calls get at `p_used` of the limit: the default models in the default band if their worst case fits,
+-- else the cheap ones if theirs fits, else blocked. Without a cheap model (p_downgrades false) the cheap tier runs the
+-- same calls, so in the default band it is tried only with one. "Fits" is used + worst case <= limit, exactly.
+create function budget_choice(p_used numeric, p_limit numeric, p_default_worst numeric, p_cheap_worst numeric, p_downgrades boolean)
+returns text language sql immutable as $$
+  select case when b.band = 'default' and p_used + p_default_worst <= p_limit then 'default'
+              when (b.band = 'cheap' or (b.band = 'default' and p_downgrades)) and p_used + p_cheap_worst <= p_limit then 'cheap'
+              else 'blocked' end
+    from (select budget_tier(p_used, p_limit) as band) b
+$$;
+
 -- The bands are the thresholds: the events' own list of them goes.
 alter table budget_events drop constraint budget_events_threshold_check;
 
@@ -51,6 +64,11 @@ create function budget_in_force(p_user_id text, p_at timestamptz) returns setof 
 $$;
 
 -- plpgsql, so its statement's plan is kept for the session.
+-- Null when the model has none (never had one, or its newest version in force ends the downgrade).
+create function budget_cheap_model(p_model text, p_at timestamptz) returns text language sql stable as $$
+  select g.cheap_model from model_downgrades g where g.model = p_model and g.effective_from <= p_at order by g.effective_from desc limit 1
+$$;
+
 create or replace function budget_month_figures(p_user_id text, p_zone text, p_month date, p_at timestamptz, out spent numeric, out reserved numeric)
 language plpgsql stable as $$
 begin
@@ -98,6 +116,10 @@ $$;
 -- on the month's first decision) and, while it is held: spent, reserved, the keys already reserved (a retried request
 -- gets them back), the choice (the cheap models priced only when it needs them), the reservation rows and the
 -- threshold events. The commit is synchronous, so the decision is durable when the statement returns.
+-- A run's first decision (p_may_downgrade: the run holds no reservation yet) whose tier is worse only because of other
+-- runs' open reservations reserves nothing and returns tier 'wait': the caller decides again once they have settled,
+-- so a burst ends as the same runs would one by one. A call made again never waits: its run may hold a reservation
+-- that the runs it would wait for are waiting for.
 -- p_calls: [{step, attempt, kind, model, prompt, cached, completion}] with worst-case counts. Returns JSON, every
 -- amount an exact decimal string.
 create or replace function reserve_budget(
@@ -123,7 +145,6 @@ declare
   v_retried boolean;
   v_used numeric;
   v_limit numeric;
-  v_band text;
   v_tier text;
   v_worst numeric;
   v_event_ids jsonb := '[]'::jsonb;
@@ -184,13 +205,12 @@ begin
   end if;
 
   v_used := v_spent + v_reserved;
-  -- The default models in the default band if their worst case fits, else the cheap ones if theirs fits, else blocked.
-  v_band := budget_tier(v_used, v_limit);
-  if v_band = 'default' and v_used + v_default_worst <= v_limit then
-    v_tier := 'default';
+  v_tier := budget_choice(v_used, v_limit, v_default_worst, null, false); -- 'default', or not without the cheap prices
+  if v_tier = 'default' then
     v_worst := v_default_worst;
   else
-    -- The cheap models (each call's own when it has none, or when the run may not downgrade) and their worst cases.
+    -- The cheap models (each call's own when it has none, or when the run may not downgrade) and their worst cases,
+    -- priced only now that the choice needs them.
     select array_agg(w.cheap_model order by w.n), array_agg(w.cheap_cost order by w.n), bool_and(w.cheap_cost is not null),
            bool_or(w.cheap_model <> w.model), sum(w.cheap_cost)
       into v_cheap_models, v_cheap_costs, v_priced, v_downgrades, v_cheap_worst
@@ -200,24 +220,25 @@ begin
               from unnest(v_models) with ordinality u(model, n)
               join jsonb_array_elements(p_calls) with ordinality j(c, n) using (n)
               cross join lateral (
-                select coalesce(case when p_may_downgrade then
-                         (select g.cheap_model from model_downgrades g where g.model = u.model and g.effective_from <= v_at
-                           order by g.effective_from desc limit 1) end, u.model) as cheap_model) d
+                select coalesce(case when p_may_downgrade then budget_cheap_model(u.model, v_at) end, u.model) as cheap_model) d
               left join lateral (select * from model_prices m where m.model = d.cheap_model and m.effective_from <= v_at
                                   order by m.effective_from desc limit 1) q on true) w;
     if not v_priced then
       perform worst_case_cost(c, m, v_at)
          from jsonb_array_elements(p_calls) with ordinality j(c, n) join unnest(v_cheap_models) with ordinality u(m, n) using (n);
     end if;
-    -- Without a cheap model the cheap tier runs the same calls, so in the default band it is tried only with one.
-    if (v_band = 'cheap' or (v_band = 'default' and v_downgrades)) and v_used + v_cheap_worst <= v_limit then
-      v_tier := 'cheap';
+    v_tier := budget_choice(v_used, v_limit, v_default_worst, v_cheap_worst, v_downgrades);
+    if p_may_downgrade and v_reserved > 0 and budget_choice(v_spent, v_limit, v_default_worst, v_cheap_worst, v_downgrades) <> v_tier then
+      return jsonb_build_object('tier', 'wait', 'worstCaseUsd', '0', 'eventIds', '[]'::jsonb, 'limitUsd', v_limit::text,
+               'spentUsd', v_spent::text, 'reservedUsd', v_reserved::text, 'timeZone', v_budget.time_zone,
+               'month', to_char(v_month, 'YYYY-MM'));
+    end if;
+    if v_tier = 'cheap' then
       v_worst := v_cheap_worst;
       v_models := v_cheap_models;
       v_costs := v_cheap_costs;
     else
-      v_tier := 'blocked';
-      v_worst := v_cheap_worst; -- the last tier tried (the default one, without downgrades, costs the same)
+      v_worst := v_cheap_worst; -- blocked: the last tier tried (the default one, without downgrades, costs the same)
     end if;
   end if;
 
