@@ -250,8 +250,11 @@ describe('thresholds compare exact decimals', () => {
   });
 });
 
-/** A one-dollar limit with gpt-4.1-nano as gpt-4o-mini's cheap model, and 0.50 of it spent at `at`. */
-async function halfOfOneDollarSpent(userId: string, key: string, at: Date): Promise<void> {
+/**
+ * A one-dollar limit with gpt-4.1-nano as gpt-4o-mini's cheap model, and 0.50 of it spent; returns the instant it was
+ * spent at, when the downgrade is in force (it takes effect as it is applied).
+ */
+async function halfOfOneDollarSpent(userId: string, key: string): Promise<Date> {
   await applyBudgets(
     ctx.pool,
     {
@@ -260,7 +263,9 @@ async function halfOfOneDollarSpent(userId: string, key: string, at: Date): Prom
     },
     'test',
   );
+  const at = new Date();
   await bookExactSpend(ctx.pool, key, userId, '0.5', at);
+  return at;
 }
 
 // Under 80 % the default models are chosen only if their worst case fits; otherwise the cheap models' (priced only
@@ -272,8 +277,7 @@ describe('under 80 %, a default worst case that does not fit', () => {
     ['the run may not downgrade: blocked', 1_000_000, false, 'blocked', '0.6'],
   ])('%s', async (_what, completionTokens, mayDowngrade, tier, worstCaseUsd) => {
     const user = `no-room-${++keys}`;
-    const at = new Date();
-    await halfOfOneDollarSpent(user, `no-room-${keys}`, at);
+    const at = await halfOfOneDollarSpent(user, `no-room-${keys}`);
     // Half the limit spent: the default band. 1,000,000 output tokens cost 0.60 on gpt-4o-mini (does not fit in the
     // 0.50 left) and 0.40 on gpt-4.1-nano (fits); 1,500,000 cost 0.90 and 0.60 (neither fits).
     const decision = await decideOneChatCall(user, `no-room-run-${keys}`, { promptTokens: 0, completionTokens }, mayDowngrade, at);
@@ -292,8 +296,7 @@ describe('under 80 %, a default worst case that does not fit', () => {
 describe("a first decision that only other runs' open reservations make worse", () => {
   it('waits for them to settle, reserving nothing, and then gets the tier spent alone gives', async () => {
     const user = `waits-${++keys}`;
-    const at = new Date();
-    await halfOfOneDollarSpent(user, `waits-${keys}`, at);
+    const at = await halfOfOneDollarSpent(user, `waits-${keys}`);
     // Another run's open reservation: 500,000 output tokens on gpt-4o-mini, 0.30.
     const other = await decideOneChatCall(user, `waits-other-${keys}`, { promptTokens: 0, completionTokens: 500_000 }, false, at);
     expect(other).toMatchObject({ tier: 'default' });
