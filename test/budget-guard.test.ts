@@ -446,7 +446,7 @@ describe('a worker SIGKILLed mid-call', () => {
     expect(probe.tier).toBe('default');
     expect(probe.reservedUsd).toBe(usd(0n));
     await releaseReservations(ctx.pool, `probe-${user}`);
-    // the decision left the expired two open (it does not close them, migration 020); the sweep does
+    // the decision left the expired two open (it does not close them); the sweep does
     expect(await reservationStatuses(user)).toEqual([
       { status: 'open', n: 2 },
       { status: 'released', n: 1 },

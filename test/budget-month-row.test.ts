@@ -10,7 +10,7 @@ import { createTestContext, type TestContext } from './support/context';
 import { waitFor } from './support/wait';
 
 /**
- * Month-to-date spend is one summary row per user, zone and month (migration 022): each booking adds to it in its own
+ * Month-to-date spend is one summary row per user, zone and month: each booking adds to it in its own
  * transaction, and the budget decision locks it. So a booking and a decision of the same month never overlap: whichever
  * comes second waits for the first to commit, and every call counts once, as spent or as reserved. Real PostgreSQL,
  * real concurrent transactions.

@@ -12,7 +12,7 @@ import { PrivatePostgres } from './support/private-postgres';
 import { waitFor } from './support/wait';
 
 /**
- * A decision commits synchronously (migration 022): when claimAndReserve returns, the claim and the reservation are on
+ * A decision commits synchronously: when claimAndReserve returns, the claim and the reservation are on
  * disk, whether the decision took the user's month row at once or queued behind another one for it. Both are crashed
  * here: a private cluster dies right after claimAndReserve returned, and the claim and the reservation must still be
  * there after crash recovery. The WAL writer is told to flush only every 10 s and never for volume, so a commit that

@@ -24,7 +24,7 @@ export interface BudgetStatus {
 
 /**
  * Spent, reserved and the tier for one user's month in one zone, as the decision reads them (budget_month_of,
- * budget_month_figures and budget_tier, migration 022): the summary row and the open reservations, never a ledger scan.
+ * budget_month_figures and budget_tier): the summary row and the open reservations, never a ledger scan.
  */
 export async function monthFigures(
   db: pg.Pool | pg.PoolClient,

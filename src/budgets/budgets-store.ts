@@ -24,7 +24,7 @@ export interface BudgetInForce {
   budgetId: string | null;
 }
 
-/** The budget in force for a user at an instant, as the decision finds it (budget_in_force, migration 022). */
+/** The budget in force for a user at an instant, as the decision finds it (budget_in_force). */
 export async function budgetInForce(db: pg.Pool | pg.PoolClient, userId: string, at: Date): Promise<BudgetInForce> {
   const { rows } = await db.query<BudgetRow>('select * from budget_in_force($1, $2)', [userId, at]);
   const row = rows[0];

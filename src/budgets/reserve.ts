@@ -66,7 +66,7 @@ export class AwaitingReservationsError extends Error {
 type DecisionRow = ReserveDecision | (BudgetFigures & { tier: 'wait' });
 
 /**
- * The budget guard's decision and reservation, one statement (reserve_budget, migration 022) under a row lock on the
+ * The budget guard's decision and reservation, one statement (reserve_budget) under a row lock on the
  * user's month summary row: nothing else can reserve against that month, and no booking of it can commit, until the
  * decision commits (synchronously, so it is durable when this returns). Spent is that row; reserved is the month's open
  * reservations that have not expired (the sweeper closes expired ones); so each call counts once, as spent or as
@@ -93,8 +93,8 @@ export async function reserveBudget(pool: pg.Pool, req: ReserveRequest): Promise
 export type ClaimReservation = Omit<ReserveRequest, 'userId' | 'runId' | 'workflowId' | 'mayDowngrade'>;
 
 /**
- * The claim and the run's first budget decision in one statement, so one transaction and one commit (migration 014's
- * claim_and_reserve): the claim as claimRun makes it, then, only if this execution won (or already owns) the claim,
+ * The claim and the run's first budget decision in one statement, so one transaction and one commit
+ * (claim_and_reserve): the claim as claimRun makes it, then, only if this execution won (or already owns) the claim,
  * reserveBudget's decision on the calls, which may downgrade. A claim lost to another execution reserves nothing
  * (decision null). Repeating it (a re-run local activity) returns the same claim and the same reservation. A decision
  * that must wait throws AwaitingReservationsError, the claim made: asked again, it is the owner's.

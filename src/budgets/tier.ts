@@ -2,7 +2,7 @@ import { formatScaled, LEDGER_SCALE, parseUsd, toAttoUsd } from '../money';
 
 /**
  * The budget tier of spent + open reservations against the limit: `default`, `cheap` (downgraded), `blocked`. The bands
- * (from what share of the limit each tier starts) are the database's: budget_bands and budget_tier, migration 022.
+ * (from what share of the limit each tier starts) are the database's: budget_bands and budget_tier (db/schema.sql).
  */
 export type Tier = 'default' | 'cheap' | 'blocked';
 
