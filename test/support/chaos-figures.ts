@@ -123,8 +123,7 @@ export async function reconcile(
  * The kill is not required to come after the fake received the request. An incarnation sends nothing once dead, but
  * a request it wrote just before its SIGKILL can still sit in the socket and be read by the fake (in the test
  * process, whose event loop is busy with the kill) a few milliseconds after the kill's timestamp. Requiring
- * `kill.at >= receivedAt` would make such a request look like lost money (the likeliest cause of a CI failure on
- * 2026-12-02, one request of 107; that run did not record its kill times).
+ * `kill.at >= receivedAt` would make such a request look like lost money.
  */
 export function killExplaining(billed: BilledRequest, kills: KillEvent[], windowMs: number): KillEvent | undefined {
   return kills.find(
