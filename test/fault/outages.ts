@@ -102,7 +102,8 @@ export function runPostgresOutage(
 
 /**
  * The provider answers 503 for outageMs, the first half without Retry-After and the second half with one, while a
- * burst runs. Long enough that the old five quick retries (1+2+4+8 s) would have failed the runs.
+ * burst runs. Long enough that a handful of quick retries (1+2+4+8 s) would fail the runs: only the calls' 30-minute
+ * retry budget carries them through.
  */
 export function runProviderOutage(
   env: ChaosEnv,
