@@ -443,7 +443,7 @@ describe('doors', () => {
       const page = (c: string) => fetch(`${guarded.url}/api/runs`, { headers: { Cookie: value(c) } });
       expect((await page(first)).status).toBe(200);
       expect((await page(second)).status).toBe(200);
-      // A made-up session ID, or the old token-derived cookie, is nobody's session.
+      // A made-up value, whatever its shape, is nobody's session: only the IDs the server handed out are.
       expect((await page('cronledger_admin=' + 'A'.repeat(43))).status).toBe(401);
       const out = await fetch(`${guarded.url}/logout`, { method: 'POST', headers: { Cookie: value(first) }, redirect: 'manual' });
       expect(out.status).toBe(303);
