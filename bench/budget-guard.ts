@@ -26,26 +26,31 @@ import { applyBudgets } from '../src/budgets/budgets-store';
 import { claimAndReserve, releaseReservations, reserveBudget, type PlannedCall } from '../src/budgets/reserve';
 import { claimRun, completeRun } from '../src/db/runs';
 import { recordUsage } from '../src/ledger/record-usage';
+import { benchArgs, numberOption } from './lib/args';
 import { GUARDED_RUN_CALLS } from './lib/guarded-run';
 import { sampleWaits, topWaits } from './lib/postgres-waits';
 import { scratchDatabase } from './lib/scratch-database';
 
-const arg = (name: string, fallback: number): number => {
-  const i = process.argv.indexOf(`--${name}`);
-  return i > 0 ? Number(process.argv[i + 1]) : fallback;
-};
-const BIG = arg('rows', 10_000_000);
+const { values } = benchArgs('bench/budget-guard.ts', {
+  rows: { type: 'string', default: '10000000' },
+  decisions: { type: 'string', default: '300' },
+  runs: { type: 'string', default: '1000' },
+  rounds: { type: 'string', default: '3' },
+  'rate-only': { type: 'boolean', default: false },
+});
+const arg = (name: 'rows' | 'decisions' | 'runs' | 'rounds'): number => numberOption(name, values[name]);
+const BIG = arg('rows');
 const SMALL = 1_000;
-const DECISIONS = arg('decisions', 300);
-const RUNS = arg('runs', 1_000);
-const ROUNDS = arg('rounds', 3);
+const DECISIONS = arg('decisions');
+const RUNS = arg('runs');
+const ROUNDS = arg('rounds');
 const BATCH = 1_000_000;
 const CONCURRENCY = 8;
 const USER = 'bench-user';
 /** A user with SMALL rows of their own this month, measured side by side with USER once USER has BIG. */
 const SMALL_USER = 'bench-user-small';
 /** Only the booking rates (guard on against off): no big ledger load, no decision costs. */
-const RATE_ONLY = process.argv.includes('--rate-only');
+const RATE_ONLY = values['rate-only'];
 const command = RATE_ONLY
   ? `node --import tsx bench/budget-guard.ts --rate-only --runs ${RUNS} --rounds ${ROUNDS}`
   : `node --import tsx bench/budget-guard.ts --rows ${BIG} --decisions ${DECISIONS} --runs ${RUNS} --rounds ${ROUNDS}`;
