@@ -16,56 +16,10 @@ import type { ReserveRunInput } from '../activities/budget-activities';
 import type { BookUsageInput, BookUsageResult, ModelCallInput, ModelCallOutcome } from '../activities/run-activities';
 import type { ReserveDecision } from '../budgets/reserve';
 import { DEFAULT_MAX_OUTPUT_TOKENS, SEARCH_ATTRIBUTES } from '../constants';
-import type { SimulateProfile } from '../models/simulate-profile';
 import { manualKey, manualTimeOf, scheduledTimeOf, slotKey } from './scheduled-time';
+import type { BudgetReason, ScheduledRunInput, ScheduledRunResult } from './scheduled-run-types';
 
-/** The schedule action's argument: everything a run needs, so editing a task edits the schedule, not the code. */
-export interface ScheduledRunInput {
-  taskId: string;
-  userId: string;
-  input: string;
-  model: string;
-  embeddingModel: string;
-  /** The reply's token cap (max_completion_tokens); absent: DEFAULT_MAX_OUTPUT_TOKENS. */
-  maxOutputTokens?: number;
-  simulate?: SimulateProfile;
-  /** `cronledger tasks trigger`: claims `manual:<taskId>:<start time>`, never a slot, so it can't swallow one. */
-  manual?: boolean;
-  /**
-   * `cronledger runs retry` and `backfill --retry-failed`: this execution may take the slot's claim over from the one
-   * named here (its Temporal run ID) if that claim did not complete. Schedule firings never carry it.
-   */
-  retry?: { supersedesRunId: string };
-}
-
-export interface ScheduledRunResult {
-  status: 'completed' | 'duplicate' | 'blocked';
-  tier?: 'default' | 'cheap' | 'blocked';
-  /** A blocked run's reason: the limit, spent and reserved it was decided on, and its worst case (USD, exact). */
-  budget?: BudgetReason;
-  idempotencyKey: string;
-  scheduledMinute: string;
-  /** Which execution of the slot this was (1 = first; a retry that took the claim over is 2, 3, ...). */
-  generation?: number;
-  manual?: boolean;
-  /** A duplicate: the execution (Temporal run ID) that owns the claim. */
-  ownerRunId?: string;
-  chatCostUsd?: string;
-  embeddingCostUsd?: string;
-  /** The reply was longer than the embedding model accepts: its token count; the embedding covers the first tokens only. */
-  embeddingInputTruncatedFrom?: number;
-}
-
-export interface BudgetReason {
-  limitUsd: string | null;
-  spentUsd: string;
-  reservedUsd: string;
-  worstCaseUsd: string;
-  month: string;
-  timeZone: string;
-  /** Blocked after the run had started calling: the call that was not made, e.g. `chat call 2`. */
-  blockedBefore?: string;
-}
+export type { BudgetReason, ScheduledRunInput, ScheduledRunResult } from './scheduled-run-types';
 
 /**
  * A provider answer that carried usage but failed is booked as failed and the step called again under the next attempt
@@ -113,11 +67,13 @@ const budgetEvents = proxyActivities<Activities>({
   retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '1 minute', maximumAttempts: 20 },
 });
 
+/** A claimed run, as its later steps need it. */
 interface Run {
   idempotencyKey: string;
   scheduledMinute: string;
   manual?: boolean;
   generation: number;
+  who: { workflowId: string; runId: string; taskId: string; userId: string };
   /** The reservation request, on the models the decision picked; a call made again reserves with it. */
   budget: ReserveRunInput;
   /** Threshold events being delivered (none: undefined); awaited before the run returns. */
@@ -153,7 +109,8 @@ export async function scheduledRun(task: ScheduledRunInput): Promise<ScheduledRu
     }
     reserved = true;
     upsertSearchAttributes([{ key: { name: SEARCH_ATTRIBUTES.tier, type: 'KEYWORD' }, value: decision.tier }]);
-    const run: Run = { ...head, generation: claim.generation, budget, deliveries: deliverEvents(decision.eventIds), shield };
+    const who = { workflowId, runId, taskId, userId };
+    const run: Run = { ...head, generation: claim.generation, who, budget, deliveries: deliverEvents(decision.eventIds), shield };
     if (decision.tier === 'blocked') return await endBlocked(run, reasonOf(decision));
     run.budget = { ...budget, model: decision.models.chat ?? model, embeddingModel: decision.models.embed ?? embeddingModel };
 
@@ -165,9 +122,9 @@ export async function scheduledRun(task: ScheduledRunInput): Promise<ScheduledRu
     const embed = await callAndBook(run, 'embedding', { ...step, step: 'embed', model: run.budget.embeddingModel, text });
     if ('blocked' in embed) return { ...(await endBlocked(run, embed.blocked)), chatCostUsd: costOf(chat.booked) };
 
-    // 4. Store the memory and close the claim, one statement.
+    // 4. Store the memory (its embedding read from where the embed step stored it) and close the claim, one statement.
     const { embeddingKey, vector, inputTruncatedFrom } = embed.outcome;
-    const memory = { workflowId, runId, taskId, userId, content: text, embeddingKey, embedding: vector, inputTruncatedFrom };
+    const memory = { ...who, content: text, embeddingKey, embedding: vector, inputTruncatedFrom };
     await bookkeeping.storeMemoryAndCompleteRun({ memory, idempotencyKey, tier: decision.tier });
     await run.deliveries;
     return {
@@ -211,25 +168,11 @@ async function callAndBook(
     }
     const input: ModelCallInput = { ...base, attempt };
     const outcome = await (kind === 'chat' ? modelCalls.callChat(input) : modelCalls.callEmbedding(input));
-    const { step, taskId, userId, model } = base;
-    const { workflowId, runId } = workflowInfo();
     const { usage, providerModel, requestId, inputTruncatedFrom, receivedAt } = outcome;
-    const status = outcome.outcome === 'answered' ? 'ok' : 'failed';
-    const booking: BookUsageInput = {
-      workflowId,
-      runId,
-      step,
-      attempt,
-      taskId,
-      userId,
-      model,
-      kind,
-      status,
-      usage,
-      providerModel,
-      requestId,
-    };
-    const booked = await run.shield.run(() => bookkeeping.bookUsage({ ...booking, inputTruncatedFrom, receivedAt }));
+    const status: BookUsageInput['status'] = outcome.outcome === 'answered' ? 'ok' : 'failed';
+    const call = { ...run.who, step: base.step, attempt, model: base.model, kind, status };
+    const booking: BookUsageInput = { ...call, usage, providerModel, requestId, inputTruncatedFrom, receivedAt };
+    const booked = await run.shield.run(() => bookkeeping.bookUsage(booking));
     if (outcome.outcome === 'answered') {
       if (booked.booked === 'exception') {
         const message = `${base.step}: usage kept in usage_exceptions, not the ledger: ${booked.reason}`;
