@@ -99,10 +99,13 @@ function testTemporalMode(value: string | undefined): TemporalMode {
   throw new Error(`CRONLEDGER_TEST_TEMPORAL=${value} is not a Temporal mode; use dev (the default) or server`);
 }
 
-/** Every test file under test/ (a namespace each, named after the file: test/backfill.test.ts -> backfill). */
+/**
+ * Every test file under test/ but the unit tests, which need no server (a namespace each, named after the file:
+ * test/backfill.test.ts -> backfill).
+ */
 function allTestFiles(): string[] {
   const testDir = join(repoRoot(), 'test');
-  return readdirSync(testDir, { recursive: true, encoding: 'utf8' }).filter((f) => f.endsWith('.test.ts'));
+  return readdirSync(testDir, { recursive: true, encoding: 'utf8' }).filter((f) => f.endsWith('.test.ts') && !f.startsWith('unit/'));
 }
 
 async function createTemplateDatabase(adminDatabaseUrl: string, ownerTemplateUrl: string): Promise<void> {
