@@ -538,7 +538,8 @@ describe('the budget sweeper and threshold events', () => {
 
 // A task whose model has no price in force, for a user with a budget: the guard cannot reserve for it, and retrying will
 // not price it. The run fails at once, recorded on its claim with the model and the fix, and no call is made: the
-// decision's local activity must not retry an error that no retry can cure, which would leave the slot with no claim row.
+// decision's local activity does not retry an error no retry can cure, which would keep the run open for good with no
+// claim row for its slot.
 it('an unpriced model under a budget: the run fails for good, naming the model and `cronledger prices apply`', async () => {
   const user = `unpriced-${randomUUID().slice(0, 6)}`;
   await applyBudgets(
