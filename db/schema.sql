@@ -302,6 +302,145 @@ end
 $$;
 
 --
+-- Name: metric_add_run(text, text, bigint, integer); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.metric_add_run(p_status text, p_tier text, p_duration_ms bigint, p_sign integer) RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+begin
+  insert into metric_run_counts as c (shard, status, tier, runs) values (pg_backend_pid() % 8, p_status, p_tier, p_sign)
+  on conflict (shard, status, tier) do update set runs = c.runs + excluded.runs;
+  perform metric_observe('run_duration', p_duration_ms, p_sign);
+end
+$$;
+
+--
+-- Name: metric_booking_lag_ms(timestamp with time zone, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.metric_booking_lag_ms(p_usage_received_at timestamp with time zone, p_booked_at timestamp with time zone) RETURNS bigint
+    LANGUAGE sql IMMUTABLE
+    AS $$
+  select case when p_usage_received_at is not null and p_booked_at is not null
+              then greatest(0, round(extract(epoch from (p_booked_at - p_usage_received_at)) * 1000))::bigint end
+$$;
+
+--
+-- Name: metric_bounds_ms(text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.metric_bounds_ms(p_histogram text) RETURNS bigint[]
+    LANGUAGE sql IMMUTABLE
+    AS $$
+  select case p_histogram
+    when 'run_duration' then array[100, 500, 1000, 2000, 5000, 10000, 30000, 60000, 300000, 1800000]::bigint[]
+    when 'booking_lag' then array[10, 50, 100, 500, 1000, 5000, 30000, 300000, 3600000]::bigint[]
+  end
+$$;
+
+--
+-- Name: metric_bucket(text, bigint); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.metric_bucket(p_histogram text, p_ms bigint) RETURNS integer
+    LANGUAGE sql IMMUTABLE
+    AS $$
+  select width_bucket(p_ms - 1, metric_bounds_ms(p_histogram))
+$$;
+
+--
+-- Name: metric_count_duplicate(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.metric_count_duplicate() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'public', 'pg_temp'
+    AS $$
+begin
+  perform metric_add_run('duplicate', null, null, case tg_op when 'INSERT' then 1 else -1 end);
+  return null;
+end
+$$;
+
+--
+-- Name: metric_count_ledger_entry(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.metric_count_ledger_entry() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'public', 'pg_temp'
+    AS $$
+begin
+  insert into metric_ledger_totals as t (model, kind, user_id, charges_usd, credits_usd)
+  values (new.model, new.kind, new.user_id, greatest(new.cost_usd, 0), greatest(-new.cost_usd, 0))
+  on conflict (model, kind, user_id) do update
+    set charges_usd = t.charges_usd + excluded.charges_usd, credits_usd = t.credits_usd + excluded.credits_usd;
+  perform metric_observe('booking_lag', metric_booking_lag_ms(new.usage_received_at, new.booked_at), 1);
+  return null;
+end
+$$;
+
+--
+-- Name: metric_count_run(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.metric_count_run() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'public', 'pg_temp'
+    AS $$
+begin
+  if tg_op in ('UPDATE', 'DELETE') then perform metric_add_run(old.status, old.tier, old.duration_ms, -1); end if;
+  if tg_op in ('INSERT', 'UPDATE') then perform metric_add_run(new.status, new.tier, new.duration_ms, 1); end if;
+  return null;
+end
+$$;
+
+--
+-- Name: metric_observe(text, bigint, integer); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.metric_observe(p_histogram text, p_ms bigint, p_sign integer) RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+begin
+  if p_ms is null then return; end if;
+  insert into metric_histograms as h (histogram, shard, bucket, observations, sum_ms)
+  values (p_histogram, pg_backend_pid() % 8, metric_bucket(p_histogram, p_ms), p_sign, p_sign * p_ms)
+  on conflict (histogram, shard, bucket) do update
+    set observations = h.observations + excluded.observations, sum_ms = h.sum_ms + excluded.sum_ms;
+end
+$$;
+
+--
+-- Name: metric_rebuild(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.metric_rebuild() RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+begin
+  lock table usage_ledger, runs, run_duplicates in share mode;
+  delete from metric_ledger_totals;
+  delete from metric_run_counts;
+  delete from metric_histograms;
+  insert into metric_ledger_totals (model, kind, user_id, charges_usd, credits_usd)
+  select model, kind, user_id, coalesce(sum(cost_usd) filter (where cost_usd > 0), 0), coalesce(-sum(cost_usd) filter (where cost_usd < 0), 0)
+    from usage_ledger group by 1, 2, 3;
+  insert into metric_run_counts (shard, status, tier, runs)
+  select 0, status, tier, count(*) from runs group by 2, 3
+  union all select 0, 'duplicate', null, count(*) from run_duplicates having count(*) > 0;
+  insert into metric_histograms (histogram, shard, bucket, observations, sum_ms)
+  select 'run_duration', 0, metric_bucket('run_duration', duration_ms) as bucket, count(*), sum(duration_ms)
+    from runs where duration_ms is not null group by 3;
+  insert into metric_histograms (histogram, shard, bucket, observations, sum_ms)
+  select 'booking_lag', 0, metric_bucket('booking_lag', lag_ms) as bucket, count(*), sum(lag_ms)
+    from (select metric_booking_lag_ms(usage_received_at, booked_at) as lag_ms from usage_ledger) l
+   where lag_ms is not null group by 3;
+end
+$$;
+
+--
 -- Name: model_prices; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -682,6 +821,44 @@ CREATE TABLE public.memories (
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     temporal_run_id text,
     input_truncated_from bigint
+);
+
+--
+-- Name: metric_histograms; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.metric_histograms (
+    histogram text NOT NULL,
+    shard smallint NOT NULL,
+    bucket integer NOT NULL,
+    observations bigint NOT NULL,
+    sum_ms bigint NOT NULL,
+    CONSTRAINT metric_histograms_histogram_check CHECK ((histogram = ANY (ARRAY['run_duration'::text, 'booking_lag'::text])))
+);
+
+--
+-- Name: metric_ledger_totals; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.metric_ledger_totals (
+    model text,
+    kind text,
+    user_id text NOT NULL,
+    charges_usd numeric(38,18) DEFAULT 0 NOT NULL,
+    credits_usd numeric(38,18) DEFAULT 0 NOT NULL,
+    CONSTRAINT metric_ledger_totals_charges_usd_check CHECK ((charges_usd >= (0)::numeric)),
+    CONSTRAINT metric_ledger_totals_credits_usd_check CHECK ((credits_usd >= (0)::numeric))
+);
+
+--
+-- Name: metric_run_counts; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.metric_run_counts (
+    shard smallint NOT NULL,
+    status text NOT NULL,
+    tier text,
+    runs bigint NOT NULL
 );
 
 --
@@ -1200,6 +1377,27 @@ ALTER TABLE ONLY public.call_embeddings
     ADD CONSTRAINT call_embeddings_pkey PRIMARY KEY (call_key);
 
 --
+-- Name: metric_histograms metric_histograms_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.metric_histograms
+    ADD CONSTRAINT metric_histograms_pkey PRIMARY KEY (histogram, shard, bucket);
+
+--
+-- Name: metric_ledger_totals metric_ledger_totals_model_kind_user_id_key; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.metric_ledger_totals
+    ADD CONSTRAINT metric_ledger_totals_model_kind_user_id_key UNIQUE NULLS NOT DISTINCT (model, kind, user_id);
+
+--
+-- Name: metric_run_counts metric_run_counts_shard_status_tier_key; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.metric_run_counts
+    ADD CONSTRAINT metric_run_counts_shard_status_tier_key UNIQUE NULLS NOT DISTINCT (shard, status, tier);
+
+--
 -- Name: model_downgrades model_downgrades_model_effective_from_key; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1526,6 +1724,24 @@ CREATE TRIGGER model_prices_append_only BEFORE DELETE OR UPDATE ON public.model_
 CREATE TRIGGER model_prices_no_truncate BEFORE TRUNCATE ON public.model_prices FOR EACH STATEMENT EXECUTE FUNCTION public.forbid_append_only_change();
 
 --
+-- Name: run_duplicates run_duplicates_metric_counts; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER run_duplicates_metric_counts AFTER INSERT OR DELETE ON public.run_duplicates FOR EACH ROW EXECUTE FUNCTION public.metric_count_duplicate();
+
+--
+-- Name: runs runs_metric_counts; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER runs_metric_counts AFTER INSERT OR DELETE ON public.runs FOR EACH ROW EXECUTE FUNCTION public.metric_count_run();
+
+--
+-- Name: runs runs_metric_counts_update; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER runs_metric_counts_update AFTER UPDATE OF status, tier, duration_ms ON public.runs FOR EACH ROW WHEN (((old.status IS DISTINCT FROM new.status) OR (old.tier IS DISTINCT FROM new.tier) OR (old.duration_ms IS DISTINCT FROM new.duration_ms))) EXECUTE FUNCTION public.metric_count_run();
+
+--
 -- Name: runs runs_queue_rollups_insert; Type: TRIGGER; Schema: public; Owner: -
 --
 
@@ -1560,6 +1776,12 @@ CREATE TRIGGER usage_ledger_append_only BEFORE DELETE OR UPDATE ON public.usage_
 --
 
 CREATE TRIGGER usage_ledger_budget_months AFTER INSERT ON public.usage_ledger FOR EACH ROW EXECUTE FUNCTION public.budget_book_ledger_entry();
+
+--
+-- Name: usage_ledger usage_ledger_metric_counts; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER usage_ledger_metric_counts AFTER INSERT ON public.usage_ledger FOR EACH ROW EXECUTE FUNCTION public.metric_count_ledger_entry();
 
 --
 -- Name: usage_ledger usage_ledger_no_truncate; Type: TRIGGER; Schema: public; Owner: -
@@ -1702,6 +1924,24 @@ REVOKE ALL ON FUNCTION public.claim_run(p_key text, p_task_id text, p_user_id te
 GRANT ALL ON FUNCTION public.claim_run(p_key text, p_task_id text, p_user_id text, p_workflow_id text, p_run_id text, p_scheduled_minute timestamp with time zone, p_worker_id text, p_manual boolean, p_supersedes_run_id text) TO cronledger_app;
 
 --
+-- Name: FUNCTION metric_add_run(p_status text, p_tier text, p_duration_ms bigint, p_sign integer); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.metric_add_run(p_status text, p_tier text, p_duration_ms bigint, p_sign integer) FROM PUBLIC;
+
+--
+-- Name: FUNCTION metric_observe(p_histogram text, p_ms bigint, p_sign integer); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.metric_observe(p_histogram text, p_ms bigint, p_sign integer) FROM PUBLIC;
+
+--
+-- Name: FUNCTION metric_rebuild(); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.metric_rebuild() FROM PUBLIC;
+
+--
 -- Name: TABLE model_prices; Type: ACL; Schema: public; Owner: -
 --
 
@@ -1797,6 +2037,27 @@ GRANT SELECT,INSERT ON TABLE public.call_embeddings TO cronledger_app;
 --
 
 GRANT SELECT,INSERT ON TABLE public.memories TO cronledger_app;
+
+--
+-- Name: TABLE metric_histograms; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT ON TABLE public.metric_histograms TO cronledger_app;
+GRANT SELECT ON TABLE public.metric_histograms TO cronledger_readonly;
+
+--
+-- Name: TABLE metric_ledger_totals; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT ON TABLE public.metric_ledger_totals TO cronledger_app;
+GRANT SELECT ON TABLE public.metric_ledger_totals TO cronledger_readonly;
+
+--
+-- Name: TABLE metric_run_counts; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT ON TABLE public.metric_run_counts TO cronledger_app;
+GRANT SELECT ON TABLE public.metric_run_counts TO cronledger_readonly;
 
 --
 -- Name: TABLE model_downgrades; Type: ACL; Schema: public; Owner: -

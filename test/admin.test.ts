@@ -15,6 +15,7 @@ import { applyPrices, loadPricesFile } from '../src/ledger/prices';
 import { recordUsage } from '../src/ledger/record-usage';
 import type { UsageReport } from '../src/reports/types';
 import { scheduledRun, type ScheduledRunInput } from '../src/workflows/scheduled-run';
+import { chatBooking } from './support/bookings';
 import { runCli } from './support/cli';
 import { launchChromium } from './support/chromium';
 import { createTestContext, type TestContext } from './support/context';
@@ -600,8 +601,93 @@ describe('metrics', () => {
     );
     expect(received.map((r) => r.ok)).toEqual([true, true]);
     expect(lag.metrics[0].count).toBe('2');
+    await expectMetricsMatchRawRows(admin.url);
+  });
+
+  it('stay equal to SQL over the raw rows as runs are claimed, completed, re-tiered, deleted and found duplicate, and as the ledger grows', async () => {
+    const key = 'cron:metrics-counters';
+    await ctx.pool.query(
+      `insert into runs (idempotency_key, task_id, user_id, workflow_id, temporal_run_id, scheduled_minute, status, claimed_by)
+       values ($1, 'metrics-counters', 'metrics-counters-user', 'cron-metrics-counters', 'metrics-counters-run', date_trunc('minute', now()), 'running', 'seed')`,
+      [key],
+    );
+    await expectMetricsMatchRawRows(admin.url);
+    await ctx.pool.query(
+      `update runs set status = 'completed', tier = 'default', duration_ms = 2001, finished_at = now() where idempotency_key = $1`,
+      [key],
+    );
+    await expectMetricsMatchRawRows(admin.url);
+    await ctx.pool.query(`update runs set tier = 'cheap', duration_ms = 100 where idempotency_key = $1`, [key]);
+    await expectMetricsMatchRawRows(admin.url);
+    await ctx.pool.query(
+      `insert into run_duplicates (temporal_run_id, workflow_id, idempotency_key, task_id, user_id, detected_by)
+         values ('metrics-counters-dup', 'cron-metrics-counters', $1, 'metrics-counters', 'metrics-counters-user', 'claim')`,
+      [key],
+    );
+    await recordUsage(ctx.pool, { ...chatBooking(key, 'metrics-counters-user', new Date()), usageReceivedAt: new Date(Date.now() - 20) });
+    await expectMetricsMatchRawRows(admin.url);
+    // The application role may not delete runs; the owner may (a deleted run leaves the counters too)
+    const owner = new pg.Client({ connectionString: ctx.ownerDatabaseUrl });
+    await owner.connect();
+    try {
+      await owner.query(`delete from run_duplicates where idempotency_key = $1`, [key]);
+      await owner.query(`delete from runs where idempotency_key = $1`, [key]);
+    } finally {
+      await owner.end();
+    }
+    await expectMetricsMatchRawRows(admin.url);
   });
 });
+
+/**
+ * Every series of the run counter, both histograms and the cost counters of a /metrics text, against SQL over the raw
+ * runs, run_duplicates and usage_ledger rows (the bounds in seconds are the served ones, asserted here too).
+ */
+async function expectMetricsMatchRawRows(url: string): Promise<void> {
+  const families = parsePrometheus(await (await fetch(url + '/metrics')).text());
+  const family = (name: string) => families.find((f) => f.name === name)!;
+  const { rows: runs } = await ctx.pool.query<{ key: string; n: string }>(
+    `select status || '|' || coalesce(tier, 'none') as key, count(*)::text as n from runs group by 1
+     union all select 'duplicate|none', count(*)::text from run_duplicates having count(*) > 0`,
+  );
+  expect(new Map(family('cronledger_runs_total').metrics.map((m) => [`${m.labels!.status}|${m.labels!.tier}`, m.value!]))).toEqual(
+    new Map(runs.map((r) => [r.key, r.n])),
+  );
+  const histogram = async (name: string, bounds: string[], msSql: string, from: string) => {
+    const { rows } = await ctx.pool.query<{ buckets: string[]; n: string; sum_ms: string }>(
+      `with o as (select ${msSql} as ms from ${from})
+       select array(select (select count(*) from o where o.ms <= u.b::numeric * 1000)::text
+                      from unnest($1::text[]) with ordinality u(b, i) order by u.i) as buckets,
+              (select count(*) from o)::text as n, (select coalesce(sum(ms), 0) from o)::text as sum_ms`,
+      [bounds],
+    );
+    const served = family(name).metrics[0];
+    expect(served.buckets).toEqual(Object.fromEntries([...bounds.map((b, i) => [b, rows[0].buckets[i]]), ['+Inf', rows[0].n]]));
+    expect(served.count).toBe(rows[0].n);
+    expect(served.sum).toBe(String(Number(rows[0].sum_ms) / 1000)); // whole milliseconds: exact in a double at these sizes
+  };
+  await histogram(
+    'cronledger_run_duration_seconds',
+    ['0.1', '0.5', '1', '2', '5', '10', '30', '60', '300', '1800'],
+    'duration_ms',
+    'runs where duration_ms is not null',
+  );
+  await histogram(
+    'cronledger_ledger_booking_lag_seconds',
+    ['0.01', '0.05', '0.1', '0.5', '1', '5', '30', '300', '3600'],
+    `greatest(0, round(extract(epoch from (booked_at - usage_received_at)) * 1000))::bigint`,
+    'usage_ledger where usage_received_at is not null and booked_at is not null',
+  );
+  const { rows: cost } = await ctx.pool.query<{ key: string; charges: string; credits: string }>(
+    `select coalesce(model, 'none') || '|' || coalesce(kind, 'none') as key,
+            round(coalesce(sum(cost_usd) filter (where cost_usd > 0), 0) * 1000000)::text as charges,
+            round(coalesce(-sum(cost_usd) filter (where cost_usd < 0), 0) * 1000000)::text as credits
+       from usage_ledger group by 1`,
+  );
+  const counters = costCounters(families);
+  expect(counters.charges).toEqual(new Map(cost.map((r) => [r.key, r.charges])));
+  expect(counters.credits).toEqual(new Map(cost.map((r) => [r.key, r.credits])));
+}
 
 /** `cronledger admin --port 0 ...` as a user starts it, over this test's read-only role; resolves once it prints its URL. */
 async function startCliAdmin(args: string[]): Promise<{ url: string; stop: () => Promise<void> }> {
@@ -630,8 +716,8 @@ async function startCliAdmin(args: string[]): Promise<{ url: string; stop: () =>
 }
 
 /** The charge and credit counters of a /metrics text, keyed by their labels joined with |, values as integer strings. */
-function costCounters(text: string) {
-  const families = parsePrometheus(text);
+function costCounters(text: string | ReturnType<typeof parsePrometheus>) {
+  const families = typeof text === 'string' ? parsePrometheus(text) : text;
   const byLabels = (name: string) => {
     const family = families.find((f) => f.name === name)!;
     return new Map(family.metrics.map((m) => [Object.values(m.labels ?? {}).join('|'), m.value!]));

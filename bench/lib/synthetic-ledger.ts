@@ -50,8 +50,8 @@ export function insertRunsSql(from: number, to: number, total: number): string {
 
 /**
  * Loads a month of `total` entries and their runs as a bulk load does: as the owner, in batches, with the tables'
- * triggers off (no queue rows, no per-row month summary), then rebuilds what the triggers would have kept: the
- * month-to-date summary (budget_months). The rollups are rebuilt by the caller (rebuildMonth), and timed there.
+ * triggers off (no queue rows, no per-row month summary or metric counters), then rebuilds what the triggers would
+ * have kept: the month-to-date summary (budget_months) and the counters /metrics reads (metric_rebuild()). The rollups are rebuilt by the caller (rebuildMonth), and timed there.
  */
 export async function bulkLoadMonth(owner: pg.Client, total: number, onBatch?: (done: number) => void): Promise<void> {
   const batch = 500_000;
@@ -74,5 +74,6 @@ export async function bulkLoadMonth(owner: pg.Client, total: number, onBatch?: (
        from usage_ledger l cross join budget_zones z group by 1, 2, 3
      on conflict (user_id, time_zone, month) do update set spent_usd = excluded.spent_usd`,
   );
+  await owner.query('select metric_rebuild()');
   await owner.query('analyze');
 }

@@ -1,8 +1,7 @@
 import { Counter, Gauge, Registry } from 'prom-client';
 import type pg from 'pg';
 import { budgetStatusOfAll } from '../budgets/budget-status';
-import { runCountsByStatus, runDurationBuckets } from '../db/runs';
-import { bookingLagBuckets, chargesAndCredits } from '../ledger/entries';
+import { histogramBuckets, ledgerTotals, runCounts } from '../db/metric-counters';
 import { parseUsd, toAttoUsd } from '../money';
 import { divideHalfEven } from '../reports/economics';
 import type { TaskSlotCheck } from '../schedules/missed-slots';
@@ -11,16 +10,13 @@ import { sharedResult } from './shared-result';
 /** 10 s: every Prometheus replica and a person reloading share one computation, and a figure is never older than that. */
 export const DEFAULT_METRICS_CACHE_MS = 10_000;
 
-/** Histogram bucket bounds (le) in milliseconds: each histogram is one GROUP BY over these in SQL. */
-const DURATION_BOUNDS_MS = [100, 500, 1_000, 2_000, 5_000, 10_000, 30_000, 60_000, 300_000, 1_800_000];
-const LAG_BOUNDS_MS = [10, 50, 100, 500, 1_000, 5_000, 30_000, 300_000, 3_600_000];
-
 /**
  * GET /metrics through prom-client. The figures are read from PostgreSQL, so every admin replica and every restart
  * reports the same values: charges and credits as two counters (a credit would make a net counter fall) in integer
- * micro-dollars, half-even from the exact sums; runs by status; run durations and ledger booking lag as histograms
- * whose buckets PostgreSQL counts (one grouped query each, however many runs there are). One text serves every scrape
- * for `cacheMs`. Per-user labels only when the operator asks (one series per user).
+ * micro-dollars, half-even from the exact sums; runs by status; run durations and ledger booking lag as histograms.
+ * Every figure comes from counter rows the database keeps in the transaction of what they count (src/db/metric-counters.ts),
+ * so a scrape costs the same however many runs and ledger rows there are. One text serves every scrape for `cacheMs`.
+ * Per-user labels only when the operator asks (one series per user).
  */
 export function adminMetrics(db: pg.Pool, opts: { perUser: boolean; missedSlots?: () => Promise<TaskSlotCheck[]>; cacheMs?: number }) {
   const registry = new Registry();
@@ -66,14 +62,14 @@ export function adminMetrics(db: pg.Pool, opts: { perUser: boolean; missedSlots?
   async function collect(): Promise<void> {
     charges.reset();
     credits.reset();
-    for (const r of await chargesAndCredits(db, opts.perUser)) {
+    for (const r of await ledgerTotals(db, opts.perUser)) {
       const labels: Record<string, string> = { model: r.model ?? 'none', kind: r.kind ?? 'none' };
       if (opts.perUser) labels.user = r.user_id ?? '';
       charges.inc(labels, micro(r.charges_usd));
       credits.inc(labels, micro(r.credits_usd));
     }
     runs.reset();
-    for (const r of await runCountsByStatus(db)) runs.inc({ status: r.status, tier: r.tier ?? 'none' }, Number(r.runs));
+    for (const r of await runCounts(db)) runs.inc({ status: r.status, tier: r.tier ?? 'none' }, Number(r.runs));
     utilisation.reset();
     for (const b of await budgetStatusOfAll(db)) {
       if (b.limitUsd === null) continue;
@@ -92,20 +88,14 @@ export function adminMetrics(db: pg.Pool, opts: { perUser: boolean; missedSlots?
   }
 
   async function render(): Promise<string> {
-    const [durations, lags] = await Promise.all([runDurationBuckets(db, DURATION_BOUNDS_MS), bookingLagBuckets(db, LAG_BOUNDS_MS)]);
+    const [durations, lags] = await Promise.all([histogramBuckets(db, 'run_duration'), histogramBuckets(db, 'booking_lag')]);
     await collect();
     return (
       (await registry.metrics()) +
-      histogramText(
-        'cronledger_run_duration_seconds',
-        'How long finished runs took, from claim to completion',
-        DURATION_BOUNDS_MS,
-        durations,
-      ) +
+      histogramText('cronledger_run_duration_seconds', 'How long finished runs took, from claim to completion', durations) +
       histogramText(
         'cronledger_ledger_booking_lag_seconds',
         'From the moment usage came back from the provider to the commit of its ledger row',
-        LAG_BOUNDS_MS,
         lags,
       )
     );
@@ -126,28 +116,19 @@ const seconds = (ms: bigint): string => {
 };
 
 /**
- * A Prometheus histogram from bucket counts: `buckets` holds, per bucket index (0..bounds.length, the last one +Inf),
- * how many observations fell there and their sum in milliseconds; the text carries the cumulative `le` counts.
+ * A Prometheus histogram from bucket counts: `buckets` holds, in order, each bucket's upper bound in milliseconds
+ * (null: +Inf, the last), how many observations fell there and their sum in milliseconds; the text carries the
+ * cumulative `le` counts.
  */
-export function histogramText(
-  name: string,
-  help: string,
-  boundsMs: number[],
-  buckets: { bucket: number; count: string; sum_ms: string }[],
-): string {
-  const counts = new Array<bigint>(boundsMs.length + 1).fill(0n);
-  let sumMs = 0n;
-  for (const b of buckets) {
-    counts[b.bucket] += BigInt(b.count);
-    sumMs += BigInt(b.sum_ms);
-  }
+export function histogramText(name: string, help: string, buckets: { le_ms: string | null; count: string; sum_ms: string }[]): string {
   const lines = [`# HELP ${name} ${help}`, `# TYPE ${name} histogram`];
   let cumulative = 0n;
-  for (const [i, bound] of boundsMs.entries()) {
-    cumulative += counts[i];
-    lines.push(`${name}_bucket{le="${seconds(BigInt(bound))}"} ${cumulative}`);
+  let sumMs = 0n;
+  for (const b of buckets) {
+    cumulative += BigInt(b.count);
+    sumMs += BigInt(b.sum_ms);
+    lines.push(`${name}_bucket{le="${b.le_ms === null ? '+Inf' : seconds(BigInt(b.le_ms))}"} ${cumulative}`);
   }
-  cumulative += counts[boundsMs.length];
-  lines.push(`${name}_bucket{le="+Inf"} ${cumulative}`, `${name}_sum ${seconds(sumMs)}`, `${name}_count ${cumulative}`);
+  lines.push(`${name}_sum ${seconds(sumMs)}`, `${name}_count ${cumulative}`);
   return `\n${lines.join('\n')}\n`;
 }

@@ -249,29 +249,6 @@ export async function duplicatesPerDay(
   return rows;
 }
 
-/** Every claimed run by status, plus the executions that stopped as duplicates: the runs counter of /metrics. */
-export async function runCountsByStatus(db: pg.Pool): Promise<{ status: string; tier: string | null; runs: string }[]> {
-  const { rows } = await db.query<{ status: string; tier: string | null; runs: string }>(
-    `select status, tier, count(*)::text as runs from runs group by 1, 2
-     union all select 'duplicate', null, count(*)::text from run_duplicates order by 1, 2`,
-  );
-  return rows;
-}
-
-/**
- * Finished runs per duration bucket, for the duration histogram: bucket i holds the durations above bound i-1 and at
- * most bound i (milliseconds), bucket bounds.length the rest; with the bucket's sum of milliseconds. Durations are whole
- * milliseconds, so "at most b" is "below b + 1", width_bucket's lower-bound rule.
- */
-export async function runDurationBuckets(db: pg.Pool, boundsMs: number[]): Promise<{ bucket: number; count: string; sum_ms: string }[]> {
-  const { rows } = await db.query<{ bucket: number; count: string; sum_ms: string }>(
-    `select width_bucket(duration_ms, $1::bigint[]) as bucket, count(*)::text as count, sum(duration_ms)::text as sum_ms
-       from runs where duration_ms is not null group by 1`,
-    [boundsMs.map((b) => b + 1)],
-  );
-  return rows;
-}
-
 /**
  * The scheduled minutes a task's slots were claimed for in [from, to] (manual runs are not slots), oldest first: what
  * the missed-slot check holds against the schedule's expected times. Any claim counts, whatever became of its run.

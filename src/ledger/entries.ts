@@ -146,51 +146,14 @@ function requireReason(reason: string): void {
 }
 
 /**
- * The ledger's charges and credits by model and kind (and user when asked), for the Prometheus counters: charges
- * add every positive entry, credits every negative one (as a positive amount), so both only grow on an append-only
- * ledger. Exact decimal strings.
- */
-export async function chargesAndCredits(
-  db: pg.Pool,
-  perUser: boolean,
-): Promise<{ model: string | null; kind: string | null; user_id: string | null; charges_usd: string; credits_usd: string }[]> {
-  const user = perUser ? 'user_id' : 'null::text';
-  const { rows } = await db.query<{
-    model: string | null;
-    kind: string | null;
-    user_id: string | null;
-    charges_usd: string;
-    credits_usd: string;
-  }>(
-    `select model, kind, ${user} as user_id,
-            coalesce(sum(cost_usd) filter (where cost_usd > 0), 0)::numeric(38, 18)::text as charges_usd,
-            coalesce(-sum(cost_usd) filter (where cost_usd < 0), 0)::numeric(38, 18)::text as credits_usd
-       from usage_ledger group by 1, 2, 3 order by 1, 2, 3`,
-  );
-  return rows;
-}
-
-/**
  * Booking lag per ledger row, as milliseconds with counts: from the moment the worker received the usage to booked_at,
  * the clock inside the booking's own single-statement transaction (created_at is the booking's price instant, which
  * may be earlier). Corrections (no usage_received_at) are left out.
  */
 export async function bookingLags(db: pg.Pool): Promise<{ lag_ms: string; entries: string }[]> {
   const { rows } = await db.query<{ lag_ms: string; entries: string }>(
-    `select ${LAG_MS}::text as lag_ms, count(*)::text as entries
+    `select metric_booking_lag_ms(usage_received_at, booked_at)::text as lag_ms, count(*)::text as entries
        from usage_ledger where usage_received_at is not null and booked_at is not null group by 1`,
-  );
-  return rows;
-}
-
-const LAG_MS = 'greatest(0, round(extract(epoch from (booked_at - usage_received_at)) * 1000))::bigint';
-
-/** Booking lags per histogram bucket, bucketed as runDurationBuckets does (whole milliseconds, at most each bound). */
-export async function bookingLagBuckets(db: pg.Pool, boundsMs: number[]): Promise<{ bucket: number; count: string; sum_ms: string }[]> {
-  const { rows } = await db.query<{ bucket: number; count: string; sum_ms: string }>(
-    `select width_bucket(${LAG_MS}, $1::bigint[]) as bucket, count(*)::text as count, sum(${LAG_MS})::text as sum_ms
-       from usage_ledger where usage_received_at is not null and booked_at is not null group by 1`,
-    [boundsMs.map((b) => b + 1)],
   );
   return rows;
 }
