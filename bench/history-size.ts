@@ -22,7 +22,8 @@ import { applyPrices, loadPricesFile } from '../src/ledger/prices';
 import { MockProvider } from '../src/models/mock-provider';
 import { createOpenAIProvider } from '../src/models/openai-provider';
 import type { ModelProvider } from '../src/models/provider';
-import { runInputOf } from '../src/schedules/task-schedule';
+import { recordTaskVersions } from '../src/db/task-versions';
+import { runInputOf, taskFingerprint } from '../src/schedules/task-schedule';
 import { taskSchema } from '../src/tasks/tasks-file';
 import { createCronledgerWorker, workflowsPath } from '../src/worker-setup';
 import { scheduledRun } from '../src/workflows/scheduled-run';
@@ -74,11 +75,13 @@ async function main(): Promise<void> {
         deps: { pool, provider: v.provider, workerId: 'bench' },
       });
       const task = taskSchema.parse({ id: `size-${i}`, cron: '0 9 * * *', userId: 'u1', input: 'Summarise the day.' });
+      const fingerprint = taskFingerprint(task, taskQueue);
+      await recordTaskVersions(pool, [{ taskId: task.id, fingerprint, definition: task }]);
       const handle = await worker.runUntil(async () => {
         const h = await client.workflow.start(scheduledRun, {
           workflowId: `cron-size-${i}-2026-11-02T09:00:00Z`,
           taskQueue,
-          args: [runInputOf(task)],
+          args: [runInputOf(task, fingerprint)],
         });
         const result = await h.result();
         if (result.status !== 'completed') throw new Error(`run ended ${result.status}`);

@@ -45,6 +45,7 @@ async function main(): Promise<void> {
           budgetSweep: false,
         }),
         taskQueue,
+        pool,
       );
       const from = new Date(Date.UTC(2026, 0, 1 + round, 0, 0));
       const to = new Date(from.getTime() + (slots - 1) * 60_000);

@@ -1089,7 +1089,7 @@ CREATE TABLE public.runs (
     tier text,
     budget jsonb,
     CONSTRAINT runs_generation_check CHECK ((generation >= 1)),
-    CONSTRAINT runs_status_check CHECK ((status = ANY (ARRAY['running'::text, 'completed'::text, 'failed'::text, 'cancelled'::text, 'blocked'::text]))),
+    CONSTRAINT runs_status_check CHECK ((status = ANY (ARRAY['running'::text, 'completed'::text, 'failed'::text, 'cancelled'::text, 'blocked'::text, 'rejected'::text]))),
     CONSTRAINT runs_tier_check CHECK ((tier = ANY (ARRAY['default'::text, 'cheap'::text, 'blocked'::text])))
 );
 
@@ -1117,6 +1117,18 @@ ALTER SEQUENCE public.runs_id_seq OWNED BY public.runs.id;
 CREATE TABLE public.schema_migrations (
     name text NOT NULL,
     applied_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+--
+-- Name: task_versions; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.task_versions (
+    task_id text NOT NULL,
+    fingerprint text NOT NULL,
+    definition jsonb NOT NULL,
+    applied_at timestamp with time zone DEFAULT now() NOT NULL,
+    applied_by text DEFAULT SESSION_USER NOT NULL
 );
 
 --
@@ -1524,6 +1536,13 @@ ALTER TABLE ONLY public.schema_migrations
     ADD CONSTRAINT schema_migrations_pkey PRIMARY KEY (name);
 
 --
+-- Name: task_versions task_versions_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.task_versions
+    ADD CONSTRAINT task_versions_pkey PRIMARY KEY (task_id, fingerprint);
+
+--
 -- Name: usage_day_totals usage_day_totals_bucket; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1752,6 +1771,18 @@ CREATE TRIGGER runs_queue_rollups_insert AFTER INSERT ON public.runs REFERENCING
 --
 
 CREATE TRIGGER runs_queue_rollups_update AFTER UPDATE ON public.runs REFERENCING OLD TABLE AS old_runs NEW TABLE AS new_runs FOR EACH STATEMENT EXECUTE FUNCTION public.queue_runs_for_rollups();
+
+--
+-- Name: task_versions task_versions_append_only; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER task_versions_append_only BEFORE DELETE OR UPDATE ON public.task_versions FOR EACH ROW EXECUTE FUNCTION public.forbid_append_only_change();
+
+--
+-- Name: task_versions task_versions_no_truncate; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER task_versions_no_truncate BEFORE TRUNCATE ON public.task_versions FOR EACH STATEMENT EXECUTE FUNCTION public.forbid_append_only_change();
 
 --
 -- Name: usage_exceptions usage_exceptions_append_only; Type: TRIGGER; Schema: public; Owner: -
@@ -2171,6 +2202,12 @@ GRANT USAGE ON SEQUENCE public.runs_id_seq TO cronledger_app;
 
 GRANT SELECT ON TABLE public.schema_migrations TO cronledger_app;
 GRANT SELECT ON TABLE public.schema_migrations TO cronledger_readonly;
+
+--
+-- Name: TABLE task_versions; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT ON TABLE public.task_versions TO cronledger_app;
 
 --
 -- Name: TABLE usage_day_totals; Type: ACL; Schema: public; Owner: -

@@ -14,7 +14,8 @@ import { createPool, readOnlySessionUrl } from '../src/db/pool';
 import { applyPrices, loadPricesFile } from '../src/ledger/prices';
 import { recordUsage } from '../src/ledger/record-usage';
 import type { UsageReport } from '../src/reports/types';
-import { scheduledRun, type ScheduledRunInput } from '../src/workflows/scheduled-run';
+import { scheduledRun } from '../src/workflows/scheduled-run';
+import { appliedInput, type TestRun } from './support/applied';
 import { chatBooking } from './support/bookings';
 import { runCli } from './support/cli';
 import { launchChromium } from './support/chromium';
@@ -54,7 +55,7 @@ beforeAll(async () => {
   // One real run through a worker: its ledger rows carry the workflow ID, and the Web UI knows the workflow.
   const fleet = await startWorkers(ctx, 1);
   realRun = await fleet.runWhile(async () => {
-    const input: ScheduledRunInput = {
+    const input: TestRun = {
       taskId: 'admin-real',
       userId: 'user-real',
       input: 'Summarise the overnight alerts.',
@@ -62,7 +63,7 @@ beforeAll(async () => {
       embeddingModel: 'openai/text-embedding-3-small',
     };
     const handle = await ctx.client.workflow.start(scheduledRun, {
-      args: [input],
+      args: [await appliedInput(ctx.pool, input)],
       workflowId: 'cron-admin-real-2026-06-20T09:00:00Z',
       taskQueue: ctx.taskQueue,
     });

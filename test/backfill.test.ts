@@ -116,7 +116,7 @@ describe('backfill of a jittered task', () => {
       monthlyReport: false,
       budgetSweep: false,
     });
-    await applyTasks(ctx.client, file, ctx.taskQueue);
+    await applyTasks(ctx.client, file, ctx.taskQueue, ctx.pool);
     const fleet = await startWorkers(ctx, 1);
     try {
       await fleet.runWhile(async () => {
@@ -211,6 +211,7 @@ describe('a failed slot', () => {
         budgetSweep: false,
       }),
       ctx.taskQueue,
+      ctx.pool,
     );
     const args = ['backfill', '--task', 'needs-price', '--from', FROM, '--to', TO];
     const slotId = 'cron-needs-price-2026-11-02T09:00:00Z';
@@ -337,6 +338,7 @@ describe('a slot whose execution was terminated', () => {
         budgetSweep: false,
       }),
       ctx.taskQueue,
+      ctx.pool,
     );
     const slotId = 'cron-terminated-2026-11-02T09:00:00Z';
     const key = 'cron:terminated:2026-11-02T09:00Z';

@@ -16,7 +16,8 @@ import { ensureBudgetSweepSchedule } from '../src/schedules/budget-sweep-schedul
 import { worstCaseOf } from '../src/budgets/worst-case';
 import { applyPrices, loadPricesFile, priceInForce } from '../src/ledger/prices';
 import { formatScaled, LEDGER_SCALE, parseUsd, toAttoUsd } from '../src/money';
-import { scheduledRun, type ScheduledRunInput } from '../src/workflows/scheduled-run';
+import { scheduledRun } from '../src/workflows/scheduled-run';
+import { appliedInput, type TestRun } from './support/applied';
 import { bookExactSpend } from './support/budget-spend';
 import { waitFor } from './support/wait';
 import { startFakeOpenAI } from './support/fake-openai';
@@ -70,7 +71,7 @@ async function budgetWithSpend(userId: string, limit: bigint, spent: bigint): Pr
   if (spent > 0n) await bookExactSpend(ctx.pool, `seed-${userId}`, userId, usd(spent));
 }
 
-const input = (userId: string): ScheduledRunInput => ({
+const input = (userId: string): TestRun => ({
   taskId: `guard-${userId}`,
   userId,
   input: PROMPT,
@@ -81,9 +82,13 @@ const input = (userId: string): ScheduledRunInput => ({
 });
 
 let slots = 0;
-const startRun = (userId: string, taskQueue = ctx.taskQueue) => {
+const startRun = async (userId: string, taskQueue = ctx.taskQueue) => {
   const minute = new Date(Date.UTC(2026, 0, 1, 0, slots++)).toISOString().slice(0, 19) + 'Z';
-  return ctx.client.workflow.start(scheduledRun, { workflowId: `cron-guard-${userId}-${minute}`, taskQueue, args: [input(userId)] });
+  return ctx.client.workflow.start(scheduledRun, {
+    workflowId: `cron-guard-${userId}-${minute}`,
+    taskQueue,
+    args: [await appliedInput(ctx.pool, input(userId))],
+  });
 };
 
 const ledgerOf = async (userId: string) =>
@@ -167,7 +172,7 @@ describe('tiers', () => {
     const handle = await ctx.client.workflow.start(scheduledRun, {
       workflowId: `cron-guard-${user}-2026-01-02T00:00:00Z`,
       taskQueue: ctx.taskQueue,
-      args: [{ ...input(user), simulate: { ...SIMULATE, failFirstAttempts: 1 } }],
+      args: [await appliedInput(ctx.pool, { ...input(user), simulate: { ...SIMULATE, failFirstAttempts: 1 } })],
     });
     const result = await fleet.runWhile(() => handle.result());
     expect(result).toMatchObject({ status: 'blocked', tier: 'blocked', budget: { limitUsd: usd(w), blockedBefore: 'chat call 2' } });
@@ -553,13 +558,13 @@ it('an unpriced model under a budget: the run fails for good, naming the model a
       workflowId: `cron-unpriced-${user}-2026-01-01T00:00:00Z`,
       taskQueue: ctx.taskQueue,
       args: [
-        {
+        await appliedInput(ctx.pool, {
           taskId: `task-${user}`,
           userId: user,
           input: 'Summarise the day.',
           model: 'acme/unpriced-model',
           embeddingModel: 'openai/text-embedding-3-small',
-        },
+        }),
       ],
     });
     return handle.result().then(

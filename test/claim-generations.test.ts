@@ -4,7 +4,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { claimRun, completeRun, listRunAttempts, retryableClaim, type ClaimRequest } from '../src/db/runs';
 import type { LedgerEntry } from '../src/ledger/entries';
 import { applyPrices, loadPricesFile } from '../src/ledger/prices';
-import { scheduledRun, type ScheduledRunInput } from '../src/workflows/scheduled-run';
+import { scheduledRun } from '../src/workflows/scheduled-run';
+import { appliedInput, type TestRun } from './support/applied';
 import { createTestContext, type TestContext } from './support/context';
 import { startWorkers } from './support/workers';
 
@@ -143,7 +144,7 @@ describe('claimRun and generations', () => {
 describe('a failed slot run again through the workflow', () => {
   it("fails, is retried under its own workflow ID, completes as generation 2, and both executions' billed calls are booked", async () => {
     const workflowId = `cron-regen-${randomUUID().slice(0, 6)}-2026-11-02T09:00:00Z`;
-    const base: ScheduledRunInput = {
+    const base: TestRun = {
       taskId: 'regen',
       userId: 'u-regen',
       input: 'Summarise the day.',
@@ -154,13 +155,13 @@ describe('a failed slot run again through the workflow', () => {
     const { first, second, result } = await fleet.runWhile(async () => {
       // every chat call is billed and fails: the run gives up after MAX_CALLS_PER_STEP billed calls
       const failing = await ctx.client.workflow.start(scheduledRun, {
-        args: [{ ...base, simulate: { failFirstAttempts: 10 } }],
+        args: [await appliedInput(ctx.pool, { ...base, simulate: { failFirstAttempts: 10 } })],
         workflowId,
         taskQueue: ctx.taskQueue,
       });
       await expect(failing.result()).rejects.toBeInstanceOf(WorkflowFailedError);
       const retry = await ctx.client.workflow.start(scheduledRun, {
-        args: [{ ...base, retry: { supersedesRunId: failing.firstExecutionRunId } }],
+        args: [await appliedInput(ctx.pool, { ...base, retry: { supersedesRunId: failing.firstExecutionRunId } })],
         workflowId,
         taskQueue: ctx.taskQueue,
         workflowIdReusePolicy: 'ALLOW_DUPLICATE_FAILED_ONLY',
@@ -169,7 +170,7 @@ describe('a failed slot run again through the workflow', () => {
       // Temporal itself now refuses another execution of the completed slot under this ID
       await expect(
         ctx.client.workflow.start(scheduledRun, {
-          args: [base],
+          args: [await appliedInput(ctx.pool, base)],
           workflowId,
           taskQueue: ctx.taskQueue,
           workflowIdReusePolicy: 'ALLOW_DUPLICATE_FAILED_ONLY',

@@ -38,7 +38,7 @@ beforeAll(async () => {
     monthlyReport: false,
     budgetSweep: false,
   });
-  await applyTasks(ctx.client, file, ctx.taskQueue);
+  await applyTasks(ctx.client, file, ctx.taskQueue, ctx.pool);
 });
 
 afterAll(async () => ctx?.close());

@@ -4,7 +4,8 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { freePorts } from '../src/dev/ports';
 import { applyPrices, loadPricesFile } from '../src/ledger/prices';
-import type { ScheduledRunInput, ScheduledRunResult } from '../src/workflows/scheduled-run';
+import type { ScheduledRunResult } from '../src/workflows/scheduled-run';
+import { appliedInput, type TestRun } from './support/applied';
 import { createTestContext, type TestContext } from './support/context';
 import { startWorkerProcesses, stopWorkerProcesses, writeWorkflowBundle, type WorkerProcess } from './support/worker-processes';
 
@@ -53,7 +54,7 @@ async function activityTasksReceived(): Promise<Record<string, number>> {
 it("hands each model call to the worker that scheduled it, in the server's answer, not through a poll", async () => {
   const runs = 3;
   for (let i = 1; i <= runs; i++) {
-    const input: ScheduledRunInput = {
+    const input: TestRun = {
       taskId: `eager-${i}`,
       userId: 'eager-user',
       input: 'Summarise the day.',
@@ -64,7 +65,7 @@ it("hands each model call to the worker that scheduled it, in the server's answe
     const result: ScheduledRunResult = await ctx.client.workflow.execute('scheduledRun', {
       taskQueue: ctx.taskQueue,
       workflowId: `eager-run-${i}`,
-      args: [input],
+      args: [await appliedInput(ctx.pool, input)],
     });
     expect(result.status).toBe('completed');
   }

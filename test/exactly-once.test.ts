@@ -23,6 +23,7 @@ beforeAll(async () => {
       budgetSweep: false,
     }),
     ctx.taskQueue,
+    ctx.pool,
   );
 });
 

@@ -131,6 +131,7 @@ const ALLOWED: Record<string, string[]> = {
   run_duplicates: ['SELECT', 'INSERT'],
   memories: ['SELECT', 'INSERT'],
   call_embeddings: ['SELECT', 'INSERT'], // 023: an embedding call's vector, until the run's completion copies it
+  task_versions: ['SELECT', 'INSERT'], // 026: every applied version of every task, append-only; what runs load
   report_deliveries: ['SELECT', 'INSERT'],
   rollup_zones: ['SELECT', 'INSERT', 'UPDATE'],
   rollup_months: ['SELECT', 'INSERT', 'UPDATE'],
@@ -157,12 +158,12 @@ const ALLOWED: Record<string, string[]> = {
 };
 
 /**
- * The admin page's role: SELECT on what the pages show, nothing else, and not memories or
- * call_embeddings (what users asked their agents). A table a later migration adds is readable by default and must be added here.
+ * The admin page's role: SELECT on what the pages show, nothing else, and not memories, call_embeddings or
+ * task_versions (what users asked their agents). A table a later migration adds is readable by default and must be added here.
  */
 const READONLY_ALLOWED: Record<string, string[]> = Object.fromEntries(
   Object.keys(ALLOWED)
-    .filter((table) => table !== 'memories' && table !== 'call_embeddings')
+    .filter((table) => !['memories', 'call_embeddings', 'task_versions'].includes(table))
     .map((table) => [table, ['SELECT']]),
 );
 

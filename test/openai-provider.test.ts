@@ -6,7 +6,8 @@ import type { LedgerEntry } from '../src/ledger/entries';
 import { applyPrices, loadPricesFile } from '../src/ledger/prices';
 import { createOpenAIProvider } from '../src/models/openai-provider';
 import { BilledCallError, ProviderUnavailableError, type ModelProvider } from '../src/models/provider';
-import { scheduledRun, type ScheduledRunInput, type ScheduledRunResult } from '../src/workflows/scheduled-run';
+import { scheduledRun, type ScheduledRunResult } from '../src/workflows/scheduled-run';
+import { appliedInput, type TestRun } from './support/applied';
 import { createTestContext, type TestContext } from './support/context';
 import { startFakeOpenAI, type FakeOpenAI } from './support/fake-openai';
 import { waitFor } from './support/wait';
@@ -128,7 +129,7 @@ describe('through a real worker and the scheduledRun workflow', () => {
   async function runOnce(taskId: string, extraEnv: Record<string, string> = {}) {
     const taskQueue = `${ctx.taskQueue}-openai-${randomUUID().slice(0, 8)}`;
     const workflowId = `cron-${taskId}-2026-11-02T09:00:00Z`;
-    const input: ScheduledRunInput = {
+    const input: TestRun = {
       taskId,
       userId: 'u-openai',
       input: 'What changed in my repositories today?',
@@ -137,7 +138,7 @@ describe('through a real worker and the scheduledRun workflow', () => {
     };
     const fleet = await startWorkers({ ...ctx, taskQueue }, 1, { provider: provider(extraEnv) });
     const outcome = await fleet.runWhile(async () => {
-      const handle = await ctx.client.workflow.start(scheduledRun, { args: [input], workflowId, taskQueue });
+      const handle = await ctx.client.workflow.start(scheduledRun, { args: [await appliedInput(ctx.pool, input)], workflowId, taskQueue });
       return handle.result().then(
         (result: ScheduledRunResult) => ({ result, error: undefined, runId: handle.firstExecutionRunId }),
         (error: unknown) => ({ result: undefined, error, runId: handle.firstExecutionRunId }),
@@ -234,7 +235,7 @@ describe('through a real worker and the scheduledRun workflow', () => {
     fake.script('chat', { kind: 'error', status: 429, retryAfter: '600' });
     const taskQueue = `${ctx.taskQueue}-openai-${randomUUID().slice(0, 8)}`;
     const workflowId = `cron-oa-429-${randomUUID().slice(0, 6)}-2026-11-02T09:00:00Z`;
-    const input: ScheduledRunInput = {
+    const input: TestRun = {
       taskId: 'oa-429',
       userId: 'u-openai',
       input: 'hi',
@@ -243,7 +244,7 @@ describe('through a real worker and the scheduledRun workflow', () => {
     };
     const fleet = await startWorkers({ ...ctx, taskQueue }, 1, { provider: provider() });
     const pending = await fleet.runWhile(async () => {
-      const handle = await ctx.client.workflow.start(scheduledRun, { args: [input], workflowId, taskQueue });
+      const handle = await ctx.client.workflow.start(scheduledRun, { args: [await appliedInput(ctx.pool, input)], workflowId, taskQueue });
       const callChat = async () => (await handle.describe()).raw.pendingActivities?.find((a) => a.activityType?.name === 'callChat');
       await waitFor(
         async () => Boolean((await callChat())?.nextAttemptScheduleTime),

@@ -10,7 +10,8 @@ import { applyPrices, loadPricesFile } from '../src/ledger/prices';
 import { budgetSweep } from '../src/workflows/budget-sweep';
 import { monthlyReport } from '../src/workflows/monthly-report';
 import { rollupRefresh } from '../src/workflows/rollup-refresh';
-import { scheduledRun, type ScheduledRunInput } from '../src/workflows/scheduled-run';
+import { scheduledRun } from '../src/workflows/scheduled-run';
+import { appliedInput, type TestRun } from './support/applied';
 import { bookExactSpend } from './support/budget-spend';
 import { createTestContext, type TestContext } from './support/context';
 import { FIXTURE_NAMES, FIXTURES } from './support/histories';
@@ -45,7 +46,7 @@ beforeAll(async () => {
 
 afterAll(async () => ctx?.close());
 
-const task = (over: Partial<ScheduledRunInput> = {}): ScheduledRunInput => ({
+const task = (over: Partial<TestRun> = {}): TestRun => ({
   taskId: 'replayed',
   userId: 'u1',
   input: 'Summarise the day.',
@@ -63,11 +64,11 @@ const recordOf = (name: string, run: { workflowId: string; firstExecutionRunId: 
 
 async function runEveryPath(): Promise<Recorded[]> {
   const out: Recorded[] = [];
-  const start = (workflowId: string, input: ScheduledRunInput, reuse?: 'ALLOW_DUPLICATE' | 'ALLOW_DUPLICATE_FAILED_ONLY') =>
+  const start = async (workflowId: string, input: TestRun, reuse?: 'ALLOW_DUPLICATE' | 'ALLOW_DUPLICATE_FAILED_ONLY') =>
     ctx.client.workflow.start(scheduledRun, {
       workflowId,
       taskQueue: ctx.taskQueue,
-      args: [input],
+      args: [await appliedInput(ctx.pool, input)],
       ...(reuse ? { workflowIdReusePolicy: reuse } : {}),
     });
 
@@ -75,7 +76,13 @@ async function runEveryPath(): Promise<Recorded[]> {
   const schedule = await ctx.client.schedule.create({
     scheduleId: 'cron-replayed',
     spec: { cronExpressions: ['* * * * *'] },
-    action: { type: 'startWorkflow', workflowType: scheduledRun, workflowId: 'cron-replayed', taskQueue: ctx.taskQueue, args: [task()] },
+    action: {
+      type: 'startWorkflow',
+      workflowType: scheduledRun,
+      workflowId: 'cron-replayed',
+      taskQueue: ctx.taskQueue,
+      args: [await appliedInput(ctx.pool, task())],
+    },
     state: { paused: true },
   });
   await schedule.backfill({ start: new Date('2026-11-02T09:00:00Z'), end: new Date('2026-11-02T09:00:30Z'), overlap: 'ALLOW_ALL' });

@@ -4,7 +4,8 @@ import { applyBudgets } from '../src/budgets/budgets-store';
 import { worstCaseOf } from '../src/budgets/worst-case';
 import { applyPrices, loadPricesFile, priceInForce } from '../src/ledger/prices';
 import { formatScaled, LEDGER_SCALE } from '../src/money';
-import { scheduledRun, type ScheduledRunInput } from '../src/workflows/scheduled-run';
+import { scheduledRun } from '../src/workflows/scheduled-run';
+import { appliedInput, type TestRun } from './support/applied';
 import { bookCompletion, bookExactSpend } from './support/budget-spend';
 import { runCli } from './support/cli';
 import { createTestContext, type TestContext } from './support/context';
@@ -62,7 +63,7 @@ beforeAll(async () => {
   const results = await fleet.runWhile(async () => {
     const out = [];
     for (const [i, userId] of [users.cheap, users.blocked, users.plain].entries()) {
-      const input: ScheduledRunInput = {
+      const input: TestRun = {
         taskId: `rb-${userId}`,
         userId,
         input: PROMPT,
@@ -75,7 +76,7 @@ beforeAll(async () => {
       const handle = await ctx.client.workflow.start(scheduledRun, {
         workflowId: `cron-rb-${userId}-${minute}`,
         taskQueue: ctx.taskQueue,
-        args: [input],
+        args: [await appliedInput(ctx.pool, input)],
       });
       out.push(await handle.result());
     }

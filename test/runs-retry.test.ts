@@ -5,6 +5,7 @@ import { parseTasksFile } from '../src/tasks/tasks-file';
 import { scheduledRun } from '../src/workflows/scheduled-run';
 import { runCli } from './support/cli';
 import { createTestContext, type TestContext } from './support/context';
+import { appliedInput } from './support/applied';
 import { startWorkers } from './support/workers';
 
 /** `runs retry --task`: a refused slot is reported and the range goes on; the exit code says something was refused. */
@@ -31,6 +32,7 @@ describe('runs retry --task', () => {
         budgetSweep: false,
       }),
       ctx.taskQueue,
+      ctx.pool,
     );
     const range = ['--task', 'hourly', '--from', FROM, '--to', TO];
     const slotIds = ['09', '10', '11'].map((h) => `cron-hourly-2026-11-02T${h}:00:00Z`);
@@ -53,7 +55,15 @@ describe('runs retry --task', () => {
         workflowId: slotIds[0],
         taskQueue: blockerQueue,
         workflowIdReusePolicy: 'ALLOW_DUPLICATE',
-        args: [{ taskId: 'hourly', userId: 'u-retry', input: 'blocker', model: 'openai/gpt-4o-mini', embeddingModel: UNPRICED }],
+        args: [
+          await appliedInput(ctx.pool, {
+            taskId: 'hourly',
+            userId: 'u-retry',
+            input: 'blocker',
+            model: 'openai/gpt-4o-mini',
+            embeddingModel: UNPRICED,
+          }),
+        ],
       });
       try {
         const json = await runCli(['runs', 'retry', ...range, '--json'], ctx.env);

@@ -3,12 +3,13 @@ import { ApplicationFailure, CancelledFailure, Context } from '@temporalio/activ
 import { NativeConnection, Worker } from '@temporalio/worker';
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, expect, inject, it } from 'vitest';
-import type { ReserveRunInput } from '../src/activities/budget-activities';
+import type { ReserveRunInput, RunDefinition } from '../src/activities/budget-activities';
 import type { Activities } from '../src/activities';
 import type { BookUsageInput, ModelCallInput, ModelCallOutcome } from '../src/activities/run-activities';
 import { connectClient } from '../src/client';
 import type { ClaimOutcome } from '../src/db/runs';
 import { MAX_CALLS_PER_STEP, scheduledRun, type ScheduledRunInput } from '../src/workflows/scheduled-run';
+import type { TestRun } from './support/applied';
 import './support/provided';
 import './support/quiet-runtime';
 import { workflowBundle } from './support/workers';
@@ -90,9 +91,13 @@ function stubActivities(calls: Call[], over: Over = {}): Activities {
   };
   return {
     // the claim and the first reservation in one step: the claim and reserveBudget overrides apply
-    claimAndReserve: record('claimAndReserve', async ({ budget }) => {
+    claimAndReserve: record('claimAndReserve', async ({ fingerprint }) => {
+      const definition = definitions.get(fingerprint);
+      if (!definition) return { rejected: `no version ${fingerprint}` };
       const claim = await (over.claim ?? happyClaim)();
-      return { claim, decision: claim.claimed ? await (over.reserveBudget ?? happyReserve)(budget) : null };
+      const { workflowId, runId } = Context.current().info.workflowExecution ?? { workflowId: '', runId: '' };
+      const budget: ReserveRunInput = { workflowId, runId, ...definition, prompt: definition.input };
+      return { claim, decision: claim.claimed ? await (over.reserveBudget ?? happyReserve)(budget) : null, definition };
     }),
     completeRun: record('completeRun', async () => undefined),
     callChat: record('callChat', async (input: ModelCallInput) => answered(input)),
@@ -115,7 +120,10 @@ function stubActivities(calls: Call[], over: Over = {}): Activities {
   };
 }
 
-const task = (over: Partial<ScheduledRunInput> = {}): ScheduledRunInput => ({
+/** The stub's task_versions: each run's definition under a fingerprint of its own. */
+const definitions = new Map<string, RunDefinition>();
+
+const task = (over: Partial<TestRun> = {}): TestRun => ({
   taskId: 'branchy',
   userId: 'u1',
   input: 'Summarise the day.',
@@ -127,7 +135,7 @@ const task = (over: Partial<ScheduledRunInput> = {}): ScheduledRunInput => ({
 /** Runs one scheduledRun with the stubs on a fresh task queue; `during` runs while it is under way (e.g. to cancel it). */
 async function run(
   activities: Activities,
-  input: ScheduledRunInput,
+  input: TestRun,
   opts: { workflowId?: string; during?: (handle: Awaited<ReturnType<Client['workflow']['start']>>) => Promise<void> } = {},
 ) {
   const taskQueue = `branches-${randomUUID().slice(0, 8)}`;
@@ -142,7 +150,11 @@ async function run(
     maxHeartbeatThrottleInterval: '200 ms',
   });
   return worker.runUntil(async () => {
-    const handle = await client.workflow.start(scheduledRun, { args: [input], workflowId, taskQueue });
+    const { taskId, manual, retry, ...definition } = input;
+    const fingerprint = randomUUID();
+    definitions.set(fingerprint, definition);
+    const args: [ScheduledRunInput] = [{ taskId, fingerprint, ...(manual ? { manual } : {}), ...(retry ? { retry } : {}) }];
+    const handle = await client.workflow.start(scheduledRun, { args, workflowId, taskQueue });
     await opts.during?.(handle);
     const outcome = await handle.result().then(
       (result) => ({ result, error: undefined as unknown }),

@@ -21,6 +21,11 @@ const task = (id: string, extra: Record<string, unknown> = {}) => ({
   ...extra,
 });
 
+/** The definition `tasks apply` recorded for this task under this fingerprint (task_versions). */
+const appliedDefinition = async (taskId: string, fingerprint: string) =>
+  (await ctx.pool.query('select definition from task_versions where task_id = $1 and fingerprint = $2', [taskId, fingerprint])).rows[0]
+    ?.definition as unknown;
+
 /** Writes a tasks file (or raw text) and returns its path. */
 function tasksFile(name: string, content: unknown): string {
   const path = join(dir, name);
@@ -122,7 +127,10 @@ describe('tasks apply', () => {
 
     const state = await scheduleState();
     expect(Object.keys(state)).toEqual(['cron-alpha', 'cron-beta', 'cron-not-ours']);
-    expect((state['cron-alpha'] as { args: { input: string }[] }).args[0].input).toBe('a new prompt');
+    // the schedule names the new version; its prompt is in task_versions, never in the schedule
+    const alpha = (state['cron-alpha'] as { args: { taskId: string; fingerprint: string }[] }).args[0];
+    expect(Object.keys(alpha).sort()).toEqual(['fingerprint', 'taskId']);
+    expect(await appliedDefinition('alpha', alpha.fingerprint)).toMatchObject({ input: 'a new prompt' });
     expect((state['cron-beta'] as { paused: boolean }).paused).toBe(true);
     expect((state['cron-not-ours'] as { paused: boolean }).paused).toBe(true);
   });
@@ -206,7 +214,8 @@ describe('tasks apply', () => {
     expect(changed.code, changed.stderr).toBe(0);
     expect(JSON.parse(changed.stdout).changes).toEqual([{ action: 'updated', scheduleId: 'cron-sim' }]);
     const d = await ctx.client.schedule.getHandle('cron-sim').describe();
-    expect(d.action.type === 'startWorkflow' && d.action.args?.[0]).toMatchObject({ simulate: { completionTokens: 900 } });
+    const named = (d.action.type === 'startWorkflow' ? d.action.args?.[0] : undefined) as { fingerprint: string };
+    expect(await appliedDefinition('sim', named.fingerprint)).toMatchObject({ simulate: { completionTokens: 900 } });
   });
 });
 

@@ -11,6 +11,7 @@ import {
   type ReserveDecision,
 } from '../budgets/reserve';
 import { claimRun, type ClaimOutcome } from '../db/runs';
+import { appliedVersion, recordRejectedRun } from '../db/task-versions';
 import { NoPriceError } from '../ledger/prices';
 import { budgetEvent, recordEventDelivery, undeliveredEvents } from '../budgets/threshold-events';
 import { worstCaseOf } from '../budgets/worst-case';
@@ -19,6 +20,27 @@ import type { SimulateProfile } from '../models/simulate-profile';
 import { UserError } from '../errors';
 import { budgetWebhookFromEnv, postJson, readWebhook, webhookId, WebhookRejectedError, webhookTarget } from '../reports/delivery';
 import type { ClaimRunInput } from './run-activities';
+
+/** What a run takes from its applied version (task_versions): everything it spends on. */
+export interface RunDefinition {
+  userId: string;
+  input: string;
+  model: string;
+  embeddingModel: string;
+  maxOutputTokens?: number;
+  /** Only when the worker's provider is the mock: a real provider bills real tokens, whatever a profile says. */
+  simulate?: SimulateProfile;
+}
+
+/** The run's first step: which applied version to load, and the claim it makes (its user comes from the version). */
+export type ClaimAppliedInput = Omit<ClaimRunInput, 'userId'> & {
+  fingerprint: string;
+  /** Fields of the run's input that no cronledger start sets (a user, a prompt): a forged start, rejected. */
+  unexpectedFields: string[];
+};
+
+export type ClaimAppliedResult =
+  { rejected: string } | { claim: ClaimOutcome; decision: ReserveDecision | null; definition: RunDefinition };
 
 /**
  * How long an unsettled reservation counts. It must outlast a call's whole budget (30 minutes of retries per model
@@ -48,6 +70,8 @@ export interface BudgetActivityDeps {
   budgetWebhookSecret?: string;
   /** Default: $CRONLEDGER_BUDGET_EVENT_RETRY_SECONDS, else DEFAULT_EVENT_RETRY_SECONDS. */
   budgetEventRetrySeconds?: number;
+  /** Whether the worker's model provider is the mock, the only one a task's `simulate` profile is passed to. */
+  simulateHonoured: boolean;
 }
 
 export interface ReserveRunInput {
@@ -141,17 +165,51 @@ export const createBudgetActivities = (deps: BudgetActivityDeps) => {
     },
 
     /**
-     * The claim and the run's first budget decision in one transaction, so the guard costs no commit of its own. Not
-     * won: a duplicate, and nothing reserved (decision null, and only then). Run again by the same execution (a re-run
-     * local activity), it returns the same claim and the same reservation.
+     * The run's first step. Loads the version its input names from task_versions; none (or an input with fields no
+     * cronledger start sets): the run is recorded `rejected` under its own key, and nothing is claimed or reserved.
+     * Else the claim and the run's first budget decision in one transaction, on the version's user, prompt and models,
+     * so the guard costs no commit of its own. Not won: a duplicate, and nothing reserved (decision null, and only
+     * then). Run again by the same execution (a re-run local activity), it returns the same claim and reservation.
      */
-    async claimAndReserve(
-      input: ClaimRunInput & { budget: ReserveRunInput },
-    ): Promise<{ claim: ClaimOutcome; decision: ReserveDecision | null }> {
+    async claimAndReserve(input: ClaimAppliedInput): Promise<ClaimAppliedResult> {
       const { workflowExecution } = Context.current().info;
       if (!workflowExecution) throw ApplicationFailure.nonRetryable('claimAndReserve only runs inside a scheduledRun workflow');
-      const { budget, ...rest } = input;
-      const claim = { ...rest, workflowId: workflowExecution.workflowId, temporalRunId: workflowExecution.runId, workerId: deps.workerId };
+      const { workflowId, runId } = workflowExecution;
+      const { fingerprint, unexpectedFields, ...rest } = input;
+      const taskId = String(input.taskId);
+      const version =
+        typeof input.taskId === 'string' && typeof fingerprint === 'string'
+          ? await appliedVersion(deps.pool, taskId, fingerprint)
+          : undefined;
+      const rejected = !version
+        ? `task ${JSON.stringify(taskId)} has no applied version with fingerprint ${JSON.stringify(fingerprint)}; only what \`cronledger tasks apply\` recorded runs`
+        : unexpectedFields.length > 0
+          ? `the run's input carries ${unexpectedFields.join(', ')}, which no cronledger start sets; the definition comes from the applied version only`
+          : undefined;
+      if (rejected || !version) {
+        const reason = rejected ?? 'no applied version';
+        log.warn('run rejected', { taskId, reason });
+        await recordRejectedRun(deps.pool, {
+          taskId,
+          workflowId,
+          temporalRunId: runId,
+          scheduledMinute: input.scheduledMinute,
+          workerId: deps.workerId,
+          manual: input.manual === true,
+          reason,
+        });
+        return { rejected: reason };
+      }
+      const definition: RunDefinition = {
+        userId: version.userId,
+        input: version.input,
+        model: version.model,
+        embeddingModel: version.embeddingModel,
+        maxOutputTokens: version.maxOutputTokens,
+        ...(version.simulate && deps.simulateHonoured ? { simulate: version.simulate } : {}),
+      };
+      const budget: ReserveRunInput = { workflowId, runId, ...definition, prompt: definition.input };
+      const claim = { ...rest, taskId, userId: definition.userId, workflowId, temporalRunId: runId, workerId: deps.workerId };
       const result = await claimAndReserve(deps.pool, claim, { calls: plannedCalls(budget), expirySeconds: expirySeconds() }).catch(
         async (err: unknown) => {
           if (!(err instanceof NoPriceError)) return decisionFailure(err);
@@ -163,7 +221,7 @@ export const createBudgetActivities = (deps: BudgetActivityDeps) => {
         },
       );
       if (result.decision) logDecision(result.decision);
-      return result;
+      return { ...result, definition };
     },
 
     /** Every exit that did not book releases what the run still holds (failure, cancellation). Idempotent. */

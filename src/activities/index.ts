@@ -1,10 +1,11 @@
 import type pg from 'pg';
+import { MockProvider } from '../models/mock-provider';
 import type { ModelProvider } from '../models/provider';
 import { createBudgetActivities, type BudgetActivityDeps } from './budget-activities';
 import { createRunActivities } from './run-activities';
 import { createReportActivities, type ReportActivityOptions } from './report-activities';
 
-export interface ActivityDeps extends ReportActivityOptions, Omit<BudgetActivityDeps, 'pool'> {
+export interface ActivityDeps extends ReportActivityOptions, Omit<BudgetActivityDeps, 'pool' | 'simulateHonoured'> {
   pool: pg.Pool;
   provider: ModelProvider;
   workerId: string;
@@ -14,7 +15,8 @@ export interface ActivityDeps extends ReportActivityOptions, Omit<BudgetActivity
 export const createActivities = (deps: ActivityDeps) => ({
   ...createRunActivities(deps),
   ...createReportActivities(deps),
-  ...createBudgetActivities(deps),
+  // a task's `simulate` profile forges token counts: only the mock provider gets it, never a provider that bills
+  ...createBudgetActivities({ ...deps, simulateHonoured: deps.provider instanceof MockProvider }),
 });
 
 export type Activities = ReturnType<typeof createActivities>;

@@ -1,7 +1,7 @@
 import type pg from 'pg';
 import { memoryInsertSql, memoryParams, type MemoryInput } from './memories';
 
-export type RunStatus = 'running' | 'completed' | 'failed' | 'cancelled' | 'blocked';
+export type RunStatus = 'running' | 'completed' | 'failed' | 'cancelled' | 'blocked' | 'rejected';
 
 /** The budget tier a run ran at (null: before the budget guard, or a run that never reached its decision). */
 export type RunTier = 'default' | 'cheap' | 'blocked';
@@ -251,11 +251,12 @@ export async function duplicatesPerDay(
 
 /**
  * The scheduled minutes a task's slots were claimed for in [from, to] (manual runs are not slots), oldest first: what
- * the missed-slot check holds against the schedule's expected times. Any claim counts, whatever became of its run.
+ * the missed-slot check holds against the schedule's expected times. Any claim counts, whatever became of its run; a
+ * rejected start (no applied version) claimed nothing.
  */
 export async function slotClaimMinutes(db: pg.Pool, taskId: string, from: Date, to: Date): Promise<Date[]> {
   const { rows } = await db.query<{ scheduled_minute: Date }>(
-    `select scheduled_minute from runs where task_id = $1 and not manual and scheduled_minute >= $2 and scheduled_minute <= $3
+    `select scheduled_minute from runs where task_id = $1 and not manual and status <> 'rejected' and scheduled_minute >= $2 and scheduled_minute <= $3
       order by scheduled_minute`,
     [taskId, from, to],
   );

@@ -1,4 +1,6 @@
 import { ScheduleNotFoundError, type Client } from '@temporalio/client';
+import type pg from 'pg';
+import { recordTaskVersions } from '../db/task-versions';
 import { BUDGET_SWEEP_SCHEDULE_ID, TASK_SCHEDULE_PREFIX, taskScheduleId } from '../constants';
 import { ensureBudgetSweepSchedule } from './budget-sweep-schedule';
 import { reconcileSchedule } from './reconcile-schedule';
@@ -15,8 +17,13 @@ export type Change = { action: 'created' | 'updated' | 'paused' | 'resumed' | 'd
  * Reconciles Temporal Schedules with a tasks file: creates what is missing, updates what changed, deletes the
  * cronledger task schedules whose task is gone, and never touches a schedule cronledger did not create. Applying the
  * same file again changes nothing; two concurrent applies converge, because each step moves towards the same state.
+ * Every task's version is recorded in task_versions first, so no schedule ever names a version a run can't load.
  */
-export async function applyTasks(client: Client, file: TasksFile, taskQueue: string): Promise<Change[]> {
+export async function applyTasks(client: Client, file: TasksFile, taskQueue: string, pool: pg.Pool): Promise<Change[]> {
+  await recordTaskVersions(
+    pool,
+    file.tasks.map((task) => ({ taskId: task.id, fingerprint: taskFingerprint(task, taskQueue), definition: task })),
+  );
   const changes: Change[] = [];
   for (const task of file.tasks) changes.push(...(await applyTask(client, task, taskQueue)));
 

@@ -177,6 +177,8 @@ async function outcomeOf(
     const result = await handle.result();
     // A run the budget guard blocked is done for its slot (Temporal closed it Completed); the detail says why.
     if (result.status === 'blocked') return { outcome: 'completed', generation: result.generation, detail: 'blocked: budget exhausted' };
+    // The schedule's fingerprint named no applied version (task_versions): nothing ran, the slot is unclaimed.
+    if (result.status === 'rejected') return { outcome: 'failed', detail: `rejected: ${result.rejected ?? ''}` };
     return { outcome: result.status, generation: result.generation };
   } catch (err) {
     if (err instanceof WorkflowFailedError) return { outcome: 'failed', detail: err.cause?.message ?? err.message };

@@ -4,8 +4,9 @@ import type { RunRow } from '../db/runs';
 /**
  * Where a slot's claim stands. `stale`: PostgreSQL says running, but the execution it names is closed without having
  * completed (terminated or timed out: no workflow code ran to record it), or is gone from Temporal (past retention).
+ * `rejected`: a start that named no applied version, recorded under a key of its own; never a slot's claim, never retried.
  */
-export type ClaimState = 'running' | 'stale' | 'completed' | 'failed' | 'cancelled' | 'blocked';
+export type ClaimState = 'running' | 'stale' | 'completed' | 'failed' | 'cancelled' | 'blocked' | 'rejected';
 
 /** Claims in these states may be run again on purpose (`runs retry`, `backfill --retry-failed`). */
 export const isRetryable = (state: ClaimState): boolean => state === 'failed' || state === 'cancelled' || state === 'stale';

@@ -63,6 +63,8 @@ export async function retrySlot(client: Client, claim: RunRow, was: ClaimState):
     const result = await handle.result();
     if (result.status === 'blocked')
       return { ...base, outcome: 'completed', generation: result.generation, detail: 'blocked: budget exhausted' };
+    // The schedule's fingerprint named no applied version (task_versions): nothing ran, the slot is as it was.
+    if (result.status === 'rejected') return { ...base, outcome: 'failed', detail: `rejected: ${result.rejected ?? ''}` };
     return { ...base, outcome: result.status, generation: result.generation };
   } catch (err) {
     if (err instanceof WorkflowFailedError) return { ...base, outcome: 'failed', detail: err.cause?.message ?? err.message };

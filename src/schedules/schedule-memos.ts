@@ -21,10 +21,13 @@ const fingerprintMemo = z.object({ fingerprint: z.string() });
 export const appliedFingerprintOf = (description: ScheduleDescription): string | undefined =>
   fingerprintMemo.safeParse(description.action.memo).data?.fingerprint;
 
-/** The memo every scheduled run carries (visible in the Web UI), including the task as applied. */
-const taskActionMemoSchema = z.object({ fingerprint: z.string(), task: taskSchema, input: z.string() });
+/**
+ * The memo every scheduled run carries (visible in the Web UI): the task as applied without its prompt (`input`),
+ * which only task_versions holds.
+ */
+const taskActionMemoSchema = z.object({ fingerprint: z.string(), task: taskSchema.omit({ input: true }) });
 export type TaskActionMemo = z.infer<typeof taskActionMemoSchema>;
 
-/** The task as last applied, read back from a schedule's action memo; undefined when the memo holds no valid task. */
+/** The task as last applied (its prompt aside), read back from a schedule's action memo; undefined when the memo holds no valid task. */
 export const appliedTaskOf = (description: ScheduleDescription): TaskActionMemo | undefined =>
   taskActionMemoSchema.safeParse(description.action.memo).data;

@@ -1,14 +1,14 @@
 import type { Client, WorkflowHandleWithFirstExecutionRunId, WorkflowIdReusePolicy } from '@temporalio/client';
 import { UserError } from '../errors';
 import { describeTaskSchedule } from './describe-schedule';
-import { appliedTaskOf } from './schedule-memos';
-import { runInputOf, scheduleOptionsFor } from './task-schedule';
-import type { Task } from '../tasks/tasks-file';
+import { appliedTaskOf, type TaskActionMemo } from './schedule-memos';
+import { runInputOf, TASK_ID_KEY, USER_ID_KEY } from './task-schedule';
 import { scheduledRun, type ScheduledRunInput } from '../workflows/scheduled-run';
 
-/** A task as last applied to its schedule, and the task queue its schedule starts runs on. */
+/** A task as last applied to its schedule (its prompt aside), its fingerprint, and the task queue its runs start on. */
 export interface AppliedTask {
-  task: Task;
+  task: TaskActionMemo['task'];
+  fingerprint: string;
   taskQueue: string;
 }
 
@@ -17,25 +17,30 @@ export async function appliedTask(client: Client, taskId: string): Promise<Appli
   const description = await describeTaskSchedule(client, taskId);
   const applied = appliedTaskOf(description);
   if (!applied) throw new UserError(`schedule for task "${taskId}" has no task memo; run \`cronledger tasks apply FILE\` again`);
-  return { task: applied.task, taskQueue: description.action.taskQueue };
+  return { task: applied.task, fingerprint: applied.fingerprint, taskQueue: description.action.taskQueue };
 }
 
 /**
  * Starts `scheduledRun` exactly as the task's schedule would (its argument, memo and search attributes, its task
- * queue), under the given workflow ID and reuse policy, with `extra` input (manual, retry) on top.
+ * queue), under the given workflow ID and reuse policy, with `extra` input (manual, retry) on top. The run checks the
+ * task and fingerprint against task_versions like any other.
  */
 export async function startRun(
   client: Client,
   applied: AppliedTask,
   opts: { workflowId: string; reusePolicy: WorkflowIdReusePolicy; extra?: Pick<ScheduledRunInput, 'manual' | 'retry'> },
 ): Promise<WorkflowHandleWithFirstExecutionRunId<typeof scheduledRun>> {
-  const action = scheduleOptionsFor(applied.task, applied.taskQueue).action;
+  const { task, fingerprint } = applied;
+  const memo: TaskActionMemo = { fingerprint, task };
   return client.workflow.start(scheduledRun, {
     workflowId: opts.workflowId,
     taskQueue: applied.taskQueue,
-    args: [{ ...runInputOf(applied.task), ...opts.extra }],
-    memo: action.memo,
-    typedSearchAttributes: action.typedSearchAttributes,
+    args: [{ ...runInputOf(task, fingerprint), ...opts.extra }],
+    memo,
+    typedSearchAttributes: [
+      { key: TASK_ID_KEY, value: task.id },
+      { key: USER_ID_KEY, value: task.userId },
+    ],
     workflowIdReusePolicy: opts.reusePolicy,
   });
 }

@@ -12,25 +12,32 @@ export const USER_ID_KEY = defineSearchAttributeKey(SEARCH_ATTRIBUTES.userId, Se
 /** Set by the run itself (its budget tier); servers must register it, or the run's workflow task fails. */
 export const TIER_KEY = defineSearchAttributeKey(SEARCH_ATTRIBUTES.tier, SearchAttributeType.KEYWORD);
 
-/** What a scheduled run of this task receives as its argument. */
-export const runInputOf = (task: Task): ScheduledRunInput => ({
-  taskId: task.id,
-  userId: task.userId,
-  input: task.input,
-  model: task.model,
-  embeddingModel: task.embeddingModel,
-  maxOutputTokens: task.maxOutputTokens,
-  ...(task.simulate ? { simulate: task.simulate } : {}),
-});
+/**
+ * What a scheduled run of this task receives as its argument: the task and the fingerprint of the version applied,
+ * nothing else. The run loads the definition (user, prompt, models, output cap) from task_versions, so the prompt is
+ * in neither the schedule nor the workflow's input, and a start that names no applied version is rejected.
+ */
+export const runInputOf = (task: Pick<Task, 'id'>, fingerprint: string): ScheduledRunInput => ({ taskId: task.id, fingerprint });
+
+/** The shape of the schedule's action (its argument and memo); part of every fingerprint, see taskFingerprint. */
+const ACTION_SHAPE = 'task-and-fingerprint';
 
 /**
  * Fingerprint of the whole task, nested keys (`simulate`) included, except `paused` (compared against the schedule's
- * state instead). Stored in the action memo, since Temporal compiles cron strings into calendars and can't give them back.
+ * state instead), with its task queue and the action's shape, so a schedule whose action has another shape is updated
+ * by the next apply. Stored in the action memo, since Temporal compiles cron strings into calendars and can't give
+ * them back, and in task_versions, where a run finds the definition its schedule names.
  */
 export function taskFingerprint(task: Task, taskQueue: string): string {
   const { paused: _paused, ...fields } = task;
-  return fingerprintOf({ taskQueue, ...fields });
+  return fingerprintOf({ taskQueue, ...fields, actionShape: ACTION_SHAPE });
 }
+
+/** The memo of a task's schedule and of the runs started like its schedule's: the task as applied, its prompt aside. */
+export const taskActionMemoOf = (task: Task, fingerprint: string): TaskActionMemo => {
+  const { input: _prompt, ...shown } = task;
+  return { fingerprint, task: shown };
+};
 
 /**
  * The schedule for a task. The action's workflow ID is `cron-<taskId>`; the server appends the nominal time, so each
@@ -38,7 +45,7 @@ export function taskFingerprint(task: Task, taskQueue: string): string {
  * must not make the next slot (or a caught-up one) be skipped; duplicates are stopped by IDs and the slot claim.
  */
 export function scheduleOptionsFor(task: Task, taskQueue: string): ScheduleOptions {
-  const memo: TaskActionMemo = { fingerprint: taskFingerprint(task, taskQueue), task, input: task.input };
+  const fingerprint = taskFingerprint(task, taskQueue);
   return {
     scheduleId: taskScheduleId(task.id),
     spec: {
@@ -51,8 +58,8 @@ export function scheduleOptionsFor(task: Task, taskQueue: string): ScheduleOptio
       workflowType: scheduledRun,
       workflowId: taskScheduleId(task.id),
       taskQueue,
-      args: [runInputOf(task)],
-      memo,
+      args: [runInputOf(task, fingerprint)],
+      memo: taskActionMemoOf(task, fingerprint),
       typedSearchAttributes: [
         { key: TASK_ID_KEY, value: task.id },
         { key: USER_ID_KEY, value: task.userId },

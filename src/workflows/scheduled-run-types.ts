@@ -1,17 +1,14 @@
-import type { SimulateProfile } from '../models/simulate-profile';
-
 // What a scheduledRun is started with and what it returns: the contract schedules, the CLI and tests share with it.
 
-/** The schedule action's argument: everything a run needs, so editing a task edits the schedule, not the code. */
+/**
+ * The schedule action's argument: which applied version of which task to run, nothing more. The definition (user,
+ * prompt, models, output cap) is loaded from task_versions by the run's first step, so whoever can start a workflow
+ * can run only what `tasks apply` recorded, as it was recorded.
+ */
 export interface ScheduledRunInput {
   taskId: string;
-  userId: string;
-  input: string;
-  model: string;
-  embeddingModel: string;
-  /** The reply's token cap (max_completion_tokens); absent: DEFAULT_MAX_OUTPUT_TOKENS. */
-  maxOutputTokens?: number;
-  simulate?: SimulateProfile;
+  /** The fingerprint `tasks apply` recorded the version under (task_versions). */
+  fingerprint: string;
   /** `cronledger tasks trigger`: claims `manual:<taskId>:<start time>`, never a slot, so it can't swallow one. */
   manual?: boolean;
   /**
@@ -22,7 +19,9 @@ export interface ScheduledRunInput {
 }
 
 export interface ScheduledRunResult {
-  status: 'completed' | 'duplicate' | 'blocked';
+  status: 'completed' | 'duplicate' | 'blocked' | 'rejected';
+  /** A rejected run's reason: its task and fingerprint name no applied version, or its input carries other fields. */
+  rejected?: string;
   tier?: 'default' | 'cheap' | 'blocked';
   /** A blocked run's reason: the limit, spent and reserved it was decided on, and its worst case (USD, exact). */
   budget?: BudgetReason;

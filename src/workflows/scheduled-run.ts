@@ -21,6 +21,9 @@ import type { BudgetReason, ScheduledRunInput, ScheduledRunResult } from './sche
 
 export type { BudgetReason, ScheduledRunInput, ScheduledRunResult } from './scheduled-run-types';
 
+/** The fields a run's input may carry; an input with any other (a user, a prompt, a model) is forged and rejected. */
+const INPUT_FIELDS: readonly string[] = ['taskId', 'fingerprint', 'manual', 'retry'] satisfies (keyof ScheduledRunInput)[];
+
 /**
  * A provider answer that carried usage but failed is booked as failed and the step called again under the next attempt
  * number, this many calls per step at most, so a provider that keeps billing broken replies can't drain a budget.
@@ -93,20 +96,37 @@ export async function scheduledRun(task: ScheduledRunInput): Promise<ScheduledRu
   const idempotencyKey = task.manual ? manualKey(task.taskId, at) : slotKey(task.taskId, at);
   const head = { idempotencyKey, scheduledMinute: `${at.toISOString().slice(0, 16)}Z`, ...(task.manual ? { manual: true } : {}) };
   const { workflowId, runId } = info;
-  const { taskId, userId, model, embeddingModel, maxOutputTokens, simulate } = task;
-  // (undefined fields never reach an activity: payloads are JSON)
-  const budget: ReserveRunInput = { workflowId, runId, userId, model, embeddingModel, prompt: task.input, maxOutputTokens, simulate };
+  const { taskId, fingerprint } = task;
+  const unexpectedFields = Object.keys(task).filter((k) => !INPUT_FIELDS.includes(k));
   let reserved = false;
   try {
-    // 1. Claim the slot and reserve the run's worst case, one statement. Not cancellable: a claim made must be known.
-    const { claim, decision } = await shield.run(() =>
-      bookkeeping.claimAndReserve({ ...head, taskId, userId, supersedesRunId: task.retry?.supersedesRunId, budget }),
+    // 1. Load the applied version, claim the slot and reserve the run's worst case. Not cancellable: a claim made must
+    // be known. No applied version: rejected, before any claim, reservation or model call.
+    const first = await shield.run(() =>
+      bookkeeping.claimAndReserve({ ...head, taskId, fingerprint, unexpectedFields, supersedesRunId: task.retry?.supersedesRunId }),
     );
+    if ('rejected' in first) {
+      log.warn('run rejected: no applied version', { taskId, reason: first.rejected });
+      return { status: 'rejected', ...head, rejected: first.rejected };
+    }
+    const { claim, decision, definition } = first;
     // No decision: another execution owns the claim (a native backfill, a re-created schedule, a second deployment).
     if (!decision) {
       log.info('slot already claimed by another execution; stopping as duplicate', { idempotencyKey, owner: claim.ownerWorkflowRunId });
       return { status: 'duplicate', ...head, generation: claim.generation, ownerRunId: claim.ownerWorkflowRunId };
     }
+    const { userId, model, embeddingModel, maxOutputTokens, simulate } = definition;
+    // (undefined fields never reach an activity: payloads are JSON)
+    const budget: ReserveRunInput = {
+      workflowId,
+      runId,
+      userId,
+      model,
+      embeddingModel,
+      prompt: definition.input,
+      maxOutputTokens,
+      simulate,
+    };
     reserved = true;
     upsertSearchAttributes([{ key: { name: SEARCH_ATTRIBUTES.tier, type: 'KEYWORD' }, value: decision.tier }]);
     const who = { workflowId, runId, taskId, userId };
@@ -116,7 +136,7 @@ export async function scheduledRun(task: ScheduledRunInput): Promise<ScheduledRu
 
     // 2. and 3. Call and book the chat, then the embedding of its reply.
     const step = { taskId, userId, simulate, maxOutputTokens: maxOutputTokens ?? DEFAULT_MAX_OUTPUT_TOKENS };
-    const chat = await callAndBook(run, 'chat', { ...step, step: 'chat', model: run.budget.model, text: task.input });
+    const chat = await callAndBook(run, 'chat', { ...step, step: 'chat', model: run.budget.model, text: definition.input });
     if ('blocked' in chat) return await endBlocked(run, chat.blocked);
     const text = chat.outcome.text ?? '';
     const embed = await callAndBook(run, 'embedding', { ...step, step: 'embed', model: run.budget.embeddingModel, text });

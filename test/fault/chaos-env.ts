@@ -1,7 +1,8 @@
 import type { Client } from '@temporalio/client';
 import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
-import { scheduleOptionsFor } from '../../src/schedules/task-schedule';
+import { recordTaskVersions } from '../../src/db/task-versions';
+import { scheduleOptionsFor, taskFingerprint } from '../../src/schedules/task-schedule';
 import { parseTasksFile, type Task } from '../../src/tasks/tasks-file';
 import type { FakeOpenAI } from '../support/fake-openai';
 import { startWorkerProcesses, type WorkerProcess, type WorkerTarget } from '../support/worker-processes';
@@ -37,6 +38,7 @@ export async function createTaskSchedule(env: ChaosEnv, fields: Record<string, u
     monthlyReport: false,
     budgetSweep: false,
   }).tasks;
+  await recordTaskVersions(env.pool, [{ taskId: task.id, fingerprint: taskFingerprint(task, taskQueue), definition: task }]);
   await env.client.schedule.create(scheduleOptionsFor(task, taskQueue));
   return task;
 }

@@ -1,6 +1,6 @@
 import { WorkflowFailedError } from '@temporalio/client';
 import pg from 'pg';
-import { runInputOf } from '../../src/schedules/task-schedule';
+import { runInputOf, taskFingerprint } from '../../src/schedules/task-schedule';
 import { nominalId } from '../../src/schedules/backfill';
 import type { ScheduledRunResult } from '../../src/workflows/scheduled-run';
 import { reconcile, type ChaosFigures } from '../support/chaos-figures';
@@ -63,7 +63,7 @@ export async function runClaimRace(env: ChaosEnv, opts: ClaimRaceOptions): Promi
           // The first is the schedule's own ID; the others differ but end in the same nominal time: the same slot.
           workflowId: `${prefixes[i % prefixes.length]}${i >= prefixes.length ? i : ''}-${taskId}-${slot}`,
           taskQueue: r.taskQueue,
-          args: [runInputOf(task)],
+          args: [runInputOf(task, taskFingerprint(task, `${taskId}-q0`))],
         }),
       ),
     );

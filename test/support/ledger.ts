@@ -6,7 +6,8 @@ import type { UsageBooking } from '../../src/ledger/record-usage';
 import { MockProvider } from '../../src/models/mock-provider';
 import type { ChatRequest, EmbeddingRequest, ModelProvider } from '../../src/models/provider';
 import type { SimulateProfile } from '../../src/models/simulate-profile';
-import { scheduledRun, type ScheduledRunInput, type ScheduledRunResult } from '../../src/workflows/scheduled-run';
+import { scheduledRun, type ScheduledRunResult } from '../../src/workflows/scheduled-run';
+import { appliedInput, type TestRun } from './applied';
 import { createTestContext, type TestContext } from './context';
 import { startWorkers } from './workers';
 
@@ -51,7 +52,7 @@ export async function runScheduled(
 ) {
   const taskQueue = `${ctx.taskQueue}-ledger-${randomUUID().slice(0, 8)}`;
   const workflowId = `cron-${taskId}-2026-11-02T09:00:00Z`;
-  const input: ScheduledRunInput = {
+  const input: TestRun = {
     taskId,
     userId: `user-${taskId}`,
     input: opts.input ?? 'Summarise the overnight alerts and list the three most urgent.',
@@ -62,7 +63,7 @@ export async function runScheduled(
   };
   const fleet = await startWorkers({ ...ctx, taskQueue }, 1, { provider: opts.provider ?? new MockProvider() });
   const outcome = await fleet.runWhile(async () => {
-    const handle = await ctx.client.workflow.start(scheduledRun, { args: [input], workflowId, taskQueue });
+    const handle = await ctx.client.workflow.start(scheduledRun, { args: [await appliedInput(ctx.pool, input)], workflowId, taskQueue });
     return handle.result().then(
       (result: ScheduledRunResult) => ({ result, error: undefined as unknown, runId: handle.firstExecutionRunId }),
       (error: unknown) => ({ result: undefined, error, runId: handle.firstExecutionRunId }),

@@ -22,7 +22,7 @@ export function registerTasksCommands(program: Command): void {
       await withConnections({ temporal: true, db: true }, async ({ client, conn, pool }) => {
         // budgets and downgrades first, in one transaction: a refusal there leaves every schedule as it was
         const budgets = await applyBudgets(pool, { budgets: budgetChangesOf(parsed.budgets, file), downgrade: parsed.downgrade }, file);
-        const changes = await applyTasks(client, parsed, conn.taskQueue);
+        const changes = await applyTasks(client, parsed, conn.taskQueue, pool);
         // so that `backfill --all` and `tasks list` find these tasks at once (the schedule list lags behind)
         await recordAppliedTasks(
           pool,

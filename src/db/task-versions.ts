@@ -1,0 +1,61 @@
+import type pg from 'pg';
+import type { Task } from '../tasks/tasks-file';
+
+/** One applied version of a task: what `tasks apply` recorded under the fingerprint its schedule names. */
+export interface TaskVersion {
+  taskId: string;
+  fingerprint: string;
+  /** The task as applied (the tasks file's entry, defaults filled in). */
+  definition: Task;
+}
+
+/**
+ * Records these versions in task_versions (append-only, migration 026): a version applied before is left as it was.
+ * Called before any schedule names a fingerprint, so no run can start for a version that is not recorded yet.
+ */
+export async function recordTaskVersions(db: pg.Pool, versions: TaskVersion[]): Promise<void> {
+  if (versions.length === 0) return;
+  await db.query(
+    `insert into task_versions (task_id, fingerprint, definition)
+     select v.task_id, v.fingerprint, v.definition
+       from jsonb_to_recordset($1::jsonb) as v(task_id text, fingerprint text, definition jsonb)
+     on conflict (task_id, fingerprint) do nothing`,
+    [JSON.stringify(versions.map((v) => ({ task_id: v.taskId, fingerprint: v.fingerprint, definition: v.definition })))],
+  );
+}
+
+/** The definition applied under this task ID and fingerprint; undefined when no apply recorded that version. */
+export async function appliedVersion(db: pg.Pool, taskId: string, fingerprint: string): Promise<Task | undefined> {
+  const { rows } = await db.query<{ definition: Task }>({
+    name: 'applied-version',
+    text: 'select definition from task_versions where task_id = $1 and fingerprint = $2',
+    values: [taskId, fingerprint],
+  });
+  return rows[0]?.definition;
+}
+
+/**
+ * Records a run that named no applied version as `rejected`, under a key of its own (`rejected:<Temporal run ID>`), so
+ * it takes no slot's claim and reserves nothing. Its user is unknown (a forged input's user is not believed): ''. Run
+ * again by the same execution, it records nothing more.
+ */
+export async function recordRejectedRun(
+  db: pg.Pool,
+  r: {
+    taskId: string;
+    workflowId: string;
+    temporalRunId: string;
+    scheduledMinute: string;
+    workerId: string;
+    manual: boolean;
+    reason: string;
+  },
+): Promise<void> {
+  await db.query(
+    `insert into runs (idempotency_key, task_id, user_id, workflow_id, temporal_run_id, scheduled_minute, claimed_by, manual,
+                       status, finished_at, error)
+     values ('rejected:' || $3, $1, '', $2, $3, $4, $5, $6, 'rejected', now(), $7)
+     on conflict (idempotency_key) do nothing`,
+    [r.taskId, r.workflowId, r.temporalRunId, r.scheduledMinute, r.workerId, r.manual, r.reason],
+  );
+}
