@@ -45,7 +45,8 @@ import { findTemporalCli } from '../src/dev/temporal-cli';
 import { DEV_SERVER_DYNAMIC_CONFIG, temporalArgs } from '../src/dev/temporal-server';
 import { applyBudgets } from '../src/budgets/budgets-store';
 import { applyPrices, loadPricesFile } from '../src/ledger/prices';
-import { scheduleOptionsFor } from '../src/schedules/task-schedule';
+import { recordTaskVersions } from '../src/db/task-versions';
+import { scheduleOptionsFor, taskFingerprint } from '../src/schedules/task-schedule';
 import { parseTasksFile } from '../src/tasks/tasks-file';
 import { startFakeOpenAI, type FakeOpenAI } from '../test/support/fake-openai';
 import { startWorkerProcesses, stopWorkerProcesses, writeWorkflowBundle, type WorkerProcess } from '../test/support/worker-processes';
@@ -180,7 +181,7 @@ async function runPhase(stack: Stack, phase: Phase, taskCount: number): Promise<
   });
   try {
     const slot = new Date(Math.ceil((Date.now() + leadS * 1000) / 60_000) * 60_000);
-    await createSchedules(stack.client, phase, id, taskQueue, slot, taskCount);
+    await createSchedules(stack, phase, id, taskQueue, slot, taskCount);
     if (Date.now() > slot.getTime() - 2_000) throw new Error(`${phase}: the schedules took past the slot; run with a longer --lead`);
     log(`${phase}: ${taskCount} schedules fire at ${slot.toISOString()}`);
     await sleepUntil(slot.getTime());
@@ -266,7 +267,8 @@ async function onRollbackJournal(stack: Stack, taskCount: number): Promise<Phase
  * swaps the action's workflow for the bare one. Left in place afterwards: they fire again only tomorrow, and the stack
  * is deleted at the end.
  */
-async function createSchedules(client: Client, phase: Phase, id: string, taskQueue: string, slot: Date, taskCount: number): Promise<void> {
+async function createSchedules(stack: Stack, phase: Phase, id: string, taskQueue: string, slot: Date, taskCount: number): Promise<void> {
+  const { client } = stack;
   const { tasks } = parseTasksFile({
     tasks: Array.from({ length: taskCount }, (_, i) => ({
       id: `fan-${id}-${i + 1}`,
@@ -277,6 +279,9 @@ async function createSchedules(client: Client, phase: Phase, id: string, taskQue
     })),
     monthlyReport: false,
   });
+  // the versions the schedules name, recorded first as `tasks apply` does
+  const versions = tasks.map((task) => ({ taskId: task.id, fingerprint: taskFingerprint(task, taskQueue), definition: task }));
+  await recordTaskVersions(stack.pool, versions);
   const started = Date.now();
   let next = 0;
   const createNext = async (): Promise<void> => {

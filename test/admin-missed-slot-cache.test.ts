@@ -7,7 +7,8 @@ import type { MissedSlotsView } from '../src/admin/pages';
 import { startAdminServer, type RunningAdmin } from '../src/admin/server';
 import { recordAppliedTasks } from '../src/db/applied-tasks';
 import { createPool, readOnlySessionUrl } from '../src/db/pool';
-import { scheduleOptionsFor } from '../src/schedules/task-schedule';
+import { recordTaskVersions } from '../src/db/task-versions';
+import { scheduleOptionsFor, taskFingerprint } from '../src/schedules/task-schedule';
 import { parseTasksFile } from '../src/tasks/tasks-file';
 import { runCli } from './support/cli';
 import { createTestContext, type TestContext } from './support/context';
@@ -137,6 +138,8 @@ it(
   'concurrent page loads and scrapes within the window make one round of Temporal calls, and one after it recomputes',
   { timeout: 300_000 },
   async () => {
+    const versions = TASKS.map((task) => ({ taskId: task.id, fingerprint: taskFingerprint(task, NOBODY_POLLS), definition: task }));
+    await recordTaskVersions(ctx.pool, versions);
     for (const task of TASKS) await ctx.client.schedule.create(scheduleOptionsFor(task, NOBODY_POLLS));
     await recordAppliedTasks(
       ctx.pool,

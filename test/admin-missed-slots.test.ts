@@ -8,7 +8,8 @@ import { createPool, readOnlySessionUrl } from '../src/db/pool';
 import { applyPrices, loadPricesFile } from '../src/ledger/prices';
 import { operateOnTask } from '../src/schedules/manage-task';
 import { missedSlots, type TaskSlotCheck } from '../src/schedules/missed-slots';
-import { scheduleOptionsFor } from '../src/schedules/task-schedule';
+import { recordTaskVersions } from '../src/db/task-versions';
+import { scheduleOptionsFor, taskFingerprint } from '../src/schedules/task-schedule';
 import { parseTasksFile } from '../src/tasks/tasks-file';
 import { createTestContext, type TestContext } from './support/context';
 import { waitFor } from './support/wait';
@@ -91,8 +92,10 @@ it(
   { timeout: 300_000 },
   async () => {
     // The same schedules `tasks apply` makes, two on a queue a worker polls and three on one nobody polls.
-    for (const task of TASKS)
-      await ctx.client.schedule.create(scheduleOptionsFor(task, POLLED.has(task.id) ? ctx.taskQueue : NOBODY_POLLS));
+    const queueOf = (task: (typeof TASKS)[number]) => (POLLED.has(task.id) ? ctx.taskQueue : NOBODY_POLLS);
+    const versions = TASKS.map((task) => ({ taskId: task.id, fingerprint: taskFingerprint(task, queueOf(task)), definition: task }));
+    await recordTaskVersions(ctx.pool, versions);
+    for (const task of TASKS) await ctx.client.schedule.create(scheduleOptionsFor(task, queueOf(task)));
     await recordAppliedTasks(
       ctx.pool,
       TASKS.map((t) => t.id),
