@@ -4,6 +4,14 @@
 --
 
 --
+-- Name: backdating_skew(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.backdating_skew() RETURNS interval
+    LANGUAGE sql IMMUTABLE
+    AS $$ select interval '5 minutes' $$;
+
+--
 -- Name: usage_ledger; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -34,6 +42,7 @@ CREATE TABLE public.usage_ledger (
     input_truncated_from bigint,
     usage_received_at timestamp with time zone,
     booked_at timestamp with time zone DEFAULT clock_timestamp(),
+    created_by text,
     CONSTRAINT usage_ledger_attempt_check CHECK ((attempt >= 1)),
     CONSTRAINT usage_ledger_check CHECK (((cached_prompt_tokens >= 0) AND (cached_prompt_tokens <= prompt_tokens))),
     CONSTRAINT usage_ledger_check1 CHECK (((reasoning_tokens >= 0) AND (reasoning_tokens <= completion_tokens))),
@@ -143,6 +152,7 @@ CREATE TABLE public.budgets (
     effective_from timestamp with time zone DEFAULT now() NOT NULL,
     source text NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
+    created_by text,
     CONSTRAINT budgets_monthly_limit_usd_check CHECK ((monthly_limit_usd >= (0)::numeric))
 );
 
@@ -454,7 +464,8 @@ CREATE TABLE public.model_prices (
     output_per_million numeric(30,12),
     embedding_input_per_million numeric(30,12),
     source text NOT NULL,
-    created_at timestamp with time zone DEFAULT now() NOT NULL
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    created_by text
 );
 
 --
@@ -522,6 +533,72 @@ begin
     insert into run_rollup_queue (claimed_at, user_id, task_id) select claimed_at, user_id, task_id from new_runs;
   end if;
   return null;
+end
+$$;
+
+--
+-- Name: rollup_verifications; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.rollup_verifications (
+    id bigint NOT NULL,
+    verified_at timestamp with time zone DEFAULT now() NOT NULL,
+    created_by text NOT NULL,
+    months integer NOT NULL,
+    rows_checked bigint NOT NULL,
+    differences bigint NOT NULL,
+    sample jsonb DEFAULT '[]'::jsonb NOT NULL,
+    CONSTRAINT rollup_verifications_differences_check CHECK ((differences >= 0)),
+    CONSTRAINT rollup_verifications_months_check CHECK ((months >= 0)),
+    CONSTRAINT rollup_verifications_rows_checked_check CHECK ((rows_checked >= 0))
+);
+
+--
+-- Name: record_rollup_verification(integer, bigint, bigint, jsonb); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.record_rollup_verification(p_months integer, p_rows_checked bigint, p_differences bigint, p_sample jsonb) RETURNS public.rollup_verifications
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+  insert into rollup_verifications (created_by, months, rows_checked, differences, sample)
+  values (session_user, p_months, p_rows_checked, p_differences, coalesce(p_sample, '[]'))
+  returning *
+$$;
+
+--
+-- Name: refuse_backdated_price(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.refuse_backdated_price() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+begin
+  if new.effective_from < now() - backdating_skew() and not written_by_table_owner(tg_relid)
+     and not exists (select 1 from model_prices p where p.model = new.model and p.version = new.version and p.effective_from = new.effective_from)
+     and exists (select 1 from usage_ledger l where l.model = new.model and l.created_at >= new.effective_from) then
+    raise exception 'price version % of % takes effect at %, before calls already booked: a new price takes effect from now on',
+      new.version, new.model, new.effective_from
+      using errcode = 'check_violation', hint = 'give the version an effectiveFrom of now or later';
+  end if;
+  return new;
+end
+$$;
+
+--
+-- Name: refuse_misdated_entry(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.refuse_misdated_entry() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+begin
+  if abs(extract(epoch from new.created_at - now())) > extract(epoch from backdating_skew())
+     and not written_by_table_owner(tg_relid) then
+    raise exception 'a ledger entry dated % is refused: entries are dated now (within %), not by the caller', new.created_at, backdating_skew()
+      using errcode = 'check_violation';
+  end if;
+  return new;
 end
 $$;
 
@@ -679,6 +756,19 @@ end
 $$;
 
 --
+-- Name: stamp_created_by(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.stamp_created_by() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+begin
+  new.created_by := session_user;
+  return new;
+end
+$$;
+
+--
 -- Name: usage_cost(text, bigint, bigint, bigint, public.model_prices, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -706,6 +796,16 @@ CREATE FUNCTION public.worst_case_cost(p_call jsonb, p_model text, p_at timestam
     AS $$
   select usage_cost(p_call ->> 'kind', (p_call ->> 'prompt')::bigint, (p_call ->> 'cached')::bigint, (p_call ->> 'completion')::bigint,
                     price_in_force(p_model, p_at), p_at)
+$$;
+
+--
+-- Name: written_by_table_owner(regclass); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.written_by_table_owner(p_table regclass) RETURNS boolean
+    LANGUAGE sql STABLE
+    AS $$
+  select pg_has_role(session_user, c.relowner, 'member') from pg_class c where c.oid = p_table
 $$;
 
 --
@@ -871,7 +971,8 @@ CREATE TABLE public.model_downgrades (
     cheap_model text,
     effective_from timestamp with time zone DEFAULT now() NOT NULL,
     source text NOT NULL,
-    created_at timestamp with time zone DEFAULT now() NOT NULL
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    created_by text
 );
 
 --
@@ -961,6 +1062,23 @@ CREATE TABLE public.rollup_months (
 CREATE TABLE public.rollup_queue (
     entry_id bigint NOT NULL
 );
+
+--
+-- Name: rollup_verifications_id_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+CREATE SEQUENCE public.rollup_verifications_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+--
+-- Name: rollup_verifications_id_seq; Type: SEQUENCE OWNED BY; Schema: public; Owner: -
+--
+
+ALTER SEQUENCE public.rollup_verifications_id_seq OWNED BY public.rollup_verifications.id;
 
 --
 -- Name: rollup_zones; Type: TABLE; Schema: public; Owner: -
@@ -1303,6 +1421,12 @@ ALTER TABLE ONLY public.model_prices ALTER COLUMN id SET DEFAULT nextval('public
 ALTER TABLE ONLY public.report_deliveries ALTER COLUMN id SET DEFAULT nextval('public.report_deliveries_id_seq'::regclass);
 
 --
+-- Name: rollup_verifications id; Type: DEFAULT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.rollup_verifications ALTER COLUMN id SET DEFAULT nextval('public.rollup_verifications_id_seq'::regclass);
+
+--
 -- Name: run_attempts id; Type: DEFAULT; Schema: public; Owner: -
 --
 
@@ -1438,6 +1562,13 @@ ALTER TABLE ONLY public.model_prices
     ADD CONSTRAINT model_prices_model_version_key UNIQUE (model, version);
 
 --
+-- Name: model_prices model_prices_not_negative; Type: CHECK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE public.model_prices
+    ADD CONSTRAINT model_prices_not_negative CHECK (((input_per_million >= (0)::numeric) AND (cached_input_per_million >= (0)::numeric) AND (output_per_million >= (0)::numeric) AND (embedding_input_per_million >= (0)::numeric))) NOT VALID;
+
+--
 -- Name: model_prices model_prices_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1464,6 +1595,13 @@ ALTER TABLE ONLY public.rollup_months
 
 ALTER TABLE ONLY public.rollup_queue
     ADD CONSTRAINT rollup_queue_pkey PRIMARY KEY (entry_id);
+
+--
+-- Name: rollup_verifications rollup_verifications_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.rollup_verifications
+    ADD CONSTRAINT rollup_verifications_pkey PRIMARY KEY (id);
 
 --
 -- Name: rollup_zones rollup_zones_pkey; Type: CONSTRAINT; Schema: public; Owner: -
@@ -1583,6 +1721,14 @@ ALTER TABLE ONLY public.usage_ledger
 
 ALTER TABLE ONLY public.usage_ledger
     ADD CONSTRAINT usage_ledger_pkey PRIMARY KEY (id);
+
+--
+-- Name: usage_ledger usage_ledger_reason_not_blank; Type: CHECK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE public.usage_ledger
+    ADD CONSTRAINT usage_ledger_reason_not_blank CHECK ((btrim(reason, ' 	
+'::text) <> ''::text)) NOT VALID;
 
 --
 -- Name: usage_month_rollups usage_month_rollups_bucket; Type: CONSTRAINT; Schema: public; Owner: -
@@ -1713,6 +1859,12 @@ CREATE INDEX usage_ledger_workflow ON public.usage_ledger USING btree (workflow_
 CREATE TRIGGER budgets_append_only BEFORE DELETE OR UPDATE ON public.budgets FOR EACH ROW EXECUTE FUNCTION public.forbid_append_only_change();
 
 --
+-- Name: budgets budgets_created_by; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER budgets_created_by BEFORE INSERT ON public.budgets FOR EACH ROW EXECUTE FUNCTION public.stamp_created_by();
+
+--
 -- Name: budgets budgets_no_truncate; Type: TRIGGER; Schema: public; Owner: -
 --
 
@@ -1731,16 +1883,46 @@ CREATE TRIGGER budgets_track_zone AFTER INSERT ON public.budgets FOR EACH ROW EX
 CREATE TRIGGER model_downgrades_append_only BEFORE DELETE OR UPDATE ON public.model_downgrades FOR EACH ROW EXECUTE FUNCTION public.forbid_append_only_change();
 
 --
+-- Name: model_downgrades model_downgrades_created_by; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER model_downgrades_created_by BEFORE INSERT ON public.model_downgrades FOR EACH ROW EXECUTE FUNCTION public.stamp_created_by();
+
+--
 -- Name: model_prices model_prices_append_only; Type: TRIGGER; Schema: public; Owner: -
 --
 
 CREATE TRIGGER model_prices_append_only BEFORE DELETE OR UPDATE ON public.model_prices FOR EACH ROW EXECUTE FUNCTION public.forbid_append_only_change();
 
 --
+-- Name: model_prices model_prices_created_by; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER model_prices_created_by BEFORE INSERT ON public.model_prices FOR EACH ROW EXECUTE FUNCTION public.stamp_created_by();
+
+--
+-- Name: model_prices model_prices_dated_now; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER model_prices_dated_now BEFORE INSERT ON public.model_prices FOR EACH ROW EXECUTE FUNCTION public.refuse_backdated_price();
+
+--
 -- Name: model_prices model_prices_no_truncate; Type: TRIGGER; Schema: public; Owner: -
 --
 
 CREATE TRIGGER model_prices_no_truncate BEFORE TRUNCATE ON public.model_prices FOR EACH STATEMENT EXECUTE FUNCTION public.forbid_append_only_change();
+
+--
+-- Name: rollup_verifications rollup_verifications_append_only; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER rollup_verifications_append_only BEFORE DELETE OR UPDATE ON public.rollup_verifications FOR EACH ROW EXECUTE FUNCTION public.forbid_append_only_change();
+
+--
+-- Name: rollup_verifications rollup_verifications_no_truncate; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER rollup_verifications_no_truncate BEFORE TRUNCATE ON public.rollup_verifications FOR EACH STATEMENT EXECUTE FUNCTION public.forbid_append_only_change();
 
 --
 -- Name: run_duplicates run_duplicates_metric_counts; Type: TRIGGER; Schema: public; Owner: -
@@ -1807,6 +1989,18 @@ CREATE TRIGGER usage_ledger_append_only BEFORE DELETE OR UPDATE ON public.usage_
 --
 
 CREATE TRIGGER usage_ledger_budget_months AFTER INSERT ON public.usage_ledger FOR EACH ROW EXECUTE FUNCTION public.budget_book_ledger_entry();
+
+--
+-- Name: usage_ledger usage_ledger_created_by; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER usage_ledger_created_by BEFORE INSERT ON public.usage_ledger FOR EACH ROW EXECUTE FUNCTION public.stamp_created_by();
+
+--
+-- Name: usage_ledger usage_ledger_dated_now; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER usage_ledger_dated_now BEFORE INSERT ON public.usage_ledger FOR EACH ROW EXECUTE FUNCTION public.refuse_misdated_entry();
 
 --
 -- Name: usage_ledger usage_ledger_metric_counts; Type: TRIGGER; Schema: public; Owner: -
@@ -1995,6 +2189,20 @@ REVOKE ALL ON FUNCTION public.price_in_force(p_model text, p_at timestamp with t
 GRANT ALL ON FUNCTION public.price_in_force(p_model text, p_at timestamp with time zone) TO cronledger_app;
 
 --
+-- Name: TABLE rollup_verifications; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT ON TABLE public.rollup_verifications TO cronledger_app;
+GRANT SELECT ON TABLE public.rollup_verifications TO cronledger_readonly;
+
+--
+-- Name: FUNCTION record_rollup_verification(p_months integer, p_rows_checked bigint, p_differences bigint, p_sample jsonb); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.record_rollup_verification(p_months integer, p_rows_checked bigint, p_differences bigint, p_sample jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.record_rollup_verification(p_months integer, p_rows_checked bigint, p_differences bigint, p_sample jsonb) TO cronledger_app;
+
+--
 -- Name: FUNCTION reserve_budget(p_user_id text, p_run_id text, p_workflow_id text, p_calls jsonb, p_may_downgrade boolean, p_expiry_seconds integer, p_at timestamp with time zone); Type: ACL; Schema: public; Owner: -
 --
 
@@ -2135,6 +2343,12 @@ GRANT SELECT ON TABLE public.rollup_months TO cronledger_readonly;
 
 GRANT SELECT,INSERT,DELETE ON TABLE public.rollup_queue TO cronledger_app;
 GRANT SELECT ON TABLE public.rollup_queue TO cronledger_readonly;
+
+--
+-- Name: SEQUENCE rollup_verifications_id_seq; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT USAGE ON SEQUENCE public.rollup_verifications_id_seq TO cronledger_app;
 
 --
 -- Name: TABLE rollup_zones; Type: ACL; Schema: public; Owner: -

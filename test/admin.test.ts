@@ -48,7 +48,7 @@ let realRun: { workflowId: string; runId: string };
 beforeAll(async () => {
   ctx = await createTestContext(import.meta.url);
   await applyPrices(ctx.pool, loadPricesFile('prices/standard.json'), 'test');
-  await seedMonth(ctx.pool, { month: MONTH, users: 6, callsPerUser: 8 });
+  await seedMonth(ctx.ownerPool, { month: MONTH, users: 6, callsPerUser: 8 });
   await seedHostileUser();
   await seedAnomaly();
 
@@ -99,7 +99,7 @@ afterAll(async () => {
 /** A user whose ID and ledger text are hostile: markup, quotes and a tail to the longest ID allowed. */
 async function seedHostileUser(): Promise<void> {
   const at = new Date(`${MONTH}-10T12:00:00Z`);
-  await recordUsage(ctx.pool, {
+  await recordUsage(ctx.ownerPool, {
     runId: 'hostile-run',
     workflowId: `cron-hostile-${MONTH}-10T12:00:00Z`,
     step: 'chat',
@@ -130,7 +130,7 @@ async function seedAnomaly(): Promise<void> {
   for (let day = 1; day <= 25; day++) {
     const at = new Date(`${ANOMALY_MONTH}-${String(day).padStart(2, '0')}T10:00:00Z`);
     const workflowId = `cron-steady-${at.toISOString().replace('.000Z', 'Z')}`;
-    await recordUsage(ctx.pool, {
+    await recordUsage(ctx.ownerPool, {
       runId: `${workflowId}-run`,
       workflowId,
       step: 'chat',
@@ -175,7 +175,7 @@ describe('figures', () => {
     async (tz) => {
       await cliReport(MONTH, tz); // builds the month's rollups for the zone (the admin role may not)
       // A late correction after the build: queued, not yet folded; the read-only page must count it all the same.
-      await ctx.pool.query(
+      await ctx.ownerPool.query(
         `insert into usage_ledger (idempotency_key, entry_type, reason, user_id, cost_usd, created_at)
        values ($1, 'credit', 'late goodwill', 'user-03', '-0.000000000000000123', $2)`,
         [`late-credit-${tz}`, `${MONTH}-20T12:00:00Z`],
@@ -246,7 +246,7 @@ describe('budgets', () => {
     expect(applied.code, applied.stderr).toBe(0);
     // A run downgraded to the cheap model just now: 1,000,000 prompt and 100,000 completion tokens.
     const workflowId = 'cron-budget-user-now';
-    await recordUsage(ctx.pool, {
+    await recordUsage(ctx.ownerPool, {
       runId: `${workflowId}-run`,
       workflowId,
       step: 'chat',

@@ -87,7 +87,7 @@ describe('book_usage', () => {
       await Promise.all(
         planned.slice(from, from + 10).map(async (p) => {
           const row = await recordUsage(
-            ctx.pool,
+            ctx.ownerPool,
             booking({ runId: `cost-${p.i}`, model: p.model, kind: p.kind, usage: p.usage, occurredAt: at }),
           );
           const price = await priceInForce(ctx.pool, p.model, at);
@@ -119,16 +119,16 @@ describe('book_usage', () => {
 
   it('keeps NoPriceError (a UserError) for a model without a price and for a price class the version lacks, with the same message', async () => {
     const at = new Date('2026-06-15T12:00:00.456Z');
-    const unpriced = recordUsage(ctx.pool, booking({ runId: 'no-price', model: 'test/unpriced', occurredAt: at }));
+    const unpriced = recordUsage(ctx.ownerPool, booking({ runId: 'no-price', model: 'test/unpriced', occurredAt: at }));
     await expect(unpriced).rejects.toThrow(NoPriceError);
     await expect(unpriced).rejects.toThrow(new NoPriceError('test/unpriced', at).message);
     // an embedding model used for chat: its version has no input price
-    const wrongKind = recordUsage(ctx.pool, booking({ runId: 'wrong-kind', model: 'test/embed-0', occurredAt: at }));
+    const wrongKind = recordUsage(ctx.ownerPool, booking({ runId: 'wrong-kind', model: 'test/embed-0', occurredAt: at }));
     await expect(wrongKind).rejects.toThrow(new NoPriceError('test/embed-0', at, 'input price (version p1)').message);
     // before the first version took effect
     const early = new Date('2026-05-31T23:59:59.999Z');
     await expect(
-      recordUsage(ctx.pool, booking({ runId: 'early', model: 'test/embed-0', kind: 'embedding', occurredAt: early })),
+      recordUsage(ctx.ownerPool, booking({ runId: 'early', model: 'test/embed-0', kind: 'embedding', occurredAt: early })),
     ).rejects.toThrow(new NoPriceError('test/embed-0', early).message);
     const { rows } = await ctx.pool.query(`select 1 from usage_ledger where run_id in ('no-price', 'wrong-kind', 'early')`);
     expect(rows).toEqual([]);
@@ -143,7 +143,7 @@ describe('booking lag', () => {
     // a late entry: priced as of a day earlier, received 10 s before this booking
     const occurredAt = new Date(now[0].started.getTime() - 86_400_000);
     const row = await recordUsage(
-      ctx.pool,
+      ctx.ownerPool,
       booking({ runId: 'lagging', userId: 'lag-user', occurredAt, usageReceivedAt: now[0].received }),
     );
     expect(row.created_at).toEqual(occurredAt);
@@ -157,7 +157,7 @@ describe('booking lag', () => {
     // the metric's source: this row's lag is there (the other rows of this file carry no usage_received_at)
     expect(await bookingLags(ctx.pool)).toEqual([{ lag_ms: lag[0].lag_ms, entries: '1' }]);
     // a booking without a back-dated instant: created_at (the statement's now) comes first, booked_at after it
-    const plain = await recordUsage(ctx.pool, booking({ runId: 'plain', userId: 'lag-user' }));
+    const plain = await recordUsage(ctx.ownerPool, booking({ runId: 'plain', userId: 'lag-user' }));
     expect(plain.booked_at!.getTime()).toBeGreaterThanOrEqual(plain.created_at.getTime());
   });
 });

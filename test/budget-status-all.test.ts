@@ -51,12 +51,12 @@ beforeAll(async () => {
     'test',
   );
   // Berlin: 00:30 on 1 March there is still February in UTC; 00:30 on 1 April there (CEST) is still March in UTC
-  await bookExactSpend(ctx.pool, `bs-b1-${tag}`, u.berlin, '1.25', new Date('2026-02-28T23:30:00Z'));
-  await bookExactSpend(ctx.pool, `bs-b2-${tag}`, u.berlin, '2.000000000000000003', new Date('2026-03-15T12:00:00Z'));
-  await bookExactSpend(ctx.pool, `bs-b3-${tag}`, u.berlin, '4', new Date('2026-03-31T22:30:00Z'));
-  await bookExactSpend(ctx.pool, `bs-d1-${tag}`, u.defaulted, '0.7', new Date('2026-03-05T08:00:00Z'));
-  await bookExactSpend(ctx.pool, `bs-x1-${tag}`, u.blocked, '2.5', new Date('2026-03-02T08:00:00Z'));
-  await bookExactSpend(ctx.pool, `bs-c1-${tag}`, u.cheap, '7.9', new Date('2026-03-03T08:00:00Z'));
+  await bookExactSpend(ctx.ownerPool, `bs-b1-${tag}`, u.berlin, '1.25', new Date('2026-02-28T23:30:00Z'));
+  await bookExactSpend(ctx.ownerPool, `bs-b2-${tag}`, u.berlin, '2.000000000000000003', new Date('2026-03-15T12:00:00Z'));
+  await bookExactSpend(ctx.ownerPool, `bs-b3-${tag}`, u.berlin, '4', new Date('2026-03-31T22:30:00Z'));
+  await bookExactSpend(ctx.ownerPool, `bs-d1-${tag}`, u.defaulted, '0.7', new Date('2026-03-05T08:00:00Z'));
+  await bookExactSpend(ctx.ownerPool, `bs-x1-${tag}`, u.blocked, '2.5', new Date('2026-03-02T08:00:00Z'));
+  await bookExactSpend(ctx.ownerPool, `bs-c1-${tag}`, u.cheap, '7.9', new Date('2026-03-03T08:00:00Z'));
   // the cheap user reaches exactly 80 % only with the open, unexpired reservation; the expired and settled ones never count
   const far = new Date('2030-01-01T00:00:00Z');
   await reservation(`bs-r1-${tag}`, u.cheap, 'UTC', '2026-03-01', '0.1', far);

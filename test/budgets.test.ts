@@ -28,7 +28,7 @@ afterAll(async () => {
 let keys = 0;
 /** Books a chat call whose cost is exactly `completionTokens` gpt-4o-mini tokens ($0.60 per million). */
 const book = (userId: string, completionTokens: number, at: Date) =>
-  bookCompletion(ctx.pool, `budgets-test-${++keys}`, userId, completionTokens, at);
+  bookCompletion(ctx.ownerPool, `budgets-test-${++keys}`, userId, completionTokens, at);
 
 const file = (name: string, json: unknown): string => {
   const path = join(dir, name);
@@ -240,7 +240,7 @@ describe('thresholds compare exact decimals', () => {
       { budgets: [{ userId: user, monthlyLimitUsd: '1', timeZone: 'UTC', effectiveFrom: new Date('2026-07-01T00:00:00Z') }] },
       'test',
     );
-    await bookExactSpend(ctx.pool, `threshold-${keys}`, user, spent, at);
+    await bookExactSpend(ctx.ownerPool, `threshold-${keys}`, user, spent, at);
     const s = await budgetStatus(ctx.pool, { userId: user, at });
     expect(s[0].spentUsd).toBe((await ctx.pool.query('select $1::numeric(38,18)::text as v', [spent])).rows[0].v);
     expect(s[0].tier).toBe(tier);
@@ -264,7 +264,7 @@ async function halfOfOneDollarSpent(userId: string, key: string): Promise<Date> 
     'test',
   );
   const at = new Date();
-  await bookExactSpend(ctx.pool, key, userId, '0.5', at);
+  await bookExactSpend(ctx.ownerPool, key, userId, '0.5', at);
   return at;
 }
 
@@ -310,7 +310,7 @@ describe("a first decision that only other runs' open reservations make worse", 
     // A call made again decides at once, counting the reservation: 0.8 + 0.24 does not fit.
     expect(await decideOneChatCall(user, `waits-again-${keys}`, tokens, false, at)).toMatchObject({ tier: 'blocked' });
     // The other run books 0.10 and so settles its reservation: now the default fits (0.6 + 0.24).
-    await bookCompletion(ctx.pool, `waits-other-${keys}:chat:1`, user, 166_666, at);
+    await bookCompletion(ctx.ownerPool, `waits-other-${keys}:chat:1`, user, 166_666, at);
     expect(await decideOneChatCall(user, `waits-run-${keys}`, tokens, true, at)).toMatchObject({
       tier: 'default',
       models: { chat: 'openai/gpt-4o-mini' },

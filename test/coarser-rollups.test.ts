@@ -19,7 +19,7 @@ const MONTH = '2026-06';
 beforeAll(async () => {
   ctx = await createTestContext(import.meta.url);
   await applyPrices(ctx.pool, loadPricesFile('prices/standard.json'), 'test');
-  await seedMonth(ctx.pool, { month: MONTH, users: 4, callsPerUser: 8 });
+  await seedMonth(ctx.ownerPool, { month: MONTH, users: 4, callsPerUser: 8 });
 });
 
 afterAll(async () => ctx?.close());
@@ -91,10 +91,10 @@ describe.each(['UTC', 'Europe/Berlin'])('the month, day and day-user rollups in 
     // Late entries: back-dated into buckets built already (one failed, one at a Berlin midnight), a user and a task
     // never seen, a credit; and an embedding in the last hour of the month.
     const late = `${zone}-late`;
-    await recordUsage(ctx.pool, booking(`${late}-a`, 'user-01', 'task-user-01', new Date('2026-06-10T12:00:00Z')));
-    await recordUsage(ctx.pool, booking(`${late}-b`, 'user-02', 'task-user-02', new Date('2026-06-15T22:30:00Z'), 'failed'));
-    await recordUsage(ctx.pool, booking(`${late}-c`, 'user-late', 'task-late', new Date('2026-06-20T08:00:00Z')));
-    await recordUsage(ctx.pool, {
+    await recordUsage(ctx.ownerPool, booking(`${late}-a`, 'user-01', 'task-user-01', new Date('2026-06-10T12:00:00Z')));
+    await recordUsage(ctx.ownerPool, booking(`${late}-b`, 'user-02', 'task-user-02', new Date('2026-06-15T22:30:00Z'), 'failed'));
+    await recordUsage(ctx.ownerPool, booking(`${late}-c`, 'user-late', 'task-late', new Date('2026-06-20T08:00:00Z')));
+    await recordUsage(ctx.ownerPool, {
       ...booking(`${late}-d`, 'user-03', null, new Date('2026-06-30T21:59:00Z')),
       model: 'openai/text-embedding-3-small',
       kind: 'embedding' as const,

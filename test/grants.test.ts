@@ -1,6 +1,8 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { APP_ROLE, READONLY_ROLE } from '../src/db/roles';
+import { applyBudgets } from '../src/budgets/budgets-store';
+import { APP_ROLE, OWNER_ROLE, READONLY_ROLE } from '../src/db/roles';
+import { creditUser } from '../src/ledger/entries';
 import { applyPrices, loadPricesFile } from '../src/ledger/prices';
 import { recordUsage } from '../src/ledger/record-usage';
 import { runCli } from './support/cli';
@@ -19,7 +21,7 @@ let owner: pg.Client;
 beforeAll(async () => {
   ctx = await createTestContext(import.meta.url);
   await applyPrices(ctx.pool, loadPricesFile('prices/standard.json'), 'test');
-  await recordUsage(ctx.pool, chatBooking('grants-1', 'u1', new Date('2026-06-01T00:00:00Z')));
+  await recordUsage(ctx.ownerPool, chatBooking('grants-1', 'u1', new Date('2026-06-01T00:00:00Z')));
   owner = new pg.Client({ connectionString: ctx.ownerDatabaseUrl });
   await owner.connect();
 });
@@ -155,6 +157,7 @@ const ALLOWED: Record<string, string[]> = {
   metric_ledger_totals: ['SELECT'], // what /metrics serves: kept by the triggers (SECURITY DEFINER), never written by the role
   metric_run_counts: ['SELECT'],
   metric_histograms: ['SELECT'],
+  rollup_verifications: ['SELECT'], // `rollups verify` runs, written through record_rollup_verification only
 };
 
 /**
@@ -229,8 +232,103 @@ describe('grants, walked over every table', () => {
       `select p.proname as name from pg_proc p join pg_namespace n on n.oid = p.pronamespace
         where n.nspname = 'public' and p.prosecdef order by 1`,
     );
-    // Trigger functions only (one cannot be called on its own): they keep the /metrics counters the role may not write
-    expect(definers.rows.map((r) => r.name)).toEqual(['metric_count_duplicate', 'metric_count_ledger_entry', 'metric_count_run']);
+    // Trigger functions (one cannot be called on its own) that keep the /metrics counters the role may not write, and
+    // the one door into rollup_verifications
+    expect(definers.rows.map((r) => r.name)).toEqual([
+      'metric_count_duplicate',
+      'metric_count_ledger_entry',
+      'metric_count_run',
+      'record_rollup_verification',
+    ]);
+  });
+});
+
+// ---------------------------------------------------------------------------------------------------------------
+// What the database itself refuses from anyone but the owner, and who it says wrote a row
+// ---------------------------------------------------------------------------------------------------------------
+
+/** Runs `sql` as the application role in a transaction that is rolled back; the error, or undefined when it passed. */
+async function asApp(sql: string, params: unknown[] = []): Promise<{ code?: string; message: string } | undefined> {
+  const client = await ctx.pool.connect();
+  try {
+    await client.query('begin');
+    return await client.query(sql, params).then(
+      () => undefined,
+      (e: { code?: string; message: string }) => ({ code: e.code, message: e.message }),
+    );
+  } finally {
+    await client.query('rollback');
+    client.release();
+  }
+}
+
+const CREDIT = `insert into usage_ledger (idempotency_key, entry_type, reason, user_id, cost_usd) values ($1, 'credit', $2, 'u1', -1)`;
+const PRICE = `insert into model_prices (model, version, effective_from, input_per_million, output_per_million, source)
+               values ($1, $2, $3, $4, 1, 'test')`;
+
+describe('the database, for anyone but the owner', () => {
+  it.each(['', '   ', '\t\n'])('refuses a credit or correction whose reason is blank: %j', async (reason) => {
+    expect(await asApp(CREDIT, [`blank-${reason.length}`, reason])).toMatchObject({ code: '23514', message: /reason_not_blank/ });
+    expect(await asApp(CREDIT, [`worded-${reason.length}`, `goodwill${reason}`])).toBeUndefined();
+  });
+
+  it('refuses a negative price', async () => {
+    expect(await asApp(PRICE, ['test/negative', 'v1', new Date(), '-0.01'])).toMatchObject({ code: '23514', message: /not_negative/ });
+    expect(await asApp(PRICE, ['test/negative', 'v1', new Date(), '0'])).toBeUndefined();
+  });
+
+  it('refuses a price dated before calls of its model already booked; the owner may', async () => {
+    // grants-1 booked openai/gpt-4o-mini on 2026-06-01: a version from May would re-price it in every report that prices history
+    const backdated = ['openai/gpt-4o-mini', 'sneaky', new Date('2026-05-01T00:00:00Z'), '0'];
+    expect(await asApp(PRICE, backdated)).toMatchObject({ code: '23514', message: /before calls already booked/ });
+    expect(await asApp(PRICE, ['test/never-booked', 'v1', new Date('2024-07-18T00:00:00Z'), '0.1'])).toBeUndefined();
+    await owner.query('begin');
+    try {
+      await owner.query(PRICE, backdated);
+    } finally {
+      await owner.query('rollback');
+    }
+  });
+
+  it('refuses a ledger entry dated away from now, through book_usage or directly; the owner may load history', async () => {
+    const at = new Date(Date.now() - 10 * 60_000);
+    await expect(recordUsage(ctx.pool, chatBooking('grants-backdated', 'u1', at))).rejects.toMatchObject({ code: '23514' });
+    await expect(recordUsage(ctx.pool, chatBooking('grants-future', 'u1', new Date(Date.now() + 10 * 60_000)))).rejects.toMatchObject({
+      code: '23514',
+    });
+    expect(
+      await asApp(`${CREDIT.replace(', cost_usd)', ', cost_usd, created_at)').replace('-1)', "-1, now() - interval '1 day')")}`, [
+        'old',
+        'why',
+      ]),
+    ).toMatchObject({ code: '23514', message: /dated/ });
+    const now = await recordUsage(ctx.pool, chatBooking('grants-now', 'u1', new Date(Date.now() - 60_000)));
+    expect(now.created_by).toBe(APP_ROLE);
+    const history = await recordUsage(ctx.ownerPool, chatBooking('grants-history', 'u1', new Date('2026-06-02T00:00:00Z')));
+    expect(history.created_by).toBe(OWNER_ROLE);
+  });
+
+  it('records who wrote each credit, correction, price and budget: the session user, whatever the caller says', async () => {
+    const credit = await creditUser(ctx.pool, { userId: 'u1', amount: '1', reason: 'goodwill' });
+    expect(credit.created_by).toBe(APP_ROLE);
+    const client = await ctx.pool.connect();
+    try {
+      const { rows } = await client.query<{ created_by: string }>(
+        `insert into usage_ledger (idempotency_key, entry_type, reason, user_id, cost_usd, created_by)
+         values ('spoofed', 'credit', 'goodwill', 'u1', -1, 'someone-else') returning created_by`,
+      );
+      expect(rows[0].created_by).toBe(APP_ROLE);
+    } finally {
+      client.release();
+    }
+    const { rows } = await owner.query<{ t: string; created_by: string }>(
+      `select 'price' as t, created_by from model_prices where created_at > now() - interval '1 hour'
+       union select 'budget', created_by from budgets`,
+    );
+    await applyBudgets(ctx.pool, { budgets: [{ userId: 'u-created-by', monthlyLimitUsd: '5', timeZone: 'UTC' }] }, 'test');
+    const budget = await owner.query(`select created_by from budgets where user_id = 'u-created-by'`);
+    expect(budget.rows).toEqual([{ created_by: APP_ROLE }]);
+    expect(rows.every((r) => r.created_by === APP_ROLE)).toBe(true);
   });
 });
 

@@ -93,7 +93,7 @@ it(`${ROWS.toLocaleString('en')} random calls booked through recordUsage: every 
         .slice(from, from + 10)
         .map((p) =>
           recordUsage(
-            ctx.pool,
+            ctx.ownerPool,
             booking({ runId: `exact-run-${p.i}`, userId: USER, model: p.v.model, kind: p.v.kind, usage: p.usage, occurredAt: p.at }),
           ),
         ),

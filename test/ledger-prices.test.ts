@@ -70,7 +70,7 @@ describe('price versions', () => {
     await applyPrices(ctx.pool, { currency: 'USD', unit: 'per_million_tokens', versions: [v1] }, 'test');
 
     const usage = { promptTokens: 10_000, cachedPromptTokens: 2_000, completionTokens: 3_000, reasoningTokens: 0 };
-    const before = await recordUsage(ctx.pool, booking({ model, usage, occurredAt: new Date('2026-11-10T12:00:00Z') }));
+    const before = await recordUsage(ctx.ownerPool, booking({ model, usage, occurredAt: new Date('2026-11-10T12:00:00Z') }));
     // v1 has no cached rate, so cached tokens are billed at input: 10,000 × 0.40 + 3,000 × 1.60 per million.
     expect(before.price_version).toBe('v1');
     expect(before.cost_usd).toBe('0.008800000000000000');
@@ -79,7 +79,7 @@ describe('price versions', () => {
     expect(both.unchanged).toEqual([{ model, version: 'v1' }]);
     expect(both.added).toEqual([{ model, version: 'v2' }]);
 
-    const after = await recordUsage(ctx.pool, booking({ model, usage, occurredAt: new Date('2026-11-20T12:00:00Z') }));
+    const after = await recordUsage(ctx.ownerPool, booking({ model, usage, occurredAt: new Date('2026-11-20T12:00:00Z') }));
     // 8,000 × 0.25 + 2,000 × 0.125 + 3,000 × 1.00 per million
     expect(after.price_version).toBe('v2');
     expect(after.cost_usd).toBe('0.005250000000000000');
@@ -88,7 +88,7 @@ describe('price versions', () => {
     expect(reread.cost_usd).toBe('0.008800000000000000');
     expect(reread.price_version).toBe('v1');
     // A late entry for a moment before v2 still gets v1: the price in force when the usage happened.
-    const late = await recordUsage(ctx.pool, booking({ model, usage, occurredAt: new Date('2026-11-14T23:59:59Z') }));
+    const late = await recordUsage(ctx.ownerPool, booking({ model, usage, occurredAt: new Date('2026-11-14T23:59:59Z') }));
     expect(late.price_version).toBe('v1');
   });
 });

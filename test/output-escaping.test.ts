@@ -26,7 +26,7 @@ beforeAll(async () => {
   ctx = await createTestContext(import.meta.url);
   await applyPrices(ctx.pool, loadPricesFile('prices/standard.json'), 'test');
   for (const [i, userId] of [...FORMULAS, MARKDOWN, TERMINAL].entries()) {
-    await recordUsage(ctx.pool, chatBooking(`escaping-${i}`, userId, new Date(`${MONTH}-10T12:00:00Z`)));
+    await recordUsage(ctx.ownerPool, chatBooking(`escaping-${i}`, userId, new Date(`${MONTH}-10T12:00:00Z`)));
   }
   await creditUser(ctx.pool, { userId: 'plain-user', amount: '5.00', reason: 'goodwill' });
   report = await buildReport(ctx.pool, { month: new Date().toISOString().slice(0, 7), timeZone: 'UTC' });

@@ -169,8 +169,8 @@ describe('the report budget section', () => {
       { budgets: [{ userId: user, monthlyLimitUsd: '1', timeZone: 'Europe/Berlin', effectiveFrom: new Date('2026-01-01T00:00:00Z') }] },
       'test',
     );
-    await bookCompletion(ctx.pool, `rb-berlin-march-${tag}`, user, 1_000_000, new Date('2026-03-31T21:30:00Z')); // March in Berlin
-    await bookCompletion(ctx.pool, `rb-berlin-april-${tag}`, user, 500_000, new Date('2026-03-31T22:30:00Z')); // April in Berlin
+    await bookCompletion(ctx.ownerPool, `rb-berlin-march-${tag}`, user, 1_000_000, new Date('2026-03-31T21:30:00Z')); // March in Berlin
+    await bookCompletion(ctx.ownerPool, `rb-berlin-april-${tag}`, user, 500_000, new Date('2026-03-31T22:30:00Z')); // April in Berlin
     const r = await runCli(['report', '--month', '2026-03', '--format', 'json'], ctx.env); // UTC: ends 2026-04-01T00:00Z
     expect(r.code, r.stderr).toBe(0);
     const line = JSON.parse(r.stdout).budget.users.find((u: { userId: string }) => u.userId === user);

@@ -18,10 +18,10 @@ const MONTH = '2026-06';
 beforeAll(async () => {
   ctx = await createTestContext(import.meta.url);
   await applyPrices(ctx.pool, loadPricesFile('prices/standard.json'), 'test');
-  seeded = await seedMonth(ctx.pool, { month: MONTH, users: 6, callsPerUser: 15 });
+  seeded = await seedMonth(ctx.ownerPool, { month: MONTH, users: 6, callsPerUser: 15 });
   // Neighbouring months, so a month boundary that leaks shows up as a wrong total.
-  await seedMonth(ctx.pool, { month: '2026-05', users: 2, callsPerUser: 4, seed: 7 });
-  await seedMonth(ctx.pool, { month: '2026-07', users: 2, callsPerUser: 4, seed: 9 });
+  await seedMonth(ctx.ownerPool, { month: '2026-05', users: 2, callsPerUser: 4, seed: 7 });
+  await seedMonth(ctx.ownerPool, { month: '2026-07', users: 2, callsPerUser: 4, seed: 9 });
 });
 
 afterAll(async () => ctx?.close());
@@ -191,9 +191,9 @@ describe('the duplicate slice', () => {
       occurredAt: at,
     };
     // Today's rows: run_id is Temporal's run ID, the slot's workflow ID has its own column.
-    const current = await recordUsage(ctx.pool, { ...common, runId: 'dup-run-1', workflowId: dupOf(1) });
+    const current = await recordUsage(ctx.ownerPool, { ...common, runId: 'dup-run-1', workflowId: dupOf(1) });
     // Rows booked before migration 004: run_id held the workflow ID, workflow_id is empty.
-    const old = await recordUsage(ctx.pool, { ...common, runId: dupOf(2), workflowId: null });
+    const old = await recordUsage(ctx.ownerPool, { ...common, runId: dupOf(2), workflowId: null });
     const report = await buildReport(ctx.pool, { month: '2026-04', timeZone: 'UTC' });
     expect(report.duplicateSkippedRuns.runs).toBe(2);
     expect(atto(report.duplicateSkippedRuns.costUsd)).toBe(atto(current.cost_usd) + atto(old.cost_usd));
@@ -239,11 +239,11 @@ describe('artifacts', () => {
     bytesAgain.forEach((b, i) => expect(b.equals(bytes[i])).toBe(true));
 
     // An entry in another month changes nothing here...
-    await recordUsage(ctx.pool, lateCall('other-month', new Date('2026-08-03T10:00:00Z')));
+    await recordUsage(ctx.ownerPool, lateCall('other-month', new Date('2026-08-03T10:00:00Z')));
     const unaffected = await writeArtifacts(await buildReport(ctx.pool, { month: MONTH, timeZone: 'UTC' }), root);
     expect(unaffected.reportSha256).toBe(first.reportSha256);
     // ...a late entry back-dated into the month changes the report.
-    await recordUsage(ctx.pool, lateCall('late-into-june', new Date('2026-06-10T10:00:00Z')));
+    await recordUsage(ctx.ownerPool, lateCall('late-into-june', new Date('2026-06-10T10:00:00Z')));
     const changed = await writeArtifacts(await buildReport(ctx.pool, { month: MONTH, timeZone: 'UTC' }), root);
     expect(changed.reportSha256).not.toBe(first.reportSha256);
     const md = await readFile(join(root, MONTH, 'usage.md'), 'utf8');

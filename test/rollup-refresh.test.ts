@@ -66,8 +66,8 @@ describe('the rollup-refresh schedule', () => {
     const users = ['refresh-a', 'refresh-b'];
     const now = new Date();
     const currentMonth = (await ctx.pool.query<{ m: string }>(`select to_char(now() at time zone 'UTC', 'YYYY-MM') as m`)).rows[0].m;
-    await recordUsage(ctx.pool, booking('refresh-1', users[0], now));
-    await recordUsage(ctx.pool, booking('refresh-2', users[1], new Date(now.getTime() - 6 * 86_400_000)));
+    await recordUsage(ctx.ownerPool, booking('refresh-1', users[0], now));
+    await recordUsage(ctx.ownerPool, booking('refresh-2', users[1], new Date(now.getTime() - 6 * 86_400_000)));
     await ctx.pool.query(
       `insert into runs (idempotency_key, task_id, user_id, workflow_id, temporal_run_id, scheduled_minute, status, claimed_by)
        values ('cron:refresh-a', 'task-refresh-a', $1, 'wf-refresh-a', 'run-refresh-a', now(), 'running', 'test')`,

@@ -14,7 +14,7 @@ const MONTH = '2026-06';
 beforeAll(async () => {
   ctx = await createTestContext(import.meta.url);
   await applyPrices(ctx.pool, loadPricesFile('prices/standard.json'), 'test');
-  await seedMonth(ctx.pool, { month: MONTH, users: 4, callsPerUser: 10 });
+  await seedMonth(ctx.ownerPool, { month: MONTH, users: 4, callsPerUser: 10 });
 });
 
 afterAll(async () => ctx?.close());
@@ -88,7 +88,7 @@ describe.each(['UTC', 'Europe/Berlin'])('rollups in %s', (zone) => {
     const slowBucket = other.rows[0];
 
     // A transaction takes its ledger id now but commits only after later entries were folded in.
-    const slow = await ctx.pool.connect();
+    const slow = await ctx.ownerPool.connect();
     try {
       await slow.query('begin');
       await slow.query(
@@ -99,9 +99,9 @@ describe.each(['UTC', 'Europe/Berlin'])('rollups in %s', (zone) => {
       );
 
       // Entries that commit meanwhile: one now-ish, two back-dated into buckets rolled up already (one failed).
-      await recordUsage(ctx.pool, call(`late-a-${zone}`, bucket.created_at, bucket.user_id, 'ok', bucket.task_id));
-      await recordUsage(ctx.pool, call(`late-b-${zone}`, new Date('2026-06-20T23:59:59Z'), 'user-03', 'failed'));
-      await recordUsage(ctx.pool, call(`new-user-${zone}`, new Date('2026-06-28T12:00:00Z'), 'user-new'));
+      await recordUsage(ctx.ownerPool, call(`late-a-${zone}`, bucket.created_at, bucket.user_id, 'ok', bucket.task_id));
+      await recordUsage(ctx.ownerPool, call(`late-b-${zone}`, new Date('2026-06-20T23:59:59Z'), 'user-03', 'failed'));
+      await recordUsage(ctx.ownerPool, call(`new-user-${zone}`, new Date('2026-06-28T12:00:00Z'), 'user-new'));
       const first = await refreshRollups(ctx.pool);
       expect(first.entries).toBe(3);
       expect(first.zones[zone].reopened).toBeGreaterThanOrEqual(1); // late-a landed in a bucket rolled up before: reopened
@@ -165,8 +165,8 @@ describe('the rollup queue', () => {
   it('holds one row per entry whatever the zones, and a writer locks no row that other writers share', async () => {
     for (const zone of ['UTC', 'Europe/Berlin', 'America/New_York']) await ensureMonthRollups(ctx.pool, zone, MONTH);
     expect((await ctx.pool.query('select zone from rollup_zones')).rowCount).toBeGreaterThanOrEqual(3);
-    const writer = await ctx.pool.connect();
-    const other = await ctx.pool.connect();
+    const writer = await ctx.ownerPool.connect();
+    const other = await ctx.ownerPool.connect();
     try {
       await writer.query('begin');
       await insertOpen(writer, 'queue-writer', 'user-queue', '2026-06-11T03:00:00Z');
@@ -195,7 +195,7 @@ describe('the rollup queue', () => {
     }
 
     // A rebuild while entries wait in the queue: its snapshot holds them, and they are added to no bucket twice.
-    await recordUsage(ctx.pool, call('queued-during-rebuild', new Date('2026-06-12T08:00:00Z'), 'user-queue'));
+    await recordUsage(ctx.ownerPool, call('queued-during-rebuild', new Date('2026-06-12T08:00:00Z'), 'user-queue'));
     await rebuildMonth(ctx.pool, 'UTC', MONTH);
     await refreshRollups(ctx.pool);
     for (const zone of ['UTC', 'Europe/Berlin', 'America/New_York']) expect(await snapshot(zone)).toEqual(await fromLedger(zone));
@@ -205,7 +205,7 @@ describe('the rollup queue', () => {
 describe('a zone registered while a ledger writer is open', () => {
   it('is built without waiting for that writer, and its entry is folded in by the next refresh once it commits', async () => {
     const zone = 'Asia/Tokyo';
-    const writer = await ctx.pool.connect();
+    const writer = await ctx.ownerPool.connect();
     try {
       await writer.query('begin');
       // Its trigger runs now, before Tokyo is tracked: the queue row names no zone, so Tokyo gets the entry all the same.

@@ -23,7 +23,7 @@ beforeAll(async () => {
          values ($1, $2, 'u1', $3, $4, $5, 'completed', 'seed', $5)`,
         [`cron:${task}:${at}`, task, workflowId, `${workflowId}-run`, at],
       );
-      await recordUsage(ctx.pool, {
+      await recordUsage(ctx.ownerPool, {
         runId: `${workflowId}-run`,
         workflowId,
         step: 'chat',

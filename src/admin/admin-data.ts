@@ -12,6 +12,7 @@ import { budgetStatusOfAll, type BudgetStatus } from '../budgets/budget-status';
 import { downgradeSavings } from '../budgets/downgrade-savings';
 import { daysOf, parseMonth, shiftMonth, type Month } from '../reports/month';
 import { monthBounds, readDailySeries, readDailySpend, readMonthSums, readRunCounts, trackedZones } from '../reports/rollups-read';
+import { lastVerification, type LastVerification } from '../reports/rollups-verify';
 import type { UsageReport } from '../reports/types';
 import { quoted } from '../text-table';
 import { findAnomalies, type Anomaly, type DailyPoint } from './anomalies';
@@ -80,6 +81,8 @@ export interface Overview {
   anomalies: Anomaly[];
   /** null while no budget is configured: the page says "no budget" rather than show zeros that mean nothing. */
   budgets: { downgradedRuns: number; blockedRuns: number; downgradeSavings: Awaited<ReturnType<typeof downgradeSavings>> } | null;
+  /** The last `cronledger rollups verify`: when it ran and what it found; null when it never ran. */
+  rollupsVerified: LastVerification | null;
 }
 
 /**
@@ -111,12 +114,13 @@ const ranRuns = (s: Record<string, number> | undefined) => (s?.completed ?? 0) +
 
 export async function overview(db: pg.Pool, q: MonthQuery, factor = '1.5'): Promise<Overview> {
   // The reads are independent: on the pool's connections at once, the database's work overlaps the parsing here.
-  const [{ report, source }, runsPerDay, spendPerDay, found, budgeted] = await Promise.all([
+  const [{ report, source }, runsPerDay, spendPerDay, found, budgeted, rollupsVerified] = await Promise.all([
     monthReport(db, q),
     runsByDay(db, q, 'all'),
     readDailySpend(db, { ...q, by: 'all', freshness: 'current' }),
     anomalies(db, q, factor),
     anyBudget(db),
+    lastVerification(db),
   ]);
   const p = report.period;
   const perDay = runsPerDay.get('') ?? new Map<string, Record<string, number>>();
@@ -146,6 +150,7 @@ export async function overview(db: pg.Pool, q: MonthQuery, factor = '1.5'): Prom
     budgets: budgeted
       ? { downgradedRuns: runs.downgraded, blockedRuns: runs.blocked, downgradeSavings: await downgradeSavings(db, p.from, p.to) }
       : null,
+    rollupsVerified,
   };
 }
 

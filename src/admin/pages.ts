@@ -179,6 +179,48 @@ function missedSlotsSection(v: MissedSlotsView): Raw {
   </section>`;
 }
 
+/** The last `cronledger rollups verify`: when, by whom, and each difference it kept. */
+function rollupsVerifiedSection(v: Overview['rollupsVerified']): Raw {
+  const heading = html`<h2>Rollups against the ledger</h2>`;
+  if (v === null)
+    return html`<section id="rollups-verified">
+      ${heading}
+      <p>Never verified: run <code>cronledger rollups verify</code>.</p>
+    </section>`;
+  const what = `${v.months} month(s), ${v.rowsChecked} rollup row(s) compared`;
+  const when = `Last verified ${v.verifiedAt.toISOString()} by ${v.createdBy}`;
+  if (v.differences === '0')
+    return html`<section id="rollups-verified" data-differences="0">
+      ${heading}
+      <p>${when}: no difference (${what}).</p>
+    </section>`;
+  return html`<section id="rollups-verified" data-differences="${v.differences}">
+    ${heading}
+    <p class="error">
+      ${when}: ${v.differences} difference(s) (${what}). Rebuild with <code>cronledger rollups rebuild</code> once the cause is known.
+    </p>
+    <table>
+      <thead>
+        <tr>
+          ${th('Table')}${th('Zone')}${th('Month')}${th('Side')}${th('Row')}
+        </tr>
+      </thead>
+      <tbody>
+        ${v.sample.map(
+          (d) =>
+            html`<tr>
+              <td>${d.table}</td>
+              <td>${d.zone}</td>
+              <td>${d.month}</td>
+              <td>${d.side === 'ledger' ? 'the ledger gives' : 'the rollup holds'}</td>
+              <td><code>${JSON.stringify(d.row)}</code></td>
+            </tr>`,
+        )}
+      </tbody>
+    </table>
+  </section>`;
+}
+
 export function overviewPage(o: Overview & { missedSlots: MissedSlotsView }, ctx: PageContext): string {
   const missed = o.missedSlots;
   const figures: [string, Raw | string][] = [
@@ -210,7 +252,7 @@ export function overviewPage(o: Overview & { missedSlots: MissedSlotsView }, ctx
           </div>`,
       )}
     </dl>
-    ${missedSlotsSection(missed)}
+    ${missedSlotsSection(missed)} ${rollupsVerifiedSection(o.rollupsVerified)}
     <section>
       <h2>Capacity: daily cost, daily runs and cost per completed run</h2>
       <div class="chart"><canvas id="chart-capacity" data-chart="capacity"></canvas></div>

@@ -37,6 +37,8 @@ export interface LedgerEntry {
   created_at: Date;
   /** When the booking's statement formed the row, just before its commit (its column default, so corrections have one too). */
   booked_at: Date | null;
+  /** The login role that wrote the row (stamped by the database); null for rows written before it was kept. */
+  created_by: string | null;
 }
 
 /** Every field as stored: counts and money stay exact decimal strings. */
@@ -65,6 +67,7 @@ export function entryJson(e: LedgerEntry) {
     providerRequestId: e.provider_request_id,
     workerId: e.worker_id,
     createdAt: e.created_at.toISOString(),
+    createdBy: e.created_by,
   };
 }
 

@@ -45,12 +45,12 @@ export interface RebuildResult {
 /** Columns of usage_rollups in insert order, and the aggregate of the ledger rows `l` that fills them. */
 const ROLLUP_COLUMNS = `zone, day, user_id, task_id, model, kind, entry_type, status, entries, prompt_tokens, cached_prompt_tokens,
   completion_tokens, reasoning_tokens, cost_usd, first_entry_id, last_entry_id`;
-const AGGREGATES = `count(*), sum(l.prompt_tokens)::bigint, sum(l.cached_prompt_tokens)::bigint,
+export const AGGREGATES = `count(*), sum(l.prompt_tokens)::bigint, sum(l.cached_prompt_tokens)::bigint,
   sum(l.completion_tokens)::bigint, sum(l.reasoning_tokens)::bigint, sum(l.cost_usd), min(l.id), max(l.id)`;
 /** The sums of a rollup row, in insert order after its bucket columns. */
-const SUM_COLUMNS = ['entries', 'prompt_tokens', 'cached_prompt_tokens', 'completion_tokens', 'reasoning_tokens', 'cost_usd'];
+export const SUM_COLUMNS = ['entries', 'prompt_tokens', 'cached_prompt_tokens', 'completion_tokens', 'reasoning_tokens', 'cost_usd'];
 /** Bucket columns of usage_rollups; task_id, model and kind may be null (compared with `is not distinct from`). */
-const DAY_BUCKET = ['zone', 'day', 'user_id', 'task_id', 'model', 'kind', 'entry_type', 'status'];
+export const DAY_BUCKET = ['zone', 'day', 'user_id', 'task_id', 'model', 'kind', 'entry_type', 'status'];
 const NULLABLE = new Set(['task_id', 'model', 'kind']);
 const columnsOf = (bucket: string[]) => [...bucket, ...SUM_COLUMNS, 'first_entry_id', 'last_entry_id'].join(', ');
 const sameBucket = (bucket: string[], a: string, b: string) =>
@@ -60,7 +60,7 @@ const sameBucket = (bucket: string[], a: string, b: string) =>
  * The rollups coarser than usage_rollups (usage_month_rollups, usage_day_totals, usage_day_users): each bucket, and the SQL that
  * sums rows of usage_rollups (`source`, filtered by `where`) into it. What is added to usage_rollups is added to them.
  */
-const COARSER_ROLLUPS = [
+export const COARSER_ROLLUPS = [
   { table: 'usage_month_rollups', bucket: ['zone', 'month', 'user_id', 'model', 'kind', 'entry_type', 'status'] },
   { table: 'usage_day_totals', bucket: ['zone', 'day', 'model', 'kind', 'entry_type', 'status'] },
   { table: 'usage_day_users', bucket: ['zone', 'day', 'user_id', 'task_id', 'entry_type'] },
@@ -94,13 +94,13 @@ async function addToBuckets(c: pg.PoolClient, table: string, bucket: string[], d
 }
 
 /** The local day of a ledger row (or a run's claim) in a zone, given as SQL. */
-const localDay = (zone: string, at = 'l.created_at') => `(${at} at time zone ${zone})::date`;
+export const localDay = (zone: string, at = 'l.created_at') => `(${at} at time zone ${zone})::date`;
 /**
  * Rows whose local day (of `at` in `zone`) is first..last. The local day decides; the instant range only lets an index
  * on `at` narrow the scan. Its 3-hour margin covers days whose midnight does not exist or repeats (a DST change at
  * midnight moves the instant `day::timestamp at time zone zone` by the size of the change, at most 2 hours).
  */
-const dayRange = (first: string, last: string, zone = '$1', at = 'l.created_at') =>
+export const dayRange = (first: string, last: string, zone = '$1', at = 'l.created_at') =>
   `${at} >= ((${first})::timestamp at time zone ${zone}) - interval '3 hours'
    and ${at} < (((${last}) + 1)::timestamp at time zone ${zone}) + interval '3 hours'
    and ${localDay(zone, at)} between (${first}) and (${last})`;

@@ -23,6 +23,8 @@ export interface TestContext {
   pool: pg.Pool;
   /** The same database as the owner role, for what only migrations may do (tests of the triggers, the grants). */
   ownerDatabaseUrl: string;
+  /** A pool as the owner: loads history (ledger rows dated in the past), which only the owner may write. */
+  ownerPool: pg.Pool;
   /** The same database as the admin page's SELECT-only role. */
   readonlyDatabaseUrl: string;
   client: Client;
@@ -48,6 +50,7 @@ export async function createTestContext(importMetaUrl: string): Promise<TestCont
   const ownerDatabaseUrl = withDatabase(stack.ownerDatabaseUrl, database);
   const readonlyDatabaseUrl = withDatabase(stack.readonlyDatabaseUrl, database);
   const pool = createPool(databaseUrl);
+  const ownerPool = createPool(ownerDatabaseUrl, 4);
   const client = await connectClient({ temporalAddress: stack.temporalAddress, namespace, temporalTls: stack.temporalTls });
   await client.connection.workflowService.describeNamespace({ namespace }).catch((err: Error) => {
     throw new Error(
@@ -74,6 +77,7 @@ export async function createTestContext(importMetaUrl: string): Promise<TestCont
     databaseUrl,
     pool,
     ownerDatabaseUrl,
+    ownerPool,
     readonlyDatabaseUrl,
     client,
     taskQueue,
@@ -81,6 +85,7 @@ export async function createTestContext(importMetaUrl: string): Promise<TestCont
     async close() {
       await client.connection.close();
       await pool.end();
+      await ownerPool.end();
       await adminQuery(stack.adminDatabaseUrl, `drop database if exists "${database}" with (force)`);
       rmSync(dataDir, { recursive: true, force: true });
     },

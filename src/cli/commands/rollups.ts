@@ -6,6 +6,7 @@ import { rebuildAll, rebuildMonth, refreshRollups, type RebuildResult } from '..
 import { withConnections } from '../connect';
 import { printJson, printTable } from '../output';
 import { terminalProgress } from '../../reports/terminal-progress';
+import { verifyRollups } from '../../reports/rollups-verify';
 
 export function registerRollupsCommands(program: Command): void {
   const rollups = program.command('rollups').description('daily usage rollups: derived from the ledger, rebuildable at any time');
@@ -60,6 +61,28 @@ export function registerRollupsCommands(program: Command): void {
           ['ZONE', 'REFRESHED', 'LAST ENTRY', 'FOLDED', 'PENDING', 'MONTHS'],
           rows.map((r) => [r.zone, r.refreshedAt ?? '-', r.lastEntryId, r.entriesFolded, r.pending, r.months.join(' ') || '-']),
           [2, 3, 4],
+        );
+      });
+    });
+
+  rollups
+    .command('verify')
+    .description(
+      'compare every rollup of every built month with the raw ledger; print each difference, exit 1 on any (recorded for the admin page)',
+    )
+    .option('--json', 'print JSON')
+    .action(async (opts: { json?: boolean }) => {
+      await withConnections({ db: true }, async ({ pool }) => {
+        const r = await verifyRollups(pool);
+        if (r.differences.length > 0) process.exitCode = 1;
+        if (opts.json) return printJson(r);
+        for (const d of r.differences) {
+          const from = d.side === 'ledger' ? 'ledger gives, rollup lacks' : 'rollup holds, ledger lacks';
+          process.stdout.write(`${d.table} ${d.zone} ${d.month} ${from}: ${JSON.stringify(d.row)}\n`);
+        }
+        process.stdout.write(
+          `${r.differences.length === 0 ? 'rollups match the ledger' : `${r.differences.length} difference(s)`}: ` +
+            `${r.months} month(s), ${r.rowsChecked} rollup row(s) checked\n`,
         );
       });
     });
