@@ -100,7 +100,7 @@ describe.each(['UTC', 'Europe/Berlin'])('the month, day and day-user rollups in 
       kind: 'embedding' as const,
       usage: { promptTokens: 4321, cachedPromptTokens: 0, completionTokens: 0, reasoningTokens: 0 },
     });
-    await ctx.pool.query(
+    await ctx.ownerPool.query(
       `insert into usage_ledger (idempotency_key, entry_type, reason, user_id, cost_usd, created_at)
        values ($1, 'credit', 'goodwill credit', 'user-04', '-0.000000000000000123', '2026-06-12T10:00:00Z')`,
       [`${late}-credit`],
