@@ -52,9 +52,10 @@ const monthStart = async (): Promise<Date> =>
   (await ctx.pool.query<{ m: Date }>(`select date_trunc('month', now() at time zone 'UTC') at time zone 'UTC' as m`)).rows[0].m;
 
 /** The worst case of one run (chat + embedding) on the given chat model, in atto-USD: the guard's own definition. */
-async function worstCase(model: string): Promise<bigint> {
+/** A run's worst case in USD; `simulated: false` for a run on a provider that is not the mock, which gets no profile. */
+async function worstCase(model: string, opts: { simulated: boolean } = { simulated: true }): Promise<bigint> {
   const now = new Date();
-  const w = worstCaseOf({ prompt: PROMPT, maxOutputTokens: MAX_OUTPUT, simulate: SIMULATE });
+  const w = worstCaseOf({ prompt: PROMPT, maxOutputTokens: MAX_OUTPUT, simulate: opts.simulated ? SIMULATE : undefined });
   const chat = oracleCost('chat', w.chat, await priceInForce(ctx.pool, model, now));
   const embed = oracleCost('embedding', w.embedding, await priceInForce(ctx.pool, 'openai/text-embedding-3-small', now));
   return chat + embed;
@@ -423,7 +424,8 @@ const reservationStatuses = async (user: string) =>
 describe('a worker SIGKILLed mid-call', () => {
   it('leaves a reservation that counts until its expiry and not after it, for the next decision too; the sweep closes it', async () => {
     const user = `killed-${randomUUID().slice(0, 6)}`;
-    const w = await worstCase('openai/gpt-4o-mini');
+    // the killed worker calls the fake OpenAI: not the mock, so the task's simulate profile is not passed (nor reserved for)
+    const w = await worstCase('openai/gpt-4o-mini', { simulated: false });
     await budgetWithSpend(user, w * 100n, 0n);
     await runKilledMidCall(user, 8);
     expect(await openReservations(user)).toBe(2); // chat and embedding, reserved together
