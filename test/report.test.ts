@@ -154,7 +154,7 @@ describe('month boundaries follow the zone', () => {
 });
 
 describe('the duplicate slice', () => {
-  it('measures what a duplicate booked, whether its rows name it by workflow_id (since migration 004) or by run_id (before)', async () => {
+  it('measures what the duplicates booked under their own workflow IDs', async () => {
     const at = new Date('2026-04-10T12:00:00Z');
     // The slot's owner ran under one workflow ID; two executions under other IDs (a second deployment, say) found
     // the slot claimed, after each had booked a call.
@@ -190,14 +190,13 @@ describe('the duplicate slice', () => {
       workerId: null,
       occurredAt: at,
     };
-    // Today's rows: run_id is Temporal's run ID, the slot's workflow ID has its own column.
-    const current = await recordUsage(ctx.ownerPool, { ...common, runId: 'dup-run-1', workflowId: dupOf(1) });
-    // Rows booked before migration 004: run_id held the workflow ID, workflow_id is empty.
-    const old = await recordUsage(ctx.ownerPool, { ...common, runId: dupOf(2), workflowId: null });
+    // run_id is the execution's Temporal run ID; the workflow ID has its own column.
+    const first = await recordUsage(ctx.ownerPool, { ...common, runId: 'dup-run-1', workflowId: dupOf(1) });
+    const second = await recordUsage(ctx.ownerPool, { ...common, runId: 'dup-run-2', workflowId: dupOf(2) });
     const report = await buildReport(ctx.pool, { month: '2026-04', timeZone: 'UTC' });
     expect(report.duplicateSkippedRuns.runs).toBe(2);
-    expect(atto(report.duplicateSkippedRuns.costUsd)).toBe(atto(current.cost_usd) + atto(old.cost_usd));
-    expect(atto(current.cost_usd)).toBeGreaterThan(0n);
+    expect(atto(report.duplicateSkippedRuns.costUsd)).toBe(atto(first.cost_usd) + atto(second.cost_usd));
+    expect(atto(first.cost_usd)).toBeGreaterThan(0n);
   });
 });
 

@@ -185,14 +185,10 @@ export interface RunWithCost extends RunRow {
   entries: string;
 }
 
-// What the runs `r` booked: the slot's rows; rows booked before migration 004 named the workflow in run_id and left
-// workflow_id empty.
+// What the runs `r` booked: every execution's rows under the slot's workflow ID.
 const RUN_COST_JOIN = `left join lateral (
-         select sum(x.cost_usd) as cost_usd, count(*) as entries from (
-           select l.cost_usd from usage_ledger l where l.workflow_id = r.workflow_id and l.entry_type <> 'credit'
-           union all
-           select l.cost_usd from usage_ledger l where l.workflow_id is null and l.run_id = r.workflow_id and l.entry_type <> 'credit'
-         ) x) c on true`;
+         select sum(l.cost_usd) as cost_usd, count(*) as entries
+           from usage_ledger l where l.workflow_id = r.workflow_id and l.entry_type <> 'credit') c on true`;
 const RUN_COST_COLUMNS = `r.*, coalesce(c.cost_usd, 0)::numeric(38, 18)::text as cost_usd, coalesce(c.entries, 0)::text as entries`;
 
 /** The newest runs (optionally of one user or task), each with the exact sum of its ledger rows, for the admin page. */
