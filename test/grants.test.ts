@@ -243,6 +243,33 @@ describe('grants, walked over every table', () => {
   });
 });
 
+/** SECURITY DEFINER functions in the public schema whose search_path is not fixed by the function itself. */
+async function definersWithoutSearchPath(db: pg.Client): Promise<string[]> {
+  const { rows } = await db.query<{ name: string }>(
+    `select p.proname as name from pg_proc p join pg_namespace n on n.oid = p.pronamespace
+      where n.nspname = 'public' and p.prosecdef
+        and not exists (select 1 from unnest(coalesce(p.proconfig, '{}')) c where c like 'search_path=%')
+      order by 1`,
+  );
+  return rows.map((r) => r.name);
+}
+
+describe('SECURITY DEFINER functions', () => {
+  it('each fix their search_path, so no caller schema or temp table can stand in for a table they write', async () => {
+    expect(await definersWithoutSearchPath(owner)).toEqual([]);
+  });
+
+  it('the walk catches one that does not', async () => {
+    await owner.query('begin');
+    try {
+      await owner.query(`create function added_later_definer() returns int language sql security definer as 'select 1'`);
+      expect(await definersWithoutSearchPath(owner)).toEqual(['added_later_definer']);
+    } finally {
+      await owner.query('rollback');
+    }
+  });
+});
+
 // ---------------------------------------------------------------------------------------------------------------
 // What the database itself refuses from anyone but the owner, and who it says wrote a row
 // ---------------------------------------------------------------------------------------------------------------
