@@ -6,12 +6,12 @@
 -- alter or drop them, nor switch off their triggers (only an owner may) or set session_replication_role (only a
 -- superuser may); the append-only triggers stay as a second guard against the owner. The admin page connects as
 -- cronledger_readonly: SELECT on what it shows. Both roles are created before migrating, by `cronledger dev up` or a
--- DBA (README, "Database roles"); their passwords never belong in a migration. The grants are at the end of this file.
+-- DBA (docs/production.md, "Database roles"); their passwords never belong in a migration. The grants are at the end of this file.
 do $$
 begin
   if not exists (select 1 from pg_roles where rolname = 'cronledger_app') then
     raise exception 'role cronledger_app does not exist'
-      using hint = 'create it first, as a superuser or CREATEROLE user: create role cronledger_app login password ''...'' (see README, "Database roles")';
+      using hint = 'create it first, as a superuser or CREATEROLE user: create role cronledger_app login password ''...'' (see docs/production.md, "Database roles")';
   end if;
 end
 $$;

@@ -4,7 +4,7 @@ import type pg from 'pg';
 /**
  * The two database roles (their grants end migrations/001_baseline.sql): the owner runs migrations and owns every table;
  * the application role is what workers, the CLI and reports connect as. A private dev cluster gets both from
- * `dev up`; for an external database a DBA creates them (README, "Database roles").
+ * `dev up`; for an external database a DBA creates them (docs/production.md, "Database roles").
  */
 export const OWNER_ROLE = 'cronledger_owner';
 export const APP_ROLE = 'cronledger_app';
