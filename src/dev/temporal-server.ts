@@ -49,7 +49,7 @@ export const DEV_SERVER_DYNAMIC_CONFIG: Record<string, unknown> = {
   // The longer sticky timeout must not hold up queries. A schedule's describe and its matching times are queries to its
   // scheduler, which history sends to the sticky queue first, for up to this timeout, and only then to the normal
   // queue, all within its client's 30 s deadline (client/history DefaultTimeout, service/history/api/queryworkflow):
-  // at 60 s a sticky queue that did not answer failed describes with DEADLINE_EXCEEDED (CI, 2026-12-01). A shorter
+  // at 60 s a sticky queue that does not answer fails describes with DEADLINE_EXCEEDED. A shorter
   // timeout brings the stall back (20 s: P1 mock runs started up to 125 s after the slot, bare 68 s; 10 s and 5 s: 272
   // and 679 of 1,000 schedulers timed out even with no worker load, docs/decisions/scheduler-settings.md). So queries skip the sticky
   // queue (system.enableStickyQuery false): the internal worker answers them from the normal queue, replaying the
