@@ -7,6 +7,7 @@ import {
   reserveBudget,
   releaseReservations,
   sweepAllExpired,
+  type BudgetFigures,
   type PlannedCall,
   type ReserveDecision,
 } from '../budgets/reserve';
@@ -40,7 +41,9 @@ export type ClaimAppliedInput = Omit<ClaimRunInput, 'userId'> & {
 };
 
 export type ClaimAppliedResult =
-  { rejected: string } | { claim: ClaimOutcome; decision: ReserveDecision | null; definition: RunDefinition };
+  | { rejected: string }
+  | { claim: ClaimOutcome; decision: null; definition: RunDefinition }
+  | { claim: { generation: number }; decision: RunDecision; definition: RunDefinition };
 
 /**
  * How long an unsettled reservation counts. It must outlast a call's whole budget (30 minutes of retries per model
@@ -100,6 +103,25 @@ function plannedCalls(input: ReserveRunInput): PlannedCall[] {
   ];
 }
 
+/**
+ * What the workflow reads of a budget decision, and nothing else, since the result is kept in the run's history: the
+ * tier, the models only when they are not the ones asked for (a downgrade), the threshold events only when there are
+ * any, and the figures only for a blocked run (its reason).
+ */
+export type RunDecision =
+  | { tier: 'default' | 'cheap'; models?: Record<string, string>; eventIds?: string[] }
+  | (BudgetFigures & { tier: 'blocked'; worstCaseUsd: string; eventIds?: string[] });
+
+function forTheRun(decision: ReserveDecision, calls: PlannedCall[]): RunDecision {
+  const events = decision.eventIds.length > 0 ? { eventIds: decision.eventIds } : {};
+  if (decision.tier === 'blocked') {
+    const { limitUsd, spentUsd, reservedUsd, worstCaseUsd, month, timeZone } = decision;
+    return { tier: 'blocked', limitUsd, spentUsd, reservedUsd, worstCaseUsd, month, timeZone, ...events };
+  }
+  const downgraded = calls.some((c) => decision.models[c.step] !== c.model);
+  return { tier: decision.tier, ...(downgraded ? { models: decision.models } : {}), ...events };
+}
+
 const logDecision = (decision: ReserveDecision): void =>
   log.info('budget decision', {
     tier: decision.tier,
@@ -147,7 +169,7 @@ export const createBudgetActivities = (deps: BudgetActivityDeps) => {
      * The budget guard, before a run's first model call: decides the tier and reserves the worst case of its chat and
      * embedding calls together (so an embedding is never blocked after its chat was paid), under the month's row lock.
      */
-    async reserveBudget(input: ReserveRunInput): Promise<ReserveDecision> {
+    async reserveBudget(input: ReserveRunInput): Promise<RunDecision> {
       const all = plannedCalls(input);
       const calls = input.again
         ? all.filter((c) => c.step === input.again?.step).map((c) => ({ ...c, attempt: input.again?.attempt ?? 1 }))
@@ -161,7 +183,7 @@ export const createBudgetActivities = (deps: BudgetActivityDeps) => {
         expirySeconds: expirySeconds(),
       }).catch(decisionFailure);
       logDecision(decision);
-      return decision;
+      return forTheRun(decision, calls);
     },
 
     /**
@@ -169,7 +191,8 @@ export const createBudgetActivities = (deps: BudgetActivityDeps) => {
      * cronledger start sets): the run is recorded `rejected` under its own key, and nothing is claimed or reserved.
      * Else the claim and the run's first budget decision in one transaction, on the version's user, prompt and models,
      * so the guard costs no commit of its own. Not won: a duplicate, and nothing reserved (decision null, and only
-     * then). Run again by the same execution (a re-run local activity), it returns the same claim and reservation.
+     * then). Run again by the same execution (a re-run local activity), it returns the same claim and reservation. Won,
+     * the claim says only its generation.
      */
     async claimAndReserve(input: ClaimAppliedInput): Promise<ClaimAppliedResult> {
       const { workflowExecution } = Context.current().info;
@@ -210,18 +233,18 @@ export const createBudgetActivities = (deps: BudgetActivityDeps) => {
       };
       const budget: ReserveRunInput = { workflowId, runId, ...definition, prompt: definition.input };
       const claim = { ...rest, taskId, userId: definition.userId, workflowId, temporalRunId: runId, workerId: deps.workerId };
-      const result = await claimAndReserve(deps.pool, claim, { calls: plannedCalls(budget), expirySeconds: expirySeconds() }).catch(
-        async (err: unknown) => {
-          if (!(err instanceof NoPriceError)) return decisionFailure(err);
-          // The statement rolled back, claim included. The claim alone, so the failure is recorded on the run (the
-          // workflow closes it as failed with this message); a slot another execution owns is its business.
-          const outcome = await claimRun(deps.pool, claim);
-          if (!outcome.claimed) return { claim: outcome, decision: null };
-          return decisionFailure(err);
-        },
-      );
-      if (result.decision) logDecision(result.decision);
-      return { ...result, definition };
+      const calls = plannedCalls(budget);
+      const result = await claimAndReserve(deps.pool, claim, { calls, expirySeconds: expirySeconds() }).catch(async (err: unknown) => {
+        if (!(err instanceof NoPriceError)) return decisionFailure(err);
+        // The statement rolled back, claim included. The claim alone, so the failure is recorded on the run (the
+        // workflow closes it as failed with this message); a slot another execution owns is its business.
+        const outcome = await claimRun(deps.pool, claim);
+        if (!outcome.claimed) return { claim: outcome, decision: null };
+        return decisionFailure(err);
+      });
+      if (!result.decision) return { claim: result.claim, decision: null, definition };
+      logDecision(result.decision);
+      return { claim: { generation: result.claim.generation }, decision: forTheRun(result.decision, calls), definition };
     },
 
     /** Every exit that did not book releases what the run still holds (failure, cancellation). Idempotent. */

@@ -12,9 +12,8 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import type { Activities } from '../activities';
-import type { ReserveRunInput } from '../activities/budget-activities';
+import type { ReserveRunInput, RunDecision } from '../activities/budget-activities';
 import type { BookUsageInput, BookUsageResult, ModelCallInput, ModelCallOutcome } from '../activities/run-activities';
-import type { ReserveDecision } from '../budgets/reserve';
 import { DEFAULT_MAX_OUTPUT_TOKENS, SEARCH_ATTRIBUTES } from '../constants';
 import { manualKey, manualTimeOf, scheduledTimeOf, slotKey } from './scheduled-time';
 import type { BudgetReason, ScheduledRunInput, ScheduledRunResult } from './scheduled-run-types';
@@ -132,7 +131,7 @@ export async function scheduledRun(task: ScheduledRunInput): Promise<ScheduledRu
     const who = { workflowId, runId, taskId, userId };
     const run: Run = { ...head, generation: claim.generation, who, budget, deliveries: deliverEvents(decision.eventIds), shield };
     if (decision.tier === 'blocked') return await endBlocked(run, reasonOf(decision));
-    run.budget = { ...budget, model: decision.models.chat ?? model, embeddingModel: decision.models.embed ?? embeddingModel };
+    run.budget = { ...budget, model: decision.models?.chat ?? model, embeddingModel: decision.models?.embed ?? embeddingModel };
 
     // 2. and 3. Call and book the chat, then the embedding of its reply.
     const step = { taskId, userId, simulate, maxOutputTokens: maxOutputTokens ?? DEFAULT_MAX_OUTPUT_TOKENS };
@@ -225,7 +224,7 @@ async function endBlocked(run: Run, reason: BudgetReason): Promise<ScheduledRunR
   return { status: 'blocked', idempotencyKey, scheduledMinute, ...(manual ? { manual } : {}), generation, tier: 'blocked', budget: reason };
 }
 
-const reasonOf = ({ limitUsd, spentUsd, reservedUsd, worstCaseUsd, month, timeZone }: ReserveDecision): BudgetReason => ({
+const reasonOf = ({ limitUsd, spentUsd, reservedUsd, worstCaseUsd, month, timeZone }: RunDecision & { tier: 'blocked' }): BudgetReason => ({
   limitUsd,
   spentUsd,
   reservedUsd,
@@ -239,8 +238,8 @@ const reasonOf = ({ limitUsd, spentUsd, reservedUsd, worstCaseUsd, month, timeZo
  * is logged, never fatal. No events (nearly every decision): no new promise, since the SDK records a stack trace for
  * every promise a workflow creates.
  */
-function deliverEvents(eventIds: string[], underWay?: Promise<unknown>): Promise<unknown> | undefined {
-  if (eventIds.length === 0) return underWay;
+function deliverEvents(eventIds: string[] | undefined, underWay?: Promise<unknown>): Promise<unknown> | undefined {
+  if (!eventIds?.length) return underWay;
   const these = Promise.all(
     eventIds.map((eventId) =>
       budgetEvents
