@@ -8,7 +8,7 @@ import { recordUsage, type UsageBooking } from '../src/ledger/record-usage';
 import { listUsageExceptions } from '../src/ledger/usage-exceptions';
 import { InvalidUsageError } from '../src/ledger/validate-usage';
 import { MockProvider } from '../src/models/mock-provider';
-import type { ChatRequest, ChatResult, TokenUsage } from '../src/models/provider';
+import type { ChatRequest, ChatResult, EmbeddingRequest, EmbeddingResult, TokenUsage } from '../src/models/provider';
 import { runCli } from './support/cli';
 import type { TestContext } from './support/context';
 import { booking, causeChain, count, entriesOf, ledgerContext, runScheduled } from './support/ledger';
@@ -85,6 +85,23 @@ describe('bookUsage keeps what the ledger refuses', () => {
     expect(kept.rows).toEqual([{ idempotency_key: `${runId}:chat:1`, reason: expect.stringMatching(/promptTokens = -3/) }]);
     const run = await ctx.pool.query<{ status: string }>('select status from runs where workflow_id = $1', [workflowId]);
     expect(run.rows.map((r) => r.status)).toEqual(['failed']);
+  }, 60_000);
+
+  it('through a run: impossible usage on the embedding, whose booking completes the run, fails it and stores no memory', async () => {
+    const liar = new (class extends MockProvider {
+      override async embed(req: EmbeddingRequest): Promise<EmbeddingResult> {
+        const r = await super.embed(req);
+        return { ...r, usage: { ...r.usage, promptTokens: -4 } };
+      }
+    })();
+    const { workflowId, runId, error } = await runScheduled(ctx, `bad-embed-${randomUUID().slice(0, 6)}`, { provider: liar });
+    expect(causeChain(error).types).toContain('UnbookableUsage');
+    expect((await entriesOf(ctx, workflowId)).map((e) => e.kind)).toEqual(['chat']);
+    const kept = await ctx.pool.query('select idempotency_key from usage_exceptions where workflow_id = $1', [workflowId]);
+    expect(kept.rows).toEqual([{ idempotency_key: `${runId}:embed:1` }]);
+    const run = await ctx.pool.query<{ status: string }>('select status from runs where workflow_id = $1', [workflowId]);
+    expect(run.rows.map((r) => r.status)).toEqual(['failed']);
+    expect(await count(ctx, 'select 1 from memories where temporal_run_id = $1', [runId])).toBe('0');
   }, 60_000);
 
   it('usage of a model that has no price when it comes back goes to usage_exceptions too', async () => {

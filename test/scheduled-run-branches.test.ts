@@ -5,7 +5,7 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, expect, inject, it } from 'vitest';
 import type { ReserveRunInput, RunDefinition } from '../src/activities/budget-activities';
 import type { Activities } from '../src/activities';
-import type { BookUsageInput, ModelCallInput, ModelCallOutcome } from '../src/activities/run-activities';
+import type { BookUsageInput, BookUsageResult, ModelCallInput, ModelCallOutcome } from '../src/activities/run-activities';
 import { connectClient } from '../src/client';
 import type { ClaimOutcome } from '../src/db/runs';
 import { MAX_CALLS_PER_STEP, scheduledRun, type ScheduledRunInput } from '../src/workflows/scheduled-run';
@@ -86,6 +86,7 @@ function stubActivities(calls: Call[], over: Over = {}): Activities {
     timeZone: 'UTC',
     month: '2026-11',
   });
+  const happyBook = async (): Promise<BookUsageResult> => ({ booked: 'ledger', costUsd: '0.000027000000000000' });
   const unused = (name: string) => async (): Promise<never> => {
     throw ApplicationFailure.nonRetryable(`${name} is not part of scheduledRun`);
   };
@@ -102,12 +103,9 @@ function stubActivities(calls: Call[], over: Over = {}): Activities {
     completeRun: record('completeRun', async () => undefined),
     callChat: record('callChat', async (input: ModelCallInput) => answered(input)),
     callEmbedding: record('callEmbedding', async (input: ModelCallInput) => answered(input)),
-    bookUsage: record('bookUsage', async (input: BookUsageInput) => ({
-      booked: 'ledger' as const,
-      entryId: `${input.step}-${input.attempt}`,
-      costUsd: '0.000027000000000000',
-    })),
-    storeMemoryAndCompleteRun: record('storeMemoryAndCompleteRun', async () => undefined),
+    bookUsage: record('bookUsage', happyBook),
+    // the last booking with the run's completion: the bookUsage override applies to its booking
+    bookUsageAndCompleteRun: record('bookUsageAndCompleteRun', async ({ booking }) => (over.bookUsage ?? happyBook)(booking)),
     reserveBudget: record('reserveBudget', happyReserve),
     releaseBudget: record('releaseBudget', async () => ({ released: 0 })),
     deliverBudgetEvent: unused('deliverBudgetEvent'),
@@ -166,27 +164,38 @@ async function run(
 
 const names = (calls: Call[]) => calls.map((c) => c.name);
 const inputsOf = <T>(calls: Call[], name: keyof Activities) => calls.filter((c) => c.name === name).map((c) => c.input as T);
+/** Every booking asked for, in order: bookUsage's, and the one the completing step makes. */
+const bookingsOf = (calls: Call[]): BookUsageInput[] =>
+  calls.flatMap((c) =>
+    c.name === 'bookUsage'
+      ? [c.input as BookUsageInput]
+      : c.name === 'bookUsageAndCompleteRun'
+        ? [(c.input as { booking: BookUsageInput }).booking]
+        : [],
+  );
 
-it('completes: claim, call and book chat, call and book the embedding, store the memory and close the claim in one step', async () => {
+it('completes: claim, call and book chat, call the embedding, then book it, store the memory and close the claim in one step', async () => {
   const calls: Call[] = [];
   const { result, error, workflowId, runId } = await run(stubActivities(calls), task());
 
   expect(error).toBeUndefined();
   expect(result).toMatchObject({ status: 'completed', tier: 'default', idempotencyKey: 'cron:branchy:2026-11-02T09:00Z', generation: 1 });
   expect(result?.manual).toBeUndefined();
-  expect(names(calls)).toEqual(['claimAndReserve', 'callChat', 'bookUsage', 'callEmbedding', 'bookUsage', 'storeMemoryAndCompleteRun']);
+  expect(names(calls)).toEqual(['claimAndReserve', 'callChat', 'bookUsage', 'callEmbedding', 'bookUsageAndCompleteRun']);
   // ledger keys name the execution: Temporal's run ID, with the workflow ID alongside
-  expect(inputsOf<BookUsageInput>(calls, 'bookUsage').map((b) => [b.runId, b.workflowId, b.step, b.attempt, b.status])).toEqual([
+  expect(bookingsOf(calls).map((b) => [b.runId, b.workflowId, b.step, b.attempt, b.status])).toEqual([
     [runId, workflowId, 'chat', 1, 'ok'],
     [runId, workflowId, 'embed', 1, 'ok'],
   ]);
-  expect(inputsOf(calls, 'storeMemoryAndCompleteRun')).toEqual([
+  expect(inputsOf(calls, 'bookUsageAndCompleteRun')).toEqual([
     {
       idempotencyKey: 'cron:branchy:2026-11-02T09:00Z',
       tier: 'default',
       memory: expect.objectContaining({ runId, taskId: 'branchy', userId: 'u1', content: 'the reply', embeddingKey: 'the-run:embed:1' }),
+      booking: expect.objectContaining({ step: 'embed', attempt: 1, status: 'ok' }),
     },
   ]);
+  expect(result).toMatchObject({ chatCostUsd: '0.000027000000000000', embeddingCostUsd: '0.000027000000000000' });
 });
 
 it('stops as duplicate before any model call when another execution owns the claim', async () => {
@@ -290,7 +299,7 @@ it('a billed failure is booked as failed and the step called again under the nex
 
   expect(result?.status).toBe('completed');
   expect(inputsOf<ModelCallInput>(calls, 'callChat').map((c) => c.attempt)).toEqual([1, 2]);
-  expect(inputsOf<BookUsageInput>(calls, 'bookUsage').map((b) => [b.step, b.attempt, b.status, b.requestId])).toEqual([
+  expect(bookingsOf(calls).map((b) => [b.step, b.attempt, b.status, b.requestId])).toEqual([
     ['chat', 1, 'failed', 'req-chat-1'],
     ['chat', 2, 'ok', 'req-chat-2'],
     ['embed', 1, 'ok', 'req-embed-1'],
@@ -309,21 +318,21 @@ it(`billed failures are re-called at most ${MAX_CALLS_PER_STEP} times per step, 
   expect(inputsOf(calls, 'completeRun')).toMatchObject([{ status: 'failed' }]);
 });
 
-it('a database outage while booking delays the booking and never repeats the call', async () => {
+it('a database outage while booking (the completing step too) delays the booking and never repeats the call', async () => {
   const calls: Call[] = [];
   let bookings = 0;
   const { result } = await run(
     stubActivities(calls, {
       bookUsage: async () => {
-        if (++bookings <= 2) throw new Error('connect ECONNREFUSED 127.0.0.1:5432'); // PostgreSQL is down
-        return { booked: 'ledger', entryId: '1', costUsd: '0.000027000000000000' };
+        // PostgreSQL is down for the chat's first two bookings and the embedding's first
+        if (++bookings <= 2 || bookings === 4) throw new Error('connect ECONNREFUSED 127.0.0.1:5432');
+        return { booked: 'ledger', costUsd: '0.000027000000000000' };
       },
     }),
     task(),
   );
 
   expect(result?.status).toBe('completed');
-  expect(names(calls).filter((n) => n === 'callChat')).toHaveLength(1);
   expect(names(calls)).toEqual([
     'claimAndReserve',
     'callChat',
@@ -331,8 +340,8 @@ it('a database outage while booking delays the booking and never repeats the cal
     'bookUsage',
     'bookUsage',
     'callEmbedding',
-    'bookUsage',
-    'storeMemoryAndCompleteRun',
+    'bookUsageAndCompleteRun',
+    'bookUsageAndCompleteRun',
   ]);
 });
 
@@ -348,6 +357,23 @@ it('usage the ledger had to keep in usage_exceptions fails the run (after it was
   expect(error).toBeInstanceOf(WorkflowFailedError);
   expect((error as WorkflowFailedError).cause).toMatchObject({ type: 'UnbookableUsage' });
   expect(inputsOf(calls, 'completeRun')).toMatchObject([{ status: 'failed', error: expect.stringMatching(/usage_exceptions.*-1/) }]);
+});
+
+it("the embedding's usage kept in usage_exceptions by the completing step fails the run and closes the claim as failed", async () => {
+  const calls: Call[] = [];
+  const { error } = await run(
+    stubActivities(calls, {
+      bookUsageAndCompleteRun: async () => ({ booked: 'exception', exceptionId: '8', reason: 'no price in force' }),
+    }),
+    task(),
+  );
+
+  expect(error).toBeInstanceOf(WorkflowFailedError);
+  expect((error as WorkflowFailedError).cause).toMatchObject({ type: 'UnbookableUsage' });
+  expect(names(calls).slice(-3)).toEqual(['bookUsageAndCompleteRun', 'releaseBudget', 'completeRun']);
+  expect(inputsOf(calls, 'completeRun')).toMatchObject([
+    { status: 'failed', error: expect.stringMatching(/embed: usage kept in usage_exceptions/) },
+  ]);
 });
 
 it('a manual trigger claims manual:<taskId>:<start second>, not the slot, and says it was manual', async () => {
@@ -376,9 +402,10 @@ it('the bookkeeping steps run as local activities: only the two model calls are 
   const history = await client.workflow.getHandle(workflowId, runId).fetchHistory();
   const scheduled = (history.events ?? []).flatMap((e) => e.activityTaskScheduledEventAttributes?.activityType?.name ?? []);
   expect(scheduled).toEqual(['callChat', 'callEmbedding']);
-  // claim with its reservation (one step), two bookings, memory with completion (one step): local-activity markers
+  // claim with its reservation (one step), the chat's booking, the embedding's booking with memory and completion (one
+  // step): local-activity markers
   const markers = (history.events ?? []).filter((e) => e.markerRecordedEventAttributes?.markerName === 'core_local_activity');
-  expect(markers).toHaveLength(4);
+  expect(markers).toHaveLength(3);
   // one path, so no patch markers
   expect((history.events ?? []).filter((e) => e.markerRecordedEventAttributes?.markerName === 'core_patch')).toEqual([]);
 });

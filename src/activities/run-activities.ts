@@ -97,8 +97,9 @@ export interface BookUsageInput extends Pick<ModelCallInput, 'step' | 'attempt' 
   receivedAt?: string;
 }
 
+/** What the workflow reads of a booking (it is kept in the run's history). */
 export type BookUsageResult =
-  | { booked: 'ledger'; entryId: string; costUsd: string }
+  | { booked: 'ledger'; costUsd: string }
   /** The usage could not be priced or was invalid: kept in usage_exceptions instead, never nowhere. */
   | { booked: 'exception'; exceptionId: string; reason: string };
 
@@ -112,6 +113,13 @@ export interface StoreMemoryInput {
   embeddingKey?: string;
   embedding?: number[];
   inputTruncatedFrom?: number;
+}
+
+/** A completed run's last step, besides its last booking: its memory and its claim. */
+export interface RunCompletion {
+  memory: StoreMemoryInput;
+  idempotencyKey: string;
+  tier?: RunTier;
 }
 
 export const createRunActivities = (deps: RunActivityDeps) => ({
@@ -164,31 +172,40 @@ export const createRunActivities = (deps: RunActivityDeps) => ({
    * usage_exceptions. A key already booked for a different call fails loudly and for good.
    */
   async bookUsage(input: BookUsageInput): Promise<BookUsageResult> {
-    const booking = bookingOf(input, deps.workerId);
-    const outcome = await bookUsageOrKeepException(deps.pool, booking).catch((err: unknown) => {
-      throw finalOrRetried(err);
-    });
-    if (outcome.booked === 'ledger') return { booked: 'ledger', entryId: outcome.entry.id, costUsd: outcome.entry.cost_usd };
-    log.error('billed usage could not be booked in the ledger; kept in usage_exceptions', {
-      key: usageKey(booking),
-      reason: outcome.exception.reason,
-    });
-    return { booked: 'exception', exceptionId: outcome.exception.id, reason: outcome.exception.reason };
+    return bookUsage(deps, input);
   },
 
   /**
-   * The last step of a completed run: stores its memory and closes its claim, one statement. Idempotent: the memory
-   * once per execution, the claim closed only while this execution owns it.
+   * The last step of a completed run: books its last call's usage as bookUsage does, then stores the run's memory and
+   * closes its claim, one statement. Each part is idempotent (the booking on its key, the memory once per execution,
+   * the claim closed only while this execution owns it), so a re-run repeats none of them. Usage the ledger refuses
+   * is kept in usage_exceptions and the run is left open, for the workflow to fail it.
    */
-  async storeMemoryAndCompleteRun(input: { memory: StoreMemoryInput; idempotencyKey: string; tier?: RunTier }): Promise<void> {
-    const temporalRunId = execution('storeMemoryAndCompleteRun').runId;
+  async bookUsageAndCompleteRun(input: RunCompletion & { booking: BookUsageInput }): Promise<BookUsageResult> {
+    const booked = await bookUsage(deps, input.booking);
+    if (booked.booked !== 'ledger') return booked;
+    const temporalRunId = execution('bookUsageAndCompleteRun').runId;
     await storeRunMemoryAndComplete(
       deps.pool,
       { idempotencyKey: input.idempotencyKey, temporalRunId, status: 'completed', ...(input.tier ? { tier: input.tier } : {}) },
       { ...input.memory, temporalRunId: input.memory.runId },
     );
+    return booked;
   },
 });
+
+async function bookUsage(deps: RunActivityDeps, input: BookUsageInput): Promise<BookUsageResult> {
+  const booking = bookingOf(input, deps.workerId);
+  const outcome = await bookUsageOrKeepException(deps.pool, booking).catch((err: unknown) => {
+    throw finalOrRetried(err);
+  });
+  if (outcome.booked === 'ledger') return { booked: 'ledger', costUsd: outcome.entry.cost_usd };
+  log.error('billed usage could not be booked in the ledger; kept in usage_exceptions', {
+    key: usageKey(booking),
+    reason: outcome.exception.reason,
+  });
+  return { booked: 'exception', exceptionId: outcome.exception.id, reason: outcome.exception.reason };
+}
 
 const HEARTBEAT_EVERY_MS = 5_000;
 /** How long an embedding's vector may take to store before it goes through history instead. */

@@ -13,7 +13,7 @@ import {
 } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import type { ReserveRunInput, RunDecision } from '../activities/budget-activities';
-import type { BookUsageInput, BookUsageResult, ModelCallInput, ModelCallOutcome } from '../activities/run-activities';
+import type { BookUsageInput, BookUsageResult, ModelCallInput, ModelCallOutcome, RunCompletion } from '../activities/run-activities';
 import { DEFAULT_MAX_OUTPUT_TOKENS, SEARCH_ATTRIBUTES } from '../constants';
 import { manualKey, manualTimeOf, scheduledTimeOf, slotKey } from './scheduled-time';
 import type { BudgetReason, ScheduledRunInput, ScheduledRunResult } from './scheduled-run-types';
@@ -133,18 +133,20 @@ export async function scheduledRun(task: ScheduledRunInput): Promise<ScheduledRu
     if (decision.tier === 'blocked') return await endBlocked(run, reasonOf(decision));
     run.budget = { ...budget, model: decision.models?.chat ?? model, embeddingModel: decision.models?.embed ?? embeddingModel };
 
-    // 2. and 3. Call and book the chat, then the embedding of its reply.
+    // 2. and 3. Call and book the chat, then the embedding of its reply. The embedding's booking is the last step: it
+    // also stores the memory (its embedding read from where the embed step stored it) and closes the claim.
     const step = { taskId, userId, simulate, maxOutputTokens: maxOutputTokens ?? DEFAULT_MAX_OUTPUT_TOKENS };
     const chat = await callAndBook(run, 'chat', { ...step, step: 'chat', model: run.budget.model, text: definition.input });
     if ('blocked' in chat) return await endBlocked(run, chat.blocked);
     const text = chat.outcome.text ?? '';
-    const embed = await callAndBook(run, 'embedding', { ...step, step: 'embed', model: run.budget.embeddingModel, text });
+    const completion = ({ embeddingKey, vector, inputTruncatedFrom }: ModelCallOutcome): RunCompletion => ({
+      memory: { ...who, content: text, embeddingKey, embedding: vector, inputTruncatedFrom },
+      idempotencyKey,
+      tier: decision.tier,
+    });
+    const embed = await callAndBook(run, 'embedding', { ...step, step: 'embed', model: run.budget.embeddingModel, text }, completion);
     if ('blocked' in embed) return { ...(await endBlocked(run, embed.blocked)), chatCostUsd: costOf(chat.booked) };
 
-    // 4. Store the memory (its embedding read from where the embed step stored it) and close the claim, one statement.
-    const { embeddingKey, vector, inputTruncatedFrom } = embed.outcome;
-    const memory = { ...who, content: text, embeddingKey, embedding: vector, inputTruncatedFrom };
-    await bookkeeping.storeMemoryAndCompleteRun({ memory, idempotencyKey, tier: decision.tier });
     await run.deliveries;
     return {
       status: 'completed',
@@ -153,7 +155,7 @@ export async function scheduledRun(task: ScheduledRunInput): Promise<ScheduledRu
       tier: decision.tier,
       chatCostUsd: costOf(chat.booked),
       embeddingCostUsd: costOf(embed.booked),
-      embeddingInputTruncatedFrom: inputTruncatedFrom,
+      embeddingInputTruncatedFrom: embed.outcome.inputTruncatedFrom,
     };
   } catch (err) {
     // Failed or cancelled: the claim is closed as such, even while the workflow is being cancelled, and what the run
@@ -172,12 +174,15 @@ export async function scheduledRun(task: ScheduledRunInput): Promise<ScheduledRu
  * Calls the provider for one step, then books what it answered. Once the call activity returned, its usage is in
  * history and the booking retries without limit, so no database trouble makes the call happen again or get lost. A
  * billed failure is booked as failed and the step called again (a new charge: it reserves again first, on the run's
- * models, or the run ends blocked), with the next attempt number, up to MAX_CALLS_PER_STEP calls.
+ * models, or the run ends blocked), with the next attempt number, up to MAX_CALLS_PER_STEP calls. With `completion`
+ * the answered call's booking also completes the run (bookUsageAndCompleteRun): the call's result is in history before
+ * that local step runs, and each part of it is idempotent, so a re-run repeats none of them.
  */
 async function callAndBook(
   run: Run,
   kind: 'chat' | 'embedding',
   base: Omit<ModelCallInput, 'attempt'>,
+  completion?: (answer: ModelCallOutcome) => RunCompletion,
 ): Promise<{ outcome: ModelCallOutcome; booked: BookUsageResult } | { blocked: BudgetReason }> {
   for (let attempt = 1; ; attempt++) {
     if (attempt > 1) {
@@ -191,8 +196,11 @@ async function callAndBook(
     const status: BookUsageInput['status'] = outcome.outcome === 'answered' ? 'ok' : 'failed';
     const call = { ...run.who, step: base.step, attempt, model: base.model, kind, status };
     const booking: BookUsageInput = { ...call, usage, providerModel, requestId, inputTruncatedFrom, receivedAt };
-    const booked = await run.shield.run(() => bookkeeping.bookUsage(booking));
-    if (outcome.outcome === 'answered') {
+    const answered = outcome.outcome === 'answered';
+    const booked = await run.shield.run(() =>
+      answered && completion ? bookkeeping.bookUsageAndCompleteRun({ ...completion(outcome), booking }) : bookkeeping.bookUsage(booking),
+    );
+    if (answered) {
       if (booked.booked === 'exception') {
         const message = `${base.step}: usage kept in usage_exceptions, not the ledger: ${booked.reason}`;
         throw ApplicationFailure.nonRetryable(message, 'UnbookableUsage');
