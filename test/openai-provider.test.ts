@@ -34,7 +34,7 @@ beforeEach(() => fake.reset());
 const provider = (extra: Record<string, string> = {}): ModelProvider =>
   createOpenAIProvider({ OPENAI_BASE_URL: fake.baseURL, OPENAI_API_KEY: 'sk-test-fake', ...extra });
 
-const chatRequest = { model: 'openai/gpt-4o-mini', prompt: 'Summarise my inbox', taskId: 't1', userId: 'u1', attempt: 1 };
+const chatRequest = { model: 'openai/gpt-4o-mini', prompt: 'Summarise my inbox', attempt: 1 };
 
 describe('createOpenAIProvider over HTTP', () => {
   it('maps every usage field (cached and reasoning included) and keeps the request id and served model', async () => {
@@ -62,8 +62,6 @@ describe('createOpenAIProvider over HTTP', () => {
     const r = await provider().embed({
       model: 'openai/text-embedding-3-small',
       input: 'remember this',
-      taskId: 't1',
-      userId: 'u1',
       attempt: 1,
     });
 

@@ -43,8 +43,6 @@ export interface ModelCallInput {
   step: 'chat' | 'embed';
   /** Which call of this step (1, then +1 after each billed failure): the last part of the ledger key. */
   attempt: number;
-  taskId: string;
-  userId: string;
   model: string;
   text: string;
   simulate?: SimulateProfile;
@@ -82,7 +80,9 @@ export interface ModelCallOutcome {
   receivedAt?: string;
 }
 
-export interface BookUsageInput extends Pick<ModelCallInput, 'step' | 'attempt' | 'taskId' | 'userId' | 'model'> {
+export interface BookUsageInput extends Pick<ModelCallInput, 'step' | 'attempt' | 'model'> {
+  taskId: string;
+  userId: string;
   /** The slot's workflow ID. */
   workflowId: string;
   /** Temporal's run ID of the execution: the first part of the ledger key. */
@@ -116,7 +116,7 @@ export interface StoreMemoryInput {
 }
 
 /** A completed run's last step, besides its last booking: its memory and its claim. */
-export interface RunCompletion {
+export interface CompletedRunInput {
   memory: StoreMemoryInput;
   idempotencyKey: string;
   tier?: RunTier;
@@ -181,7 +181,7 @@ export const createRunActivities = (deps: RunActivityDeps) => ({
    * the claim closed only while this execution owns it), so a re-run repeats none of them. Usage the ledger refuses
    * is kept in usage_exceptions and the run is left open, for the workflow to fail it.
    */
-  async bookUsageAndCompleteRun(input: RunCompletion & { booking: BookUsageInput }): Promise<BookUsageResult> {
+  async bookUsageAndCompleteRun(input: CompletedRunInput & { booking: BookUsageInput }): Promise<BookUsageResult> {
     const booked = await bookUsage(deps, input.booking);
     if (booked.booked !== 'ledger') return booked;
     const temporalRunId = execution('bookUsageAndCompleteRun').runId;
@@ -329,9 +329,7 @@ const bookingOf = (input: BookUsageInput, workerId: string): UsageBooking => ({
   usageReceivedAt: input.receivedAt === undefined ? null : new Date(input.receivedAt),
 });
 
-const context = (input: Pick<ModelCallInput, 'taskId' | 'userId' | 'attempt' | 'simulate'>) => ({
-  taskId: input.taskId,
-  userId: input.userId,
+const context = (input: Pick<ModelCallInput, 'attempt' | 'simulate'>) => ({
   attempt: input.attempt,
   simulate: input.simulate,
 });

@@ -14,8 +14,6 @@ export interface TokenUsage {
 }
 
 export interface CallContext {
-  taskId: string | null;
-  userId: string;
   /** Which call of this step this is (1, 2, ... after billed failures), so a mock can fail the first N after producing usage. */
   attempt: number;
   simulate?: SimulateProfile;

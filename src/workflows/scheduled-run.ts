@@ -13,7 +13,7 @@ import {
 } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import type { ReserveRunInput, RunDecision } from '../activities/budget-activities';
-import type { BookUsageInput, BookUsageResult, ModelCallInput, ModelCallOutcome, RunCompletion } from '../activities/run-activities';
+import type { BookUsageInput, BookUsageResult, ModelCallInput, ModelCallOutcome, CompletedRunInput } from '../activities/run-activities';
 import { DEFAULT_MAX_OUTPUT_TOKENS, SEARCH_ATTRIBUTES } from '../constants';
 import { manualKey, manualTimeOf, scheduledTimeOf, slotKey } from './scheduled-time';
 import type { BudgetReason, ScheduledRunInput, ScheduledRunResult } from './scheduled-run-types';
@@ -135,11 +135,11 @@ export async function scheduledRun(task: ScheduledRunInput): Promise<ScheduledRu
 
     // 2. and 3. Call and book the chat, then the embedding of its reply. The embedding's booking is the last step: it
     // also stores the memory (its embedding read from where the embed step stored it) and closes the claim.
-    const step = { taskId, userId, simulate, maxOutputTokens: maxOutputTokens ?? DEFAULT_MAX_OUTPUT_TOKENS };
+    const step = { simulate, maxOutputTokens: maxOutputTokens ?? DEFAULT_MAX_OUTPUT_TOKENS };
     const chat = await callAndBook(run, 'chat', { ...step, step: 'chat', model: run.budget.model, text: definition.input });
     if ('blocked' in chat) return await endBlocked(run, chat.blocked);
     const text = chat.outcome.text ?? '';
-    const completion = ({ embeddingKey, vector, inputTruncatedFrom }: ModelCallOutcome): RunCompletion => ({
+    const completion = ({ embeddingKey, vector, inputTruncatedFrom }: ModelCallOutcome): CompletedRunInput => ({
       memory: { ...who, content: text, embeddingKey, embedding: vector, inputTruncatedFrom },
       idempotencyKey,
       tier: decision.tier,
@@ -182,7 +182,7 @@ async function callAndBook(
   run: Run,
   kind: 'chat' | 'embedding',
   base: Omit<ModelCallInput, 'attempt'>,
-  completion?: (answer: ModelCallOutcome) => RunCompletion,
+  completion?: (answer: ModelCallOutcome) => CompletedRunInput,
 ): Promise<{ outcome: ModelCallOutcome; booked: BookUsageResult } | { blocked: BudgetReason }> {
   for (let attempt = 1; ; attempt++) {
     if (attempt > 1) {
