@@ -45,7 +45,7 @@ const answered = (input: ModelCallInput): ModelCallOutcome => ({
   usage: USAGE,
   providerModel: 'stub-model',
   requestId: `req-${input.step}-${input.attempt}`,
-  ...(input.step === 'chat' ? { text: 'the reply' } : { embeddingKey: `the-run:embed:${input.attempt}` }),
+  ...(input.step === 'chat' ? { text: 'the reply' } : {}),
 });
 const billedFailure = (input: ModelCallInput): ModelCallOutcome => ({
   outcome: 'billed-failure',
@@ -191,7 +191,8 @@ it('completes: claim, call and book chat, call the embedding, then book it, stor
     {
       idempotencyKey: 'cron:branchy:2026-11-02T09:00Z',
       tier: 'default',
-      memory: expect.objectContaining({ runId, taskId: 'branchy', userId: 'u1', content: 'the reply', embeddingKey: 'the-run:embed:1' }),
+      // no vector: the embed step stored it under its call's key, the key of this booking
+      memory: { workflowId, runId, taskId: 'branchy', userId: 'u1', content: 'the reply' },
       booking: expect.objectContaining({ step: 'embed', attempt: 1, status: 'ok' }),
     },
   ]);

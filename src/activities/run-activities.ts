@@ -66,11 +66,9 @@ export interface ModelCallOutcome {
   /** The chat reply. */
   text?: string;
   /**
-   * Where the embedding's vector is: stored under this key (call_embeddings, the call's ledger key) for the run's
-   * completion to read, so that it stays out of history; only when that store failed, the vector itself (its floats
-   * are not money).
+   * An embedding's vector only when storing it failed (its floats are not money). Otherwise it is stored under the
+   * call's ledger key (call_embeddings) for the run's completion to read, so that it stays out of history.
    */
-  embeddingKey?: string;
   vector?: number[];
   /** Why a billed call failed. */
   error?: string;
@@ -109,8 +107,7 @@ export interface StoreMemoryInput {
   taskId: string;
   userId: string;
   content: string;
-  /** From the embed step's outcome: where its vector was stored, or the vector itself. */
-  embeddingKey?: string;
+  /** From the embed step's outcome: the vector when it was not stored under its call's key. */
   embedding?: number[];
   inputTruncatedFrom?: number;
 }
@@ -145,7 +142,7 @@ export const createRunActivities = (deps: RunActivityDeps) => ({
 
   /**
    * One embedding request for the run's reply, cut by tokens to the model's input limit (and saying so) when longer.
-   * The vector is stored (stageVector) and the outcome carries its key, not the vector.
+   * The vector is stored under the call's ledger key (stageVector), and the outcome does not carry it.
    */
   async callEmbedding(input: ModelCallInput): Promise<ModelCallOutcome> {
     const limit = Math.min(embeddingInputLimit(input.model), input.maxOutputTokens ?? Number.MAX_SAFE_INTEGER);
@@ -185,10 +182,12 @@ export const createRunActivities = (deps: RunActivityDeps) => ({
     const booked = await bookUsage(deps, input.booking);
     if (booked.booked !== 'ledger') return booked;
     const temporalRunId = execution('bookUsageAndCompleteRun').runId;
+    // the embedding was stored under the key of the call this booking books, unless its vector came through history
+    const embeddingKey = input.memory.embedding ? undefined : usageKey(input.booking);
     await storeRunMemoryAndComplete(
       deps.pool,
       { idempotencyKey: input.idempotencyKey, temporalRunId, status: 'completed', ...(input.tier ? { tier: input.tier } : {}) },
-      { ...input.memory, temporalRunId: input.memory.runId },
+      { ...input.memory, embeddingKey, temporalRunId: input.memory.runId },
     );
     return booked;
   },
@@ -212,15 +211,15 @@ const HEARTBEAT_EVERY_MS = 5_000;
 const STAGE_VECTOR_TIMEOUT_MS = 10_000;
 
 /**
- * Stores an answered embedding's vector under its call's key and returns the key. The provider has billed the call by
+ * Stores an answered embedding's vector under its call's key (the outcome then carries nothing). The provider has billed the call by
  * now, so a database that fails or does not answer within STAGE_VECTOR_TIMEOUT_MS must not fail the activity (a retry
  * would call, and pay, again): the vector is then returned to go through history, as the outcome's `vector`.
  */
-async function stageVector(pool: pg.Pool, callKey: string, vector: number[]): Promise<{ embeddingKey: string } | { vector: number[] }> {
+async function stageVector(pool: pg.Pool, callKey: string, vector: number[]): Promise<{ vector?: number[] }> {
   let timer: NodeJS.Timeout | undefined;
   const late = new Promise<'late'>((resolve) => (timer = setTimeout(() => resolve('late'), STAGE_VECTOR_TIMEOUT_MS)));
   try {
-    if ((await Promise.race([stageEmbedding(pool, callKey, vector), late])) !== 'late') return { embeddingKey: callKey };
+    if ((await Promise.race([stageEmbedding(pool, callKey, vector), late])) !== 'late') return {};
     log.warn('embedding not stored in time; its vector goes through history', { callKey });
   } catch (err) {
     log.warn('embedding not stored; its vector goes through history', { callKey, error: (err as Error).message });

@@ -139,8 +139,8 @@ export async function scheduledRun(task: ScheduledRunInput): Promise<ScheduledRu
     const chat = await callAndBook(run, 'chat', { ...step, step: 'chat', model: run.budget.model, text: definition.input });
     if ('blocked' in chat) return await endBlocked(run, chat.blocked);
     const text = chat.outcome.text ?? '';
-    const completion = ({ embeddingKey, vector, inputTruncatedFrom }: ModelCallOutcome): CompletedRunInput => ({
-      memory: { ...who, content: text, embeddingKey, embedding: vector, inputTruncatedFrom },
+    const completion = ({ vector, inputTruncatedFrom }: ModelCallOutcome): CompletedRunInput => ({
+      memory: { ...who, content: text, embedding: vector, inputTruncatedFrom },
       idempotencyKey,
       tier: decision.tier,
     });
