@@ -13,14 +13,13 @@ type BareActivities = ReturnType<typeof createBareActivities>;
 const bookkeeping = proxyLocalActivities<BareActivities>(LOCAL_BOOKKEEPING_OPTIONS);
 const modelCalls = proxyActivities<BareActivities>(MODEL_CALL_OPTIONS);
 
-/** claim and reserve (one step), (Tier), chat + book, embedding + book, memory and complete (one step), nothing done. */
+/** claim and reserve (one step), (Tier), chat + book, embedding + its booking with memory and complete (one step), nothing done. */
 export async function bareRun(): Promise<string> {
   await bookkeeping.claimAndReserve();
   upsertSearchAttributes([{ key: { name: 'Tier', type: 'KEYWORD' }, value: 'default' }]);
   await modelCalls.call();
   await bookkeeping.book();
   await modelCalls.call();
-  await bookkeeping.book();
-  await bookkeeping.complete(); // storeMemoryAndCompleteRun: the memory and the claim's close, one step
+  await bookkeeping.complete(); // bookUsageAndCompleteRun: the last booking, the memory and the claim's close, one step
   return 'completed';
 }
