@@ -1,12 +1,22 @@
 import type pg from 'pg';
-import type { Task } from '../tasks/tasks-file';
+import type { SimulateProfile } from '../models/simulate-profile';
+
+/** What a run reads of an applied task: the tasks file's entry, stored whole as applied (defaults filled in). */
+export interface AppliedTask {
+  userId: string;
+  input: string;
+  model: string;
+  embeddingModel: string;
+  maxOutputTokens: number;
+  simulate?: SimulateProfile;
+}
 
 /** One applied version of a task: what `tasks apply` recorded under the fingerprint its schedule names. */
 export interface TaskVersion {
   taskId: string;
   fingerprint: string;
   /** The task as applied (the tasks file's entry, defaults filled in). */
-  definition: Task;
+  definition: AppliedTask;
 }
 
 /**
@@ -25,8 +35,8 @@ export async function recordTaskVersions(db: pg.Pool, versions: TaskVersion[]): 
 }
 
 /** The definition applied under this task ID and fingerprint; undefined when no apply recorded that version. */
-export async function appliedVersion(db: pg.Pool, taskId: string, fingerprint: string): Promise<Task | undefined> {
-  const { rows } = await db.query<{ definition: Task }>({
+export async function appliedVersion(db: pg.Pool, taskId: string, fingerprint: string): Promise<AppliedTask | undefined> {
+  const { rows } = await db.query<{ definition: AppliedTask }>({
     name: 'applied-version',
     text: 'select definition from task_versions where task_id = $1 and fingerprint = $2',
     values: [taskId, fingerprint],

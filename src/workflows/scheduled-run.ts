@@ -12,10 +12,11 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import type { Activities } from '../activities';
-import type { ReserveRunInput, RunDecision } from '../activities/budget-activities';
+import type { ReserveRunInput } from '../activities/budget-activities';
 import type { BookUsageInput, BookUsageResult, ModelCallInput, ModelCallOutcome, CompletedRunInput } from '../activities/run-activities';
 import { DEFAULT_MAX_OUTPUT_TOKENS, SEARCH_ATTRIBUTES } from '../constants';
 import { manualKey, manualTimeOf, scheduledTimeOf, slotKey } from './scheduled-time';
+import { costOf, messageOf, reasonOf } from './run-results';
 import type { BudgetReason, ScheduledRunInput, ScheduledRunResult } from './scheduled-run-types';
 
 export type { BudgetReason, ScheduledRunInput, ScheduledRunResult } from './scheduled-run-types';
@@ -114,18 +115,9 @@ export async function scheduledRun(task: ScheduledRunInput): Promise<ScheduledRu
       log.info('slot already claimed by another execution; stopping as duplicate', { idempotencyKey, owner: claim.ownerWorkflowRunId });
       return { status: 'duplicate', ...head, generation: claim.generation, ownerRunId: claim.ownerWorkflowRunId };
     }
-    const { userId, model, embeddingModel, maxOutputTokens, simulate } = definition;
+    const { userId, model, embeddingModel, maxOutputTokens, simulate, input: prompt } = definition;
     // (undefined fields never reach an activity: payloads are JSON)
-    const budget: ReserveRunInput = {
-      workflowId,
-      runId,
-      userId,
-      model,
-      embeddingModel,
-      prompt: definition.input,
-      maxOutputTokens,
-      simulate,
-    };
+    const budget: ReserveRunInput = { workflowId, runId, userId, model, embeddingModel, prompt, maxOutputTokens, simulate };
     reserved = true;
     upsertSearchAttributes([{ key: { name: SEARCH_ATTRIBUTES.tier, type: 'KEYWORD' }, value: decision.tier }]);
     const who = { workflowId, runId, taskId, userId };
@@ -136,7 +128,7 @@ export async function scheduledRun(task: ScheduledRunInput): Promise<ScheduledRu
     // 2. and 3. Call and book the chat, then the embedding of its reply. The embedding's booking is the last step: it
     // also stores the memory (its embedding read from where the embed step stored it) and closes the claim.
     const step = { simulate, maxOutputTokens: maxOutputTokens ?? DEFAULT_MAX_OUTPUT_TOKENS };
-    const chat = await callAndBook(run, 'chat', { ...step, step: 'chat', model: run.budget.model, text: definition.input });
+    const chat = await callAndBook(run, 'chat', { ...step, step: 'chat', model: run.budget.model, text: prompt });
     if ('blocked' in chat) return await endBlocked(run, chat.blocked);
     const text = chat.outcome.text ?? '';
     const completion = ({ vector, inputTruncatedFrom }: ModelCallOutcome): CompletedRunInput => ({
@@ -232,15 +224,6 @@ async function endBlocked(run: Run, reason: BudgetReason): Promise<ScheduledRunR
   return { status: 'blocked', idempotencyKey, scheduledMinute, ...(manual ? { manual } : {}), generation, tier: 'blocked', budget: reason };
 }
 
-const reasonOf = ({ limitUsd, spentUsd, reservedUsd, worstCaseUsd, month, timeZone }: RunDecision & { tier: 'blocked' }): BudgetReason => ({
-  limitUsd,
-  spentUsd,
-  reservedUsd,
-  worstCaseUsd,
-  month,
-  timeZone,
-});
-
 /**
  * Delivers the threshold events a decision recorded, beside the deliveries already under way; one that keeps failing
  * is logged, never fatal. No events (nearly every decision): no new promise, since the SDK records a stack trace for
@@ -256,13 +239,4 @@ function deliverEvents(eventIds: string[] | undefined, underWay?: Promise<unknow
     ),
   );
   return underWay ? Promise.all([underWay, these]) : these;
-}
-
-const costOf = (b: BookUsageResult): string | undefined => (b.booked === 'ledger' ? b.costUsd : undefined);
-
-/** The innermost message: an ActivityFailure's own message only names the activity. */
-function messageOf(err: unknown): string {
-  let e: unknown = err;
-  while (e instanceof Error && e.cause instanceof Error) e = e.cause;
-  return e instanceof Error ? e.message : String(e);
 }
