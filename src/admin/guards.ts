@@ -1,11 +1,10 @@
 import { randomBytes } from 'node:crypto';
+import { isLoopbackName } from '../loopback';
 
 /**
  * The admin page's doors: which Host names it answers without a token, its login sessions, the login attempt limit,
  * and how a request path is written to the log.
  */
-
-const LOOPBACK_NAMES = new Set(['127.0.0.1', 'localhost', '[::1]']);
 
 /**
  * A Host header naming this loopback server: a loopback name and the port the request arrived on (a browser omits
@@ -15,9 +14,7 @@ const LOOPBACK_NAMES = new Set(['127.0.0.1', 'localhost', '[::1]']);
 export function isLoopbackHost(host: string | undefined, localPort: number | undefined): boolean {
   const m = /^(\[[0-9a-f:.]+\]|[^:[\]]+)(?::(\d{1,5}))?$/i.exec(host ?? '');
   if (!m || localPort === undefined) return false;
-  const name = m[1].toLowerCase();
-  const loopback = LOOPBACK_NAMES.has(name) || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(name);
-  return loopback && Number(m[2] ?? 80) === localPort;
+  return isLoopbackName(m[1]) && Number(m[2] ?? 80) === localPort;
 }
 
 /** 12 hours: a working day signed in, after which the token is asked for again. */

@@ -1,3 +1,4 @@
+import { isLoopbackName } from '../loopback';
 import { serve, type HttpBindings } from '@hono/node-server';
 import type { Client } from '@temporalio/client';
 import type { PayloadCodec } from '@temporalio/common';
@@ -90,8 +91,7 @@ export const CONTENT_SECURITY_POLICY = [
   "frame-ancestors 'none'",
 ].join('; ');
 
-const LOOPBACK = new Set(['127.0.0.1', '::1', 'localhost', '[::1]']);
-export const isLoopback = (host: string): boolean => LOOPBACK.has(host) || /^127\.\d+\.\d+\.\d+$/.test(host);
+export const isLoopback = isLoopbackName;
 
 /** Refuses a bind beyond loopback without a token, before anything listens. */
 export function checkBind(host: string, token: string | undefined): void {

@@ -1,3 +1,4 @@
+import { isLoopbackName } from '../loopback';
 import { createHmac } from 'node:crypto';
 import { STATUS_CODES } from 'node:http';
 import type pg from 'pg';
@@ -43,9 +44,6 @@ interface WebhookVariables {
   secret: string;
 }
 
-const isLoopbackHostname = (hostname: string): boolean =>
-  hostname === 'localhost' || hostname === '[::1]' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(hostname);
-
 /**
  * The webhook URL, checked before any use: https, or http to a loopback receiver only. A bad one is never echoed in
  * full: its path (or query) is its secret, and the message ends up in workflow history and logs.
@@ -63,7 +61,7 @@ export function parseWebhookUrl(url: string, variable = 'REPORT_WEBHOOK_URL'): U
         'set it to the full URL your chat tool gave you, e.g. https://hooks.slack.com/services/..., or to an empty string to turn delivery off',
     );
   }
-  if (parsed.protocol === 'http:' && !isLoopbackHostname(parsed.hostname)) {
+  if (parsed.protocol === 'http:' && !isLoopbackName(parsed.hostname)) {
     throw new UserError(
       `${variable} is ${webhookTarget(url)}/... over plain http (its path is not shown: it may hold a secret); ` +
         'deliveries carry the report and a signature, so they go over https only (http is allowed to a loopback receiver, ' +

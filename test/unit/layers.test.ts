@@ -29,6 +29,7 @@ const LAYERS: string[][] = [
     'progress-bar.ts',
     'hash.ts',
     'input-file.ts',
+    'loopback.ts',
   ],
 ];
 
