@@ -272,9 +272,10 @@ begin
   on conflict (idempotency_key) do nothing
   returning generation into v_generation;
   if not found and p_supersedes_run_id is not null and p_supersedes_run_id <> p_run_id then
-    update runs set generation = generation + 1, workflow_id = p_workflow_id, temporal_run_id = p_run_id, claimed_by = p_worker_id,
+    update runs set generation = generation + 1, temporal_run_id = p_run_id, claimed_by = p_worker_id,
                     status = 'running', claimed_at = now(), finished_at = null, duration_ms = null, error = null
-     where idempotency_key = p_key and temporal_run_id = p_supersedes_run_id and status not in ('completed', 'blocked')
+     where idempotency_key = p_key and temporal_run_id = p_supersedes_run_id and workflow_id = p_workflow_id
+       and status not in ('completed', 'blocked')
      returning generation into v_generation;
     if found then
       update run_attempts set status = 'stale', finished_at = now() where temporal_run_id = p_supersedes_run_id and status = 'running';

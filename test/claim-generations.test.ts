@@ -105,6 +105,16 @@ describe('claimRun and generations', () => {
     expect(await statusOf(failed)).toMatchObject({ generation: 1, temporal_run_id: 't4b-run-a' });
   });
 
+  it("a retry under another workflow ID than the claim's never takes it over, even naming its running owner", async () => {
+    // Temporal runs one execution per workflow ID at a time; a run started by hand under its own ID proves nothing
+    // about the owner, which may still be running and calling the model.
+    const key = freshKey();
+    await claimRun(ctx.pool, request(key, 't4c-run-owner'));
+    const forged = request(key, 't4c-run-forged', { supersedesRunId: 't4c-run-owner', workflowId: 'forged-start' });
+    expect(await claimRun(ctx.pool, forged)).toMatchObject({ claimed: false, ownerWorkflowRunId: 't4c-run-owner' });
+    expect(await statusOf(key)).toMatchObject({ status: 'running', generation: 1, temporal_run_id: 't4c-run-owner' });
+  });
+
   it('a stale claim (running, its execution terminated) is taken over and its attempt closed as stale', async () => {
     const key = freshKey();
     await claimRun(ctx.pool, request(key, 't5-run-terminated'));
