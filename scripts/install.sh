@@ -43,8 +43,11 @@ fi
 
 # No dependency needs its install script (esbuild and @swc/core take their binaries from optional platform
 # packages; protobufjs's only prints a version hint), so none run: installs behave the same whether or not
-# this npm version blocks unreviewed scripts.
-if [ -f package-lock.json ]; then
+# this npm version blocks unreviewed scripts. A node_modules that is a symlink (a git worktree sharing another
+# checkout's) is left alone: npm ci through it would empty the other checkout's node_modules.
+if [ -L node_modules ]; then
+  echo "==> node_modules links to $(readlink node_modules): not reinstalled here"
+elif [ -f package-lock.json ]; then
   if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ] || [ package.json -nt node_modules/.package-lock.json ]; then
     echo "==> npm ci"
     npm ci --ignore-scripts --no-audit --no-fund
