@@ -233,6 +233,50 @@ describe("a run that does not fit only because of another run's open reservation
   });
 });
 
+describe('a burst of 20 slots of one task started at once', () => {
+  it('ends as the same runs one by one would: 4 default, 1 cheap, 15 blocked, and the limit never exceeded', async () => {
+    // A new user's first try: $0.002 a month, a downgrade map to gpt-4.1-nano, and a task whose runs reserve 1,024
+    // output tokens but use 240 (1,200 prompt and 400 embedding tokens). One by one, four runs fit at the default
+    // model, a fifth only at the cheap one, and the rest are blocked. Started together, each run's worst case meets the
+    // others' open reservations; a run that doesn't fit only because of them waits for them to settle.
+    const user = `burst-${randomUUID().slice(0, 6)}`;
+    const limit = toAttoUsd(parseUsd('0.002'));
+    await budgetWithSpend(user, limit, 0n);
+    const simulate = { promptTokens: 1200, completionTokens: 240, embeddingTokens: 400 };
+    const task: TestRun = { ...input(user), taskId: `burst-${user}`, maxOutputTokens: 1024, simulate };
+    const fleet = await startWorkers(ctx, 1);
+    const results = await fleet.runWhile(async () => {
+      const started = await Promise.all(
+        Array.from({ length: 20 }, async (_, i) =>
+          ctx.client.workflow.start(scheduledRun, {
+            workflowId: `cron-burst-${user}-2026-01-02T09:${String(i).padStart(2, '0')}:00Z`,
+            taskQueue: ctx.taskQueue,
+            args: [await appliedInput(ctx.pool, task)],
+          }),
+        ),
+      );
+      return Promise.all(started.map((h) => h.result()));
+    });
+    const count = (status: string, tier?: string) =>
+      results.filter((r) => r.status === status && (tier === undefined || r.tier === tier)).length;
+    expect([count('completed', 'default'), count('completed', 'cheap'), count('blocked')]).toEqual([4, 1, 15]);
+
+    const now = new Date();
+    const embedding = await priceInForce(ctx.pool, 'openai/text-embedding-3-small', now);
+    const runCost = async (model: string) =>
+      oracleCost(
+        'chat',
+        { promptTokens: 1200, cachedPromptTokens: 0, completionTokens: 240, reasoningTokens: 0 },
+        await priceInForce(ctx.pool, model, now),
+      ) + oracleCost('embedding', { promptTokens: 400, cachedPromptTokens: 0, completionTokens: 0, reasoningTokens: 0 }, embedding);
+    const expected = 4n * (await runCost('openai/gpt-4o-mini')) + (await runCost('openai/gpt-4.1-nano'));
+    const total = (await ctx.pool.query(`select sum(cost_usd) as s from usage_ledger where user_id = $1`, [user])).rows[0].s as string;
+    expect(toAttoUsd(parseUsd(total))).toBe(expected);
+    expect(expected).toBeLessThanOrEqual(limit);
+    expect(await openReservations(user)).toBe(0);
+  });
+});
+
 describe('50 runs racing at 95 % of the limit, on 3 worker processes', () => {
   it('never settle over the limit, and complete at least as many runs as the remaining budget allows at their worst case', async () => {
     const user = `race-${randomUUID().slice(0, 6)}`;
