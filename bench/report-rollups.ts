@@ -161,8 +161,15 @@ async function main(): Promise<void> {
 
     const late = Math.max(1, Math.floor(entries / 100));
     const first = entries + lateBefore + 1; // after the late entries of earlier runs on a kept database
-    for (let from = first; from < first + late; from += 100_000) {
-      await big.pool.query(insertLedgerSql(from, Math.min(first + late - 1, from + 99_999), entries, true)); // through the triggers
+    // Through the triggers, as the owner: only the owner may date an entry in the past (migrations/027).
+    const lateWriter = new pg.Client({ connectionString: big.urlAs('owner') });
+    await lateWriter.connect();
+    try {
+      for (let from = first; from < first + late; from += 100_000) {
+        await lateWriter.query(insertLedgerSql(from, Math.min(first + late - 1, from + 99_999), entries, true));
+      }
+    } finally {
+      await lateWriter.end();
     }
     if (keep) await markKept(big, lateBefore + late);
     const adminQueued = await timed(page); // reads the queued buckets current, without writing
