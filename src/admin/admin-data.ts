@@ -6,7 +6,7 @@ import { parseUserId } from '../ledger/user-id';
 import { formatScaled, parseUsd, toAttoUsd, toExactString, zero, type Money } from '../money';
 import { add } from 'dinero.js/bigint';
 import { reportFromSums } from '../reports/build-report';
-import { divideHalfEven, moneyPer } from '../reports/economics';
+import { basisPoints, moneyPer } from '../reports/economics';
 import { anyBudget } from '../budgets/budgets-store';
 import { budgetStatusOfAll, type BudgetStatus } from '../budgets/budget-status';
 import { downgradeSavings } from '../budgets/downgrade-savings';
@@ -245,11 +245,55 @@ export async function users(db: pg.Pool, q: MonthQuery): Promise<{ month: Month;
 
 const isSpendLine = (l: { line: string }) => l.line !== 'credit';
 
+/** (spent + reserved) / limit in basis points (half-even), the integer the bar is drawn from; null without a limit. */
+function usedBasisPoints(b: BudgetStatus): bigint | null {
+  if (b.limitUsd === null) return null;
+  return basisPoints(toAttoUsd(parseUsd(b.spentUsd)) + toAttoUsd(parseUsd(b.reservedUsd)), toAttoUsd(parseUsd(b.limitUsd)));
+}
+
 function budgetFigures(b: BudgetStatus | undefined): Pick<UserFigures, 'budgetLimitUsd' | 'budgetUsedPercent' | 'tier'> {
-  if (!b || b.limitUsd === null) return { budgetLimitUsd: null, budgetUsedPercent: null, tier: null };
-  const used = toAttoUsd(parseUsd(b.spentUsd)) + toAttoUsd(parseUsd(b.reservedUsd));
-  const limit = toAttoUsd(parseUsd(b.limitUsd));
-  return { budgetLimitUsd: b.limitUsd, budgetUsedPercent: formatScaled(divideHalfEven(used * 10_000n, limit), 2n), tier: b.tier };
+  const used = b ? usedBasisPoints(b) : null;
+  if (!b || used === null) return { budgetLimitUsd: null, budgetUsedPercent: null, tier: null };
+  return { budgetLimitUsd: b.limitUsd, budgetUsedPercent: formatScaled(used, 2n), tier: b.tier };
+}
+
+/** The budgets page's row: the user's budget in force and the month's figures in its zone. */
+export interface BudgetRow {
+  userId: string;
+  timeZone: string;
+  /** Whose budget applies: the user's own, the default one, or none (then no limit and no share). */
+  source: BudgetStatus['source'];
+  limitUsd: string | null;
+  spentUsd: string;
+  reservedUsd: string;
+  remainingUsd: string | null;
+  tier: string;
+  /** (spent + reserved) / limit in basis points (1/100 %), an integer string, half-even; null without a limit. */
+  usedBasisPoints: string | null;
+}
+
+/**
+ * Every user with a budget of their own, spend or an open reservation in the month (the users `budgets status`
+ * lists), each in their budget's zone, at the month's end or now while it runs: the same figures as the users page.
+ */
+export async function budgets(db: pg.Pool, q: MonthQuery): Promise<{ month: Month; zone: string; budgets: BudgetRow[] }> {
+  const { to } = await monthBounds(db, q.zone, q.month);
+  const at = new Date(Math.min(Date.now(), new Date(to).getTime() - 1));
+  const rows = (await budgetStatusOfAll(db, { at, month: q.month })).map((b) => {
+    const used = usedBasisPoints(b);
+    return {
+      userId: b.userId,
+      timeZone: b.timeZone,
+      source: b.source,
+      limitUsd: b.limitUsd,
+      spentUsd: b.spentUsd,
+      reservedUsd: b.reservedUsd,
+      remainingUsd: b.remainingUsd,
+      tier: b.tier,
+      usedBasisPoints: used === null ? null : used.toString(),
+    };
+  });
+  return { month: q.month, zone: q.zone, budgets: rows };
 }
 
 export interface UserPage {

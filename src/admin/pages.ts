@@ -1,14 +1,17 @@
-import { displayUsd, parseUsd, toAttoUsd } from '../money';
+import { displayUsd, formatScaled, parseUsd, toAttoUsd } from '../money';
+import { countPerDollar } from '../reports/economics';
 import { microUsd } from '../reports/render-html';
 import type { TaskListing } from '../schedules/manage-task';
 import type { TaskSlotCheck } from '../schedules/missed-slots';
-import type { DayFigures, entryView, Overview, runView, UserFigures, UserPage } from './admin-data';
+import type { BudgetRow, DayFigures, entryView, Overview, runView, UserFigures, UserPage } from './admin-data';
 import { html, jsonForScript, type Raw } from './html';
 
 /**
  * The admin pages as HTML. Every value goes through html`` (escaped); figures are formatted by cronledger
- * (displayUsd: half-even at 6 decimals, the exact amount in the cell's title), and sortable cells carry their exact
- * value (money as an integer of 10^-18 USD) for the page script to sort by.
+ * (money only through usd(): displayUsd, half-even at 6 decimals, the exact amount in its title), and sortable cells
+ * carry their exact value (money as an integer of 10^-18 USD) for the page script to sort by. Layout rules that keep
+ * figures readable (admin.css): numbers, money and times never wrap (td.num, .usd, time), headers break only between
+ * words, and every table scrolls sideways inside its own box (scrollBox) rather than widening the page.
  */
 
 export interface PageContext {
@@ -41,6 +44,7 @@ const NAV: [string, string][] = [
   ['/models', 'Models'],
   ['/runs', 'Runs'],
   ['/tasks', 'Tasks'],
+  ['/budgets', 'Budgets'],
 ];
 
 function layout(title: string, ctx: PageContext, body: Raw, data?: unknown): string {
@@ -93,7 +97,16 @@ function layout(title: string, ctx: PageContext, body: Raw, data?: unknown): str
 }
 
 const atto = (exact: string): string => toAttoUsd(parseUsd(exact)).toString();
-const usd = (exact: string): Raw => html`<span title="${exact} USD">${displayUsd(exact)}</span>`;
+const usd = (exact: string): Raw => html`<span class="usd" title="${exact} USD">${displayUsd(exact)}</span>`;
+/** A date or instant as printed (ISO 8601); one token that never wraps. */
+const time = (iso: string): Raw => html`<time datetime="${iso}">${iso}</time>`;
+const timeCell = (iso: string | null): Raw => html`<td>${iso === null ? '-' : time(iso)}</td>`;
+/**
+ * A table in a box of its own that scrolls sideways when the table is wider than the screen. The box is a labelled
+ * region that takes focus, so keyboard users can scroll it too.
+ */
+const scrollBox = (label: string, table: Raw): Raw =>
+  html`<div class="table-scroll" role="region" aria-label="${label}" tabindex="0">${table}</div>`;
 const usdCell = (exact: string): Raw => html`<td class="num" data-sort="${atto(exact)}">${usd(exact)}</td>`;
 const numCell = (n: number | string | null): Raw =>
   n === null ? html`<td class="num" data-sort="-1">-</td>` : html`<td class="num" data-sort="${String(n)}">${String(n)}</td>`;
@@ -134,7 +147,7 @@ const missedTotal = (v: MissedSlotsView) => v.tasks.reduce((n, t) => n + t.misse
 function checkedAge(v: Pick<MissedSlotsView, 'checkedAt' | 'ageSeconds' | 'cacheSeconds'>): Raw {
   if (v.checkedAt === null || v.ageSeconds === null) return html``;
   return html`<p class="muted missed-slots-age" data-checked-at="${v.checkedAt}">
-    Checked ${String(v.ageSeconds)} s ago (${v.checkedAt}); one check serves every page and scrape for ${duration(v.cacheSeconds)}.
+    Checked ${String(v.ageSeconds)} s ago (${time(v.checkedAt)}); one check serves every page and scrape for ${duration(v.cacheSeconds)}.
   </p>`;
 }
 
@@ -158,24 +171,25 @@ function missedSlotsSection(v: MissedSlotsView): Raw {
   }
   return html`<section id="missed-slots">
     ${heading} ${checkedAge(v)}
-    <table class="sortable">
-      <thead>
-        <tr>
-          ${th('Task')}${th('Missed', 'int')}${th('Due', 'int')}${th('Newest missed slot')}${th('Checked since')}
-        </tr>
-      </thead>
-      <tbody>
-        ${flagged.map(
-          (t) =>
-            html`<tr class="missed" data-task="${t.taskId}">
-              <td>${t.taskId}</td>
-              ${numCell(t.missedCount)}${numCell(t.dueSlots)}
-              <td>${t.missed[0]}</td>
-              <td>${t.checkedFrom ?? '-'}</td>
-            </tr>`,
-        )}
-      </tbody>
-    </table>
+    ${scrollBox(
+      'Missed slots per task',
+      html`<table class="sortable">
+        <thead>
+          <tr>
+            ${th('Task')}${th('Missed', 'int')}${th('Due', 'int')}${th('Newest missed slot')}${th('Checked since')}
+          </tr>
+        </thead>
+        <tbody>
+          ${flagged.map(
+            (t) =>
+              html`<tr class="missed" data-task="${t.taskId}">
+                <td>${t.taskId}</td>
+                ${numCell(t.missedCount)}${numCell(t.dueSlots)} ${timeCell(t.missed[0] ?? null)} ${timeCell(t.checkedFrom)}
+              </tr>`,
+          )}
+        </tbody>
+      </table>`,
+    )}
   </section>`;
 }
 
@@ -199,25 +213,28 @@ function rollupsVerifiedSection(v: Overview['rollupsVerified']): Raw {
     <p class="error">
       ${when}: ${v.differences} difference(s) (${what}). Rebuild with <code>cronledger rollups rebuild</code> once the cause is known.
     </p>
-    <table>
-      <thead>
-        <tr>
-          ${th('Table')}${th('Zone')}${th('Month')}${th('Side')}${th('Row')}
-        </tr>
-      </thead>
-      <tbody>
-        ${v.sample.map(
-          (d) =>
-            html`<tr>
-              <td>${d.table}</td>
-              <td>${d.zone}</td>
-              <td>${d.month}</td>
-              <td>${d.side === 'ledger' ? 'the ledger gives' : 'the rollup holds'}</td>
-              <td><code>${JSON.stringify(d.row)}</code></td>
-            </tr>`,
-        )}
-      </tbody>
-    </table>
+    ${scrollBox(
+      'Differences between the rollups and the ledger',
+      html`<table>
+        <thead>
+          <tr>
+            ${th('Table')}${th('Zone')}${th('Month')}${th('Side')}${th('Row')}
+          </tr>
+        </thead>
+        <tbody>
+          ${v.sample.map(
+            (d) =>
+              html`<tr>
+                <td>${d.table}</td>
+                <td>${d.zone}</td>
+                <td>${d.month}</td>
+                <td>${d.side === 'ledger' ? 'the ledger gives' : 'the rollup holds'}</td>
+                <td class="text"><code>${JSON.stringify(d.row)}</code></td>
+              </tr>`,
+          )}
+        </tbody>
+      </table>`,
+    )}
   </section>`;
 }
 
@@ -236,7 +253,8 @@ export function overviewPage(o: Overview & { missedSlots: MissedSlotsView }, ctx
     ['Cost per completed run', usd(o.costPerCompletedRunUsd)],
     ['Cost per active user', usd(o.costPerActiveUserUsd)],
     ['Active users', String(o.activeUsers)],
-    ['Completed runs per dollar', o.completedRunsPerDollar],
+    // Rounded once from the exact quotient to what a person reads; the JSON keeps the report's 6 decimals.
+    ['Completed runs per dollar', countPerDollar(BigInt(o.runs.completed), parseUsd(o.spendUsd), 1n)],
     [`Missed slots (last ${duration(missed.windowSeconds)})`, missed.error ? 'not checked' : String(missedTotal(missed))],
   ];
   const body = html` <p class="muted">
@@ -262,49 +280,54 @@ export function overviewPage(o: Overview & { missedSlots: MissedSlotsView }, ctx
       ${
         o.anomalies.length === 0
           ? html`<p>None this month.</p>`
-          : html`<table class="sortable">
-              <thead>
-                <tr>
-                  ${th('Kind')}${th('ID')}${th('Started on')}${th('Last day')}${th('Days', 'int')}${th('Cost per run that day', 'int')}${th('Trailing median', 'int')}
-                </tr>
-              </thead>
-              <tbody>
-                ${o.anomalies.map(
-                  (a) =>
-                    html`<tr class="anomaly">
-                      <td>${a.kind}</td>
-                      <td>${a.kind === 'user' ? html`<a href="${userHref(a.id, ctx)}">${a.id}</a>` : a.id}</td>
-                      <td>${a.startedOn}</td>
-                      <td>${a.lastOn}</td>
-                      ${numCell(a.days)}${usdCell(a.costPerRunUsd)}${usdCell(a.trailingMedianUsd)}
-                    </tr>`,
-                )}
-              </tbody>
-            </table>`
+          : scrollBox(
+              'Anomalies',
+              html`<table class="sortable">
+                <thead>
+                  <tr>
+                    ${th('Kind')}${th('ID')}${th('Started on')}${th('Last day')}${th('Days', 'int')}${th('Cost per run that day', 'int')}${th('Trailing median', 'int')}
+                  </tr>
+                </thead>
+                <tbody>
+                  ${o.anomalies.map(
+                    (a) =>
+                      html`<tr class="anomaly">
+                        <td>${a.kind}</td>
+                        <td>${a.kind === 'user' ? html`<a href="${userHref(a.id, ctx)}">${a.id}</a>` : a.id}</td>
+                        ${timeCell(a.startedOn)} ${timeCell(a.lastOn)}
+                        ${numCell(a.days)}${usdCell(a.costPerRunUsd)}${usdCell(a.trailingMedianUsd)}
+                      </tr>`,
+                  )}
+                </tbody>
+              </table>`,
+            )
       }
     </section>`;
   return layout('Overview', ctx, body, { charts: { capacity: dailySeries(o.daily) } });
 }
 
 export function usersPage(list: UserFigures[], ctx: PageContext): string {
-  const body = html`<table class="sortable" id="users">
-    <thead>
-      <tr>
-        ${th('User')}${th('Spend', 'int')}${th('Budget used %', 'pct')}${th('Tier')}${th('Completed runs', 'int')}${th('Failed runs', 'int')}${th('Cost per completed run', 'int')}${th('Credits', 'int')}
-      </tr>
-    </thead>
-    <tbody>
-      ${list.map(
-        (u) =>
-          html`<tr>
-            <td><a href="${userHref(u.userId, ctx)}">${u.userId}</a></td>
-            ${usdCell(u.spendUsd)} ${pctCell(u.budgetUsedPercent)}
-            <td>${u.tier ?? 'no budget'}</td>
-            ${numCell(u.completedRuns)}${numCell(u.failedRuns)}${usdCell(u.costPerCompletedRunUsd)}${usdCell(u.creditsUsd)}
-          </tr>`,
-      )}
-    </tbody>
-  </table>`;
+  const body = scrollBox(
+    'Users',
+    html`<table class="sortable" id="users">
+      <thead>
+        <tr>
+          ${th('User')}${th('Spend', 'int')}${th('Budget used %', 'pct')}${th('Tier')}${th('Completed runs', 'int')}${th('Failed runs', 'int')}${th('Cost per completed run', 'int')}${th('Credits', 'int')}
+        </tr>
+      </thead>
+      <tbody>
+        ${list.map(
+          (u) =>
+            html`<tr>
+              <td><a href="${userHref(u.userId, ctx)}">${u.userId}</a></td>
+              ${usdCell(u.spendUsd)} ${pctCell(u.budgetUsedPercent)}
+              <td>${u.tier ?? 'no budget'}</td>
+              ${numCell(u.completedRuns)}${numCell(u.failedRuns)}${usdCell(u.costPerCompletedRunUsd)}${usdCell(u.creditsUsd)}
+            </tr>`,
+        )}
+      </tbody>
+    </table>`,
+  );
   return layout('Users', ctx, body);
 }
 
@@ -356,6 +379,57 @@ export function userPageHtml(p: UserPage, userId: string, ctx: PageContext): str
   return layout(`User ${userId}`, ctx, body, { charts: { capacity: dailySeries(p.daily) } });
 }
 
+/** A money cell that may be absent (no budget: no limit, nothing remaining), sorted below every amount. */
+const optionalUsdCell = (exact: string | null): Raw =>
+  exact === null ? html`<td class="num" data-sort="-1">no budget</td>` : usdCell(exact);
+
+/**
+ * Spent + reserved as a share of the limit: the percent (basis points, 2 decimals) and a bar drawn by <meter> from the
+ * same integer (no inline style: the CSP allows none), coloured by the tier the database gave (its bands, not a copy
+ * here). The bar stops at the limit; the figure goes past it.
+ */
+function shareCell(basisPoints: string | null, tier: string): Raw {
+  if (basisPoints === null) return html`<td class="num" data-sort="-1">no budget</td>`;
+  const pct = `${formatScaled(BigInt(basisPoints), 2n)}%`;
+  return html`<td class="num share" data-sort="${basisPoints}">
+    <meter class="tier-${tier}" min="0" max="10000" value="${basisPoints}" aria-label="${pct} of the limit"></meter>
+    <span>${pct}</span>
+  </td>`;
+}
+
+/**
+ * Each user's month against their budget: limit, spent, reserved, what remains, tier, and the share of the limit used
+ * (spent + reserved). Sorted by any column in the page (exact values in data-sort); each user links to their page.
+ */
+export function budgetsPage(rows: BudgetRow[], ctx: PageContext): string {
+  const body = html`<p class="muted">
+      Month to date in each budget's zone (the month's end once it is over); the share is spent + reserved over the limit.
+    </p>
+    ${scrollBox(
+      'Budgets',
+      html`<table class="sortable" id="budgets">
+        <thead>
+          <tr>
+            ${th('User')}${th('Limit', 'int')}${th('Spent', 'int')}${th('Reserved', 'int')}${th('Remaining', 'int')}${th('Tier')}${th('Used of limit', 'int')}${th('Zone')}
+          </tr>
+        </thead>
+        <tbody>
+          ${rows.map(
+            (b) =>
+              html`<tr data-user="${b.userId}">
+                <td><a href="${userHref(b.userId, ctx)}">${b.userId}</a></td>
+                ${optionalUsdCell(b.limitUsd)}${usdCell(b.spentUsd)}${usdCell(b.reservedUsd)}${optionalUsdCell(b.remainingUsd)}
+                <td>${b.limitUsd === null ? 'no budget' : b.tier}</td>
+                ${shareCell(b.usedBasisPoints, b.tier)}
+                <td>${b.timeZone}</td>
+              </tr>`,
+          )}
+        </tbody>
+      </table>`,
+    )}`;
+  return layout('Budgets', ctx, body);
+}
+
 export function modelsPage(
   m: {
     models: { model: string | null; kind: string | null; line: string; calls: number; costUsd: string }[];
@@ -373,80 +447,89 @@ export function modelsPage(
             default model's price${d.unpriced ? html`; ${d.unpriced} calls whose default model has no price are left out` : ''})`
       }
     </p>
-    <table class="sortable" id="models">
-      <thead>
-        <tr>
-          ${th('Model')}${th('Kind')}${th('Line')}${th('Calls', 'int')}${th('Cost', 'int')}
-        </tr>
-      </thead>
-      <tbody>
-        ${m.models.map(
-          (l) =>
-            html`<tr>
-              <td>${l.model ?? '-'}</td>
-              <td>${l.kind ?? '-'}</td>
-              <td>${l.line}</td>
-              ${numCell(l.calls)}${usdCell(l.costUsd)}
-            </tr>`,
-        )}
-      </tbody>
-    </table>`;
+    ${scrollBox(
+      'Spend by model',
+      html`<table class="sortable" id="models">
+        <thead>
+          <tr>
+            ${th('Model')}${th('Kind')}${th('Line')}${th('Calls', 'int')}${th('Cost', 'int')}
+          </tr>
+        </thead>
+        <tbody>
+          ${m.models.map(
+            (l) =>
+              html`<tr>
+                <td>${l.model ?? '-'}</td>
+                <td>${l.kind ?? '-'}</td>
+                <td>${l.line}</td>
+                ${numCell(l.calls)}${usdCell(l.costUsd)}
+              </tr>`,
+          )}
+        </tbody>
+      </table>`,
+    )}`;
   return layout('Models', ctx, body);
 }
 
 function runsTable(runs: RunView[], ctx: PageContext): Raw {
-  return html`<table class="sortable runs">
-    <thead>
-      <tr>
-        ${th('Scheduled minute')}${th('Workflow ID')}${th('Task')}${th('User')}${th('Status')}${th('Tier')}${th('Cost', 'int')}${th('Duration ms', 'int')}${th('Ledger')}${th('Temporal')}
-      </tr>
-    </thead>
-    <tbody>
-      ${runs.map((r) => {
-        const ui = ctx.workflowUrl(r.workflowId, r.runId);
-        return html`<tr>
-          <td>${r.scheduledMinute}</td>
-          <td><code>${r.workflowId}</code></td>
-          <td>${r.taskId}</td>
-          <td>${r.userId}</td>
-          <td>${r.status}</td>
-          <td>${r.tier ?? 'no budget'}</td>
-          ${usdCell(r.costUsd)}${numCell(r.durationMs)}
-          <td><a class="ledger-link" href="/runs/${encodeURIComponent(r.workflowId)}">${r.entries} rows</a></td>
-          <td>${ui ? html`<a class="temporal-link" href="${ui}">workflow</a>` : '-'}</td>
-        </tr>`;
-      })}
-    </tbody>
-  </table>`;
+  return scrollBox(
+    'Runs',
+    html`<table class="sortable runs">
+      <thead>
+        <tr>
+          ${th('Scheduled minute')}${th('Workflow ID')}${th('Task')}${th('User')}${th('Status')}${th('Tier')}${th('Cost', 'int')}${th('Duration ms', 'int')}${th('Ledger')}${th('Temporal')}
+        </tr>
+      </thead>
+      <tbody>
+        ${runs.map((r) => {
+          const ui = ctx.workflowUrl(r.workflowId, r.runId);
+          return html`<tr>
+            ${timeCell(r.scheduledMinute)}
+            <td><code>${r.workflowId}</code></td>
+            <td>${r.taskId}</td>
+            <td>${r.userId}</td>
+            <td>${r.status}</td>
+            <td>${r.tier ?? 'no budget'}</td>
+            ${usdCell(r.costUsd)}${numCell(r.durationMs)}
+            <td><a class="ledger-link" href="/runs/${encodeURIComponent(r.workflowId)}">${r.entries} rows</a></td>
+            <td>${ui ? html`<a class="temporal-link" href="${ui}">workflow</a>` : '-'}</td>
+          </tr>`;
+        })}
+      </tbody>
+    </table>`,
+  );
 }
 
 export const runsPage = (runs: RunView[], ctx: PageContext): string => layout('Runs', ctx, runsTable(runs, ctx));
 
 function entriesTable(entries: EntryView[]): Raw {
-  return html`<table class="sortable entries">
-    <thead>
-      <tr>
-        ${th('ID', 'int')}${th('Type')}${th('Model')}${th('Kind')}${th('Status')}${th('Prompt', 'int')}${th('Cached', 'int')}${th('Completion', 'int')}${th('Reasoning', 'int')}${th('Cost', 'int')}${th('Price version')}${th('Provider request ID')}${th('Reason')}${th('At')}
-      </tr>
-    </thead>
-    <tbody>
-      ${entries.map(
-        (e) =>
-          html`<tr>
-            ${numCell(e.id)}
-            <td>${e.entryType}</td>
-            <td>${e.model ?? '-'}</td>
-            <td>${e.kind ?? '-'}</td>
-            <td>${e.status}</td>
-            ${numCell(e.promptTokens)}${numCell(e.cachedPromptTokens)}${numCell(e.completionTokens)}${numCell(e.reasoningTokens)}${usdCell(e.costUsd)}
-            <td>${e.priceVersion ?? '-'}</td>
-            <td>${e.providerRequestId ?? '-'}</td>
-            <td>${e.reason ?? ''}</td>
-            <td>${e.createdAt}</td>
-          </tr>`,
-      )}
-    </tbody>
-  </table>`;
+  return scrollBox(
+    'Ledger entries',
+    html`<table class="sortable entries">
+      <thead>
+        <tr>
+          ${th('ID', 'int')}${th('Type')}${th('Model')}${th('Kind')}${th('Status')}${th('Prompt', 'int')}${th('Cached', 'int')}${th('Completion', 'int')}${th('Reasoning', 'int')}${th('Cost', 'int')}${th('Price version')}${th('Provider request ID')}${th('Reason')}${th('At')}
+        </tr>
+      </thead>
+      <tbody>
+        ${entries.map(
+          (e) =>
+            html`<tr>
+              ${numCell(e.id)}
+              <td>${e.entryType}</td>
+              <td>${e.model ?? '-'}</td>
+              <td>${e.kind ?? '-'}</td>
+              <td>${e.status}</td>
+              ${numCell(e.promptTokens)}${numCell(e.cachedPromptTokens)}${numCell(e.completionTokens)}${numCell(e.reasoningTokens)}${usdCell(e.costUsd)}
+              <td>${e.priceVersion ?? '-'}</td>
+              <td class="text">${e.providerRequestId ?? '-'}</td>
+              <td class="text">${e.reason ?? ''}</td>
+              ${timeCell(e.createdAt)}
+            </tr>`,
+        )}
+      </tbody>
+    </table>`,
+  );
 }
 
 export function runPageHtml(p: { run: RunView | null; entries: EntryView[] }, workflowId: string, ctx: PageContext): string {
@@ -469,7 +552,9 @@ export function tasksPage(
   if ('error' in listing) return layout('Tasks', ctx, html`<p class="error">Schedules unavailable: ${listing.error}</p>`);
   const { tasks, missedSlotsChecked } = listing;
   const body = html`${missedSlotsChecked.error ? html`<p class="error">Missed slots not checked: ${missedSlotsChecked.error}</p>` : checkedAge(missedSlotsChecked)}
-    <table class="sortable" id="tasks">
+  ${scrollBox(
+    'Tasks',
+    html`<table class="sortable" id="tasks">
       <thead>
         <tr>
           ${th('Task')}${th('Cron')}${th('Zone')}${th('User')}${th('State')}${th('Missed slots', 'int')}${th('Next fire times')}${th('Recent runs')}
@@ -485,12 +570,13 @@ export function tasksPage(
               <td>${t.userId}</td>
               <td>${t.paused ? 'paused' : 'active'}</td>
               ${missedCell(t.missedSlots)}
-              <td>${t.nextFireTimes.join(', ') || '-'}</td>
-              <td>${t.recentRuns.map((r) => html`<div>${r.scheduledMinute} ${r.status} ${usd(r.costUsd)}</div>`)}</td>
+              <td>${t.nextFireTimes.length ? t.nextFireTimes.map((f) => html`<div>${time(f)}</div>`) : '-'}</td>
+              <td>${t.recentRuns.map((r) => html`<div>${time(r.scheduledMinute)} ${r.status} ${usd(r.costUsd)}</div>`)}</td>
             </tr>`,
         )}
       </tbody>
-    </table>`;
+    </table>`,
+  )}`;
   return layout('Tasks', ctx, body);
 }
 
@@ -498,7 +584,7 @@ export function tasksPage(
 function missedCell(m: TaskSlotCheck | null): Raw {
   if (!m || m.checkedFrom === null) return html`<td class="num" data-sort="-1">-</td>`;
   return html`<td class="num" data-sort="${String(m.missedCount)}">
-    ${String(m.missedCount)}${m.missed[0] ? html`<div class="muted">newest ${m.missed[0]}</div>` : ''}
+    ${String(m.missedCount)}${m.missed[0] ? html`<div class="muted">newest ${time(m.missed[0])}</div>` : ''}
   </td>`;
 }
 

@@ -18,13 +18,14 @@ import { trackedZones } from '../reports/rollups-read';
 import { chartJs } from '../reports/render-html';
 import { listTasks } from '../schedules/manage-task';
 import { DEFAULT_MISSED_SLOT_GRACE_MS, DEFAULT_MISSED_SLOT_WINDOW_MS, missedSlots } from '../schedules/missed-slots';
-import { latestRuns, models, overview, parseMonthQuery, runPage, runView, userPage, users } from './admin-data';
+import { budgets, latestRuns, models, overview, parseMonthQuery, runPage, runView, userPage, users } from './admin-data';
 import { parseFactor } from './anomalies';
 import { sharedResult } from './shared-result';
 import { CODEC_DECODE_PATH, CODEC_PATH, codecBodyLimit, codecCors, codecDecode } from './codec-endpoint';
 import { isLoopbackHost, LoginAttempts, printablePath, Sessions } from './guards';
 import { adminMetrics, DEFAULT_METRICS_CACHE_MS } from './metrics';
 import {
+  budgetsPage,
   errorPage,
   loginPage,
   modelsPage,
@@ -266,6 +267,9 @@ export function createAdminApp(opts: AdminOptions): Hono<{ Bindings: HttpBinding
     const p = await userPage(opts.pool, await monthQuery(c), c.req.param('id'));
     return c.json({ ...p, runs: p.runs.map(withUiUrl) });
   });
+
+  app.get('/budgets', async (c) => c.html(budgetsPage((await budgets(opts.pool, await monthQuery(c))).budgets, await pageContext(c))));
+  app.get('/api/budgets', async (c) => c.json(await budgets(opts.pool, await monthQuery(c))));
 
   app.get('/models', async (c) => c.html(modelsPage(await models(opts.pool, await monthQuery(c)), await pageContext(c))));
   app.get('/api/models', async (c) => c.json(await models(opts.pool, await monthQuery(c))));

@@ -24,15 +24,19 @@ export function moneyPer(total: Money, count: bigint): string {
 }
 
 /**
- * count / money: how many of something one dollar buys, at 6 decimals. count / (atto / 10^18) = count·10^18 / atto,
- * scaled by 10^6 before dividing. Nothing is bought with no spend, and spend at or below zero (credits never enter
- * the spend) gives 0 rather than a negative or infinite ratio.
+ * count / money: how many of something one dollar buys, at `scale` decimals (6 in reports; the admin page shows 1).
+ * count / (atto / 10^18) = count·10^18 / atto, scaled by 10^scale before dividing, so the exact quotient is rounded
+ * once, half-even, at the digit shown. Nothing is bought with no spend, and spend at or below zero (credits never
+ * enter the spend) gives 0 rather than a negative or infinite ratio.
  */
-export function countPerDollar(count: bigint, total: Money): string {
+export function countPerDollar(count: bigint, total: Money, scale = RUNS_PER_DOLLAR_SCALE): string {
   const atto = toAttoUsd(total);
-  if (atto <= 0n) return formatScaled(0n, RUNS_PER_DOLLAR_SCALE);
-  return formatScaled(divideHalfEven(count * 10n ** LEDGER_SCALE * 10n ** RUNS_PER_DOLLAR_SCALE, atto), RUNS_PER_DOLLAR_SCALE);
+  if (atto <= 0n) return formatScaled(0n, scale);
+  return formatScaled(divideHalfEven(count * 10n ** LEDGER_SCALE * 10n ** scale, atto), scale);
 }
+
+/** part / whole in basis points (1/100 of a percent), half-even; a zero whole gives 0 like every ratio here. */
+export const basisPoints = (part: bigint, whole: bigint): bigint => divideHalfEven(part * 10_000n, whole);
 
 /** Compares exact decimal strings (descending helper for sorting by cost). */
 export const compareUsd = (a: string, b: string): number => {
