@@ -32,6 +32,7 @@ import { bookCall, recordUsage } from '../src/ledger/record-usage';
 import { benchArgs, numberOption } from './lib/args';
 import { sampleWaits, topWaits } from './lib/postgres-waits';
 import { scratchDatabase, type ScratchDatabase } from './lib/scratch-database';
+import { fullUsage } from '../src/models/provider';
 
 const { values } = benchArgs('bench/booking-path.ts', {
   seconds: { type: 'string', default: '8' },
@@ -189,7 +190,7 @@ function viaNode(pool: pg.Pool, clients: number, round: string, bookOnce: typeof
             model: 'openai/gpt-4o-mini',
             kind: 'chat',
             status: 'ok',
-            usage: { promptTokens: 1200, cachedPromptTokens: 200, completionTokens: 300, reasoningTokens: 0 },
+            usage: fullUsage({ promptTokens: 1200, cachedPromptTokens: 200, completionTokens: 300, reasoningTokens: 0 }),
             providerModel: 'gpt-4o-mini',
             providerRequestId: null,
             workerId: 'bench',

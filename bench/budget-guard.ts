@@ -30,6 +30,7 @@ import { benchArgs, numberOption } from './lib/args';
 import { GUARDED_RUN_CALLS } from './lib/guarded-run';
 import { sampleWaits, topWaits } from './lib/postgres-waits';
 import { scratchDatabase } from './lib/scratch-database';
+import { fullUsage } from '../src/models/provider';
 
 const { values } = benchArgs('bench/budget-guard.ts', {
   rows: { type: 'string', default: '10000000' },
@@ -149,8 +150,8 @@ async function runs(
       status: 'ok',
       usage:
         c.kind === 'chat'
-          ? { promptTokens: 120, cachedPromptTokens: 0, completionTokens: 300, reasoningTokens: 0 }
-          : { promptTokens: 300, cachedPromptTokens: 0, completionTokens: 0, reasoningTokens: 0 },
+          ? fullUsage({ promptTokens: 120, cachedPromptTokens: 0, completionTokens: 300, reasoningTokens: 0 })
+          : fullUsage({ promptTokens: 300, cachedPromptTokens: 0, completionTokens: 0, reasoningTokens: 0 }),
       providerModel: null,
       providerRequestId: null,
       workerId: 'bench',

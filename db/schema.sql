@@ -43,7 +43,13 @@ CREATE TABLE public.usage_ledger (
     usage_received_at timestamp with time zone,
     booked_at timestamp with time zone DEFAULT clock_timestamp(),
     created_by text,
+    cache_write_5m_tokens bigint DEFAULT 0 NOT NULL,
+    cache_write_1h_tokens bigint DEFAULT 0 NOT NULL,
+    service_tier text,
     CONSTRAINT usage_ledger_attempt_check CHECK ((attempt >= 1)),
+    CONSTRAINT usage_ledger_cache_parts_of_prompt CHECK ((((cached_prompt_tokens + cache_write_5m_tokens) + cache_write_1h_tokens) <= prompt_tokens)),
+    CONSTRAINT usage_ledger_cache_write_1h_tokens_check CHECK ((cache_write_1h_tokens >= 0)),
+    CONSTRAINT usage_ledger_cache_write_5m_tokens_check CHECK ((cache_write_5m_tokens >= 0)),
     CONSTRAINT usage_ledger_check CHECK (((cached_prompt_tokens >= 0) AND (cached_prompt_tokens <= prompt_tokens))),
     CONSTRAINT usage_ledger_check1 CHECK (((reasoning_tokens >= 0) AND (reasoning_tokens <= completion_tokens))),
     CONSTRAINT usage_ledger_check2 CHECK (((entry_type <> 'usage'::text) OR ((model IS NOT NULL) AND (kind IS NOT NULL) AND (price_version IS NOT NULL) AND (attempt IS NOT NULL)))),
@@ -58,10 +64,10 @@ CREATE TABLE public.usage_ledger (
 );
 
 --
--- Name: book_usage(text, text, text, text, text, text, text, text, text, integer, bigint, bigint, bigint, bigint, text, text, bigint, timestamp with time zone, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
+-- Name: book_usage(text, text, text, text, text, text, text, text, text, integer, bigint, bigint, bigint, bigint, bigint, bigint, text, text, text, bigint, timestamp with time zone, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.book_usage(p_key text, p_user_id text, p_run_id text, p_workflow_id text, p_task_id text, p_model text, p_provider_model text, p_kind text, p_status text, p_attempt integer, p_prompt bigint, p_cached bigint, p_completion bigint, p_reasoning bigint, p_provider_request_id text, p_worker_id text, p_input_truncated_from bigint, p_occurred_at timestamp with time zone, p_usage_received_at timestamp with time zone) RETURNS public.usage_ledger
+CREATE FUNCTION public.book_usage(p_key text, p_user_id text, p_run_id text, p_workflow_id text, p_task_id text, p_model text, p_provider_model text, p_kind text, p_status text, p_attempt integer, p_prompt bigint, p_cached bigint, p_completion bigint, p_reasoning bigint, p_cache_write_5m bigint, p_cache_write_1h bigint, p_service_tier text, p_provider_request_id text, p_worker_id text, p_input_truncated_from bigint, p_occurred_at timestamp with time zone, p_usage_received_at timestamp with time zone) RETURNS public.usage_ledger
     LANGUAGE plpgsql
     AS $$
 declare
@@ -70,11 +76,11 @@ declare
   v_row usage_ledger;
 begin
   insert into usage_ledger (idempotency_key, entry_type, user_id, run_id, workflow_id, task_id, model, provider_model, kind,
-                            status, attempt, prompt_tokens, cached_prompt_tokens, completion_tokens, reasoning_tokens,
-                            cost_usd, price_version, provider_request_id, worker_id, input_truncated_from, created_at,
-                            usage_received_at, booked_at)
+                            status, attempt, prompt_tokens, cached_prompt_tokens, cache_write_5m_tokens, cache_write_1h_tokens,
+                            completion_tokens, reasoning_tokens, service_tier, cost_usd, price_version, provider_request_id,
+                            worker_id, input_truncated_from, created_at, usage_received_at, booked_at)
   values (p_key, 'usage', p_user_id, p_run_id, p_workflow_id, p_task_id, p_model, p_provider_model, p_kind,
-          p_status, p_attempt, p_prompt, p_cached, p_completion, p_reasoning,
+          p_status, p_attempt, p_prompt, p_cached, p_cache_write_5m, p_cache_write_1h, p_completion, p_reasoning, p_service_tier,
           usage_cost(p_kind, p_prompt, p_cached, p_completion, v_price, v_at), v_price.version, p_provider_request_id, p_worker_id,
           p_input_truncated_from, v_at, p_usage_received_at, clock_timestamp())
   on conflict (idempotency_key) do nothing
@@ -2106,11 +2112,11 @@ GRANT SELECT,INSERT ON TABLE public.usage_ledger TO cronledger_app;
 GRANT SELECT ON TABLE public.usage_ledger TO cronledger_readonly;
 
 --
--- Name: FUNCTION book_usage(p_key text, p_user_id text, p_run_id text, p_workflow_id text, p_task_id text, p_model text, p_provider_model text, p_kind text, p_status text, p_attempt integer, p_prompt bigint, p_cached bigint, p_completion bigint, p_reasoning bigint, p_provider_request_id text, p_worker_id text, p_input_truncated_from bigint, p_occurred_at timestamp with time zone, p_usage_received_at timestamp with time zone); Type: ACL; Schema: public; Owner: -
+-- Name: FUNCTION book_usage(p_key text, p_user_id text, p_run_id text, p_workflow_id text, p_task_id text, p_model text, p_provider_model text, p_kind text, p_status text, p_attempt integer, p_prompt bigint, p_cached bigint, p_completion bigint, p_reasoning bigint, p_cache_write_5m bigint, p_cache_write_1h bigint, p_service_tier text, p_provider_request_id text, p_worker_id text, p_input_truncated_from bigint, p_occurred_at timestamp with time zone, p_usage_received_at timestamp with time zone); Type: ACL; Schema: public; Owner: -
 --
 
-REVOKE ALL ON FUNCTION public.book_usage(p_key text, p_user_id text, p_run_id text, p_workflow_id text, p_task_id text, p_model text, p_provider_model text, p_kind text, p_status text, p_attempt integer, p_prompt bigint, p_cached bigint, p_completion bigint, p_reasoning bigint, p_provider_request_id text, p_worker_id text, p_input_truncated_from bigint, p_occurred_at timestamp with time zone, p_usage_received_at timestamp with time zone) FROM PUBLIC;
-GRANT ALL ON FUNCTION public.book_usage(p_key text, p_user_id text, p_run_id text, p_workflow_id text, p_task_id text, p_model text, p_provider_model text, p_kind text, p_status text, p_attempt integer, p_prompt bigint, p_cached bigint, p_completion bigint, p_reasoning bigint, p_provider_request_id text, p_worker_id text, p_input_truncated_from bigint, p_occurred_at timestamp with time zone, p_usage_received_at timestamp with time zone) TO cronledger_app;
+REVOKE ALL ON FUNCTION public.book_usage(p_key text, p_user_id text, p_run_id text, p_workflow_id text, p_task_id text, p_model text, p_provider_model text, p_kind text, p_status text, p_attempt integer, p_prompt bigint, p_cached bigint, p_completion bigint, p_reasoning bigint, p_cache_write_5m bigint, p_cache_write_1h bigint, p_service_tier text, p_provider_request_id text, p_worker_id text, p_input_truncated_from bigint, p_occurred_at timestamp with time zone, p_usage_received_at timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.book_usage(p_key text, p_user_id text, p_run_id text, p_workflow_id text, p_task_id text, p_model text, p_provider_model text, p_kind text, p_status text, p_attempt integer, p_prompt bigint, p_cached bigint, p_completion bigint, p_reasoning bigint, p_cache_write_5m bigint, p_cache_write_1h bigint, p_service_tier text, p_provider_request_id text, p_worker_id text, p_input_truncated_from bigint, p_occurred_at timestamp with time zone, p_usage_received_at timestamp with time zone) TO cronledger_app;
 
 --
 -- Name: TABLE budgets; Type: ACL; Schema: public; Owner: -

@@ -22,6 +22,7 @@ import { launchChromium } from './support/chromium';
 import { createTestContext, type TestContext } from './support/context';
 import { atto, seedMonth } from './support/report-fixtures';
 import { startWorkers } from './support/workers';
+import { fullUsage } from '../src/models/provider';
 
 /**
  * The admin page over a seeded ledger, served as in production (SELECT-only role, read-only sessions) and driven by
@@ -109,7 +110,7 @@ async function seedHostileUser(): Promise<void> {
     model: 'openai/gpt-4o-mini',
     kind: 'chat',
     status: 'ok',
-    usage: { promptTokens: 1234, cachedPromptTokens: 0, completionTokens: 321, reasoningTokens: 0 },
+    usage: fullUsage({ promptTokens: 1234, cachedPromptTokens: 0, completionTokens: 321, reasoningTokens: 0 }),
     providerModel: 'gpt-4o-mini',
     providerRequestId: `req-"<b>bold</b>`,
     workerId: 'seed',
@@ -140,7 +141,7 @@ async function seedAnomaly(): Promise<void> {
       model: 'openai/gpt-4o-mini',
       kind: 'chat',
       status: 'ok',
-      usage: { promptTokens: day === 15 ? 3000 : 1000, cachedPromptTokens: 0, completionTokens: 100, reasoningTokens: 0 },
+      usage: fullUsage({ promptTokens: day === 15 ? 3000 : 1000, cachedPromptTokens: 0, completionTokens: 100, reasoningTokens: 0 }),
       providerModel: 'gpt-4o-mini',
       providerRequestId: null,
       workerId: 'seed',
@@ -256,7 +257,7 @@ describe('budgets', () => {
       model: 'openai/gpt-4.1-nano',
       kind: 'chat',
       status: 'ok',
-      usage: { promptTokens: 1_000_000, cachedPromptTokens: 0, completionTokens: 100_000, reasoningTokens: 0 },
+      usage: fullUsage({ promptTokens: 1_000_000, cachedPromptTokens: 0, completionTokens: 100_000, reasoningTokens: 0 }),
       providerModel: 'gpt-4.1-nano',
       providerRequestId: null,
       workerId: 'seed',

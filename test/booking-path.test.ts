@@ -7,7 +7,7 @@ import { MAX_TOKENS_PER_CALL } from '../src/constants';
 import { bookingLags } from '../src/ledger/entries';
 import { applyPrices, NoPriceError, priceInForce, type PricesFile } from '../src/ledger/prices';
 import { recordUsage } from '../src/ledger/record-usage';
-import type { TokenUsage } from '../src/models/provider';
+import { fullUsage, type TokenUsage } from '../src/models/provider';
 import type { TestContext } from './support/context';
 import { oracleCost } from './support/cost-oracle';
 import { atto, booking, ledgerContext, prng, randomPrice } from './support/ledger';
@@ -73,12 +73,12 @@ describe('book_usage', () => {
       const kind = model.startsWith('test/embed') ? ('embedding' as const) : ('chat' as const);
       const promptTokens = count();
       const completionTokens = kind === 'chat' ? count() : 0;
-      const usage: TokenUsage = {
+      const usage: TokenUsage = fullUsage({
         promptTokens,
         cachedPromptTokens: kind === 'chat' && rand(2) === 0 ? (rand(3) === 0 ? promptTokens : rand(promptTokens + 1)) : 0,
         completionTokens,
         reasoningTokens: completionTokens > 0 ? rand(completionTokens + 1) : 0,
-      };
+      });
       return { i, model, kind, usage };
     });
 

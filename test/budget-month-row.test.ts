@@ -8,6 +8,7 @@ import { applyPrices, loadPricesFile } from '../src/ledger/prices';
 import { bookExactSpend } from './support/budget-spend';
 import { createTestContext, type TestContext } from './support/context';
 import { waitFor } from './support/wait';
+import { fullUsage } from '../src/models/provider';
 
 /**
  * Month-to-date spend is one summary row per user, zone and month: each booking adds to it in its own
@@ -45,7 +46,7 @@ const request = (userId: string, runId: string): ReserveRequest => ({
       attempt: 1,
       kind: 'chat',
       model: 'openai/gpt-4o-mini',
-      worstCase: { promptTokens: 0, cachedPromptTokens: 0, completionTokens: 1000, reasoningTokens: 0 },
+      worstCase: fullUsage({ promptTokens: 0, cachedPromptTokens: 0, completionTokens: 1000, reasoningTokens: 0 }),
     },
   ],
 });

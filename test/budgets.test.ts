@@ -10,6 +10,7 @@ import { applyPrices, loadPricesFile } from '../src/ledger/prices';
 import { bookCompletion, bookExactSpend } from './support/budget-spend';
 import { runCli } from './support/cli';
 import { createTestContext, type TestContext } from './support/context';
+import { fullUsage } from '../src/models/provider';
 
 /** Budgets as versioned data, the month-to-date summary the ledger keeps, and the thresholds, on a real PostgreSQL. */
 
@@ -57,7 +58,7 @@ const decideOneChatCall = (
         attempt: 1,
         kind: 'chat',
         model: 'openai/gpt-4o-mini',
-        worstCase: { ...tokens, cachedPromptTokens: 0, reasoningTokens: 0 },
+        worstCase: fullUsage(tokens),
       },
     ],
   });

@@ -4,6 +4,7 @@ import { claimAndReserve, type ClaimReservation } from '../src/budgets/reserve';
 import type { ClaimRequest } from '../src/db/runs';
 import { applyPrices, loadPricesFile } from '../src/ledger/prices';
 import { createTestContext, type TestContext } from './support/context';
+import { fullUsage } from '../src/models/provider';
 
 /**
  * The claim and the run's first reservation in one statement (claim_and_reserve), on a real PostgreSQL:
@@ -55,14 +56,14 @@ const reservation: ClaimReservation = {
       attempt: 1,
       kind: 'chat',
       model: 'openai/gpt-4o-mini',
-      worstCase: { promptTokens: 100, cachedPromptTokens: 0, completionTokens: 1000, reasoningTokens: 0 },
+      worstCase: fullUsage({ promptTokens: 100, cachedPromptTokens: 0, completionTokens: 1000, reasoningTokens: 0 }),
     },
     {
       step: 'embed',
       attempt: 1,
       kind: 'embedding',
       model: 'openai/text-embedding-3-small',
-      worstCase: { promptTokens: 1000, cachedPromptTokens: 0, completionTokens: 0, reasoningTokens: 0 },
+      worstCase: fullUsage({ promptTokens: 1000, cachedPromptTokens: 0, completionTokens: 0, reasoningTokens: 0 }),
     },
   ],
 };

@@ -7,6 +7,7 @@ import { ensureMonthRollups, rebuildMonth, refreshRollups } from '../src/reports
 import { chatBooking } from './support/bookings';
 import { seedMonth } from './support/report-fixtures';
 import { createTestContext, type TestContext } from './support/context';
+import { fullUsage } from '../src/models/provider';
 
 /**
  * The rollups coarser than the daily ones (per month and user, per day, per day and user and task),
@@ -79,7 +80,7 @@ const booking = (key: string, userId: string, taskId: string | null, occurredAt:
   ...chatBooking(key, userId, occurredAt),
   taskId,
   status,
-  usage: { promptTokens: 1234, cachedPromptTokens: 17, completionTokens: 89, reasoningTokens: 3 },
+  usage: fullUsage({ promptTokens: 1234, cachedPromptTokens: 17, completionTokens: 89, reasoningTokens: 3 }),
 });
 
 describe.each(['UTC', 'Europe/Berlin'])('the month, day and day-user rollups in %s', (zone) => {
@@ -98,7 +99,7 @@ describe.each(['UTC', 'Europe/Berlin'])('the month, day and day-user rollups in 
       ...booking(`${late}-d`, 'user-03', null, new Date('2026-06-30T21:59:00Z')),
       model: 'openai/text-embedding-3-small',
       kind: 'embedding' as const,
-      usage: { promptTokens: 4321, cachedPromptTokens: 0, completionTokens: 0, reasoningTokens: 0 },
+      usage: fullUsage({ promptTokens: 4321, cachedPromptTokens: 0, completionTokens: 0, reasoningTokens: 0 }),
     });
     await ctx.ownerPool.query(
       `insert into usage_ledger (idempotency_key, entry_type, reason, user_id, cost_usd, created_at)

@@ -8,7 +8,14 @@ import { recordUsage, type UsageBooking } from '../src/ledger/record-usage';
 import { listUsageExceptions } from '../src/ledger/usage-exceptions';
 import { InvalidUsageError } from '../src/ledger/validate-usage';
 import { MockProvider } from '../src/models/mock-provider';
-import type { ChatRequest, ChatResult, EmbeddingRequest, EmbeddingResult, TokenUsage } from '../src/models/provider';
+import {
+  fullUsage,
+  type ChatRequest,
+  type ChatResult,
+  type EmbeddingRequest,
+  type EmbeddingResult,
+  type TokenUsage,
+} from '../src/models/provider';
 import { runCli } from './support/cli';
 import type { TestContext } from './support/context';
 import { booking, causeChain, count, entriesOf, ledgerContext, runScheduled } from './support/ledger';
@@ -29,13 +36,16 @@ describe('recordUsage refuses bad usage', () => {
     ['infinite', { completionTokens: Number.POSITIVE_INFINITY }],
     ['absurdly large', { promptTokens: MAX_TOKENS_PER_CALL + 1 }],
     ['cached above prompt', { promptTokens: 10, cachedPromptTokens: 11 }],
+    ['cache reads and writes above prompt', { promptTokens: 10, cachedPromptTokens: 4, cacheWrite5mTokens: 4, cacheWrite1hTokens: 3 }],
+    ['negative cache write', { cacheWrite1hTokens: -1 }],
+    ['a service tier that is no name', { serviceTier: 'Batch Tier!' }],
   ];
   it.each(bad)('rejects %s token counts with InvalidUsageError and writes nothing', async (_what, wrong) => {
     const before = await count(ctx, 'select 1 from usage_ledger');
-    const b = booking({ usage: { promptTokens: 100, cachedPromptTokens: 0, completionTokens: 10, reasoningTokens: 0, ...wrong } });
+    const b = booking({ usage: { ...fullUsage({ promptTokens: 100, completionTokens: 10 }), ...wrong } });
     await expect(recordUsage(ctx.pool, b)).rejects.toBeInstanceOf(InvalidUsageError);
     await expect(recordUsage(ctx.pool, { ...b, kind: 'embedding', model: 'openai/text-embedding-3-small' })).rejects.toThrow(
-      /nothing was booked|exceeds/,
+      /nothing was booked|exceed|is not a service tier/,
     );
     expect(await count(ctx, 'select 1 from usage_ledger')).toBe(before);
   });
@@ -50,7 +60,7 @@ describe('bookUsage keeps what the ledger refuses', () => {
 
   it('invalid usage the provider billed goes to usage_exceptions (once, however often retried), never nowhere', async () => {
     const ledgerBefore = await count(ctx, 'select 1 from usage_ledger');
-    const bad = input({ usage: { promptTokens: -5, cachedPromptTokens: 0, completionTokens: Number.NaN, reasoningTokens: 0 } });
+    const bad = input({ usage: fullUsage({ promptTokens: -5, cachedPromptTokens: 0, completionTokens: Number.NaN, reasoningTokens: 0 }) });
     const first = await book(bad);
     const again = await book(bad);
     expect(reasonOf(first)).toMatch(/promptTokens = -5 is not a token count/);
@@ -63,7 +73,7 @@ describe('bookUsage keeps what the ledger refuses', () => {
       provider_request_id: 'req-bad',
       status: 'ok',
     });
-    expect(kept[0].raw_usage).toEqual({ promptTokens: -5, cachedPromptTokens: 0, completionTokens: 'NaN', reasoningTokens: 0 });
+    expect(kept[0].raw_usage).toEqual({ ...fullUsage({ promptTokens: -5, completionTokens: 0 }), completionTokens: 'NaN' });
     expect(await count(ctx, 'select 1 from usage_ledger')).toBe(ledgerBefore);
   });
 
@@ -112,7 +122,9 @@ describe('bookUsage keeps what the ledger refuses', () => {
   });
 
   it('usage_exceptions is append-only', async () => {
-    const row = await book(input({ usage: { promptTokens: 1.5, cachedPromptTokens: 0, completionTokens: 0, reasoningTokens: 0 } }));
+    const row = await book(
+      input({ usage: fullUsage({ promptTokens: 1.5, cachedPromptTokens: 0, completionTokens: 0, reasoningTokens: 0 }) }),
+    );
     expect(row.booked).toBe('exception');
     const owner = new pg.Client({ connectionString: ctx.ownerDatabaseUrl });
     await owner.connect();

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { applyPrices, type PricesFile } from '../src/ledger/prices';
 import { recordUsage } from '../src/ledger/record-usage';
-import type { TokenUsage } from '../src/models/provider';
+import { fullUsage, type TokenUsage } from '../src/models/provider';
 import { parseUsd, sumMoney, toExactString } from '../src/money';
 import { createTestContext, type TestContext } from './support/context';
 import { atto, booking, prng, randomPrice } from './support/ledger';
@@ -67,12 +67,12 @@ it(`${ROWS.toLocaleString('en')} random calls booked through recordUsage: every 
     const v = versions[rand(versions.length)];
     const promptTokens = rand(2_000_001);
     const completionTokens = v.kind === 'chat' ? rand(500_001) : 0;
-    const usage: TokenUsage = {
+    const usage: TokenUsage = fullUsage({
       promptTokens,
       cachedPromptTokens: v.kind === 'chat' && rand(3) === 0 ? rand(promptTokens + 1) : 0,
       completionTokens,
       reasoningTokens: completionTokens > 0 && rand(4) === 0 ? rand(completionTokens + 1) : 0,
-    };
+    });
     // a moment inside the version's month, so the version in force is known without asking cronledger
     const at = new Date(Date.parse(v.from) + rand(Date.parse(v.until) - Date.parse(v.from)));
     const r = v.rates;

@@ -10,6 +10,7 @@ import { recordUsage } from '../src/ledger/record-usage';
 import { runCli } from './support/cli';
 import type { TestContext } from './support/context';
 import { booking, causeChain, CountingProvider, entriesOf, ledgerContext, runScheduled, STANDARD_PRICES } from './support/ledger';
+import { fullUsage } from '../src/models/provider';
 
 // Prices: no call without one, versions by time, and the prices CLI.
 
@@ -69,7 +70,7 @@ describe('price versions', () => {
     };
     await applyPrices(ctx.pool, { currency: 'USD', unit: 'per_million_tokens', versions: [v1] }, 'test');
 
-    const usage = { promptTokens: 10_000, cachedPromptTokens: 2_000, completionTokens: 3_000, reasoningTokens: 0 };
+    const usage = fullUsage({ promptTokens: 10_000, cachedPromptTokens: 2_000, completionTokens: 3_000, reasoningTokens: 0 });
     const before = await recordUsage(ctx.ownerPool, booking({ model, usage, occurredAt: new Date('2026-11-10T12:00:00Z') }));
     // v1 has no cached rate, so cached tokens are billed at input: 10,000 × 0.40 + 3,000 × 1.60 per million.
     expect(before.price_version).toBe('v1');

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { LedgerEntry } from '../src/ledger/entries';
 import { applyPrices, loadPricesFile } from '../src/ledger/prices';
 import { createOpenAIProvider } from '../src/models/openai-provider';
-import { BilledCallError, ProviderUnavailableError, type ModelProvider } from '../src/models/provider';
+import { fullUsage, BilledCallError, ProviderUnavailableError, type ModelProvider } from '../src/models/provider';
 import { scheduledRun, type ScheduledRunResult } from '../src/workflows/scheduled-run';
 import { appliedInput, type TestRun } from './support/applied';
 import { createTestContext, type TestContext } from './support/context';
@@ -46,7 +46,7 @@ describe('createOpenAIProvider over HTTP', () => {
     const r = await provider().chat(chatRequest);
 
     expect(r.text).toBe('Inbox: 3 items');
-    expect(r.usage).toEqual({ promptTokens: 1200, cachedPromptTokens: 1024, completionTokens: 300, reasoningTokens: 128 });
+    expect(r.usage).toEqual(fullUsage({ promptTokens: 1200, cachedPromptTokens: 1024, completionTokens: 300, reasoningTokens: 128 }));
     expect(r.requestId).toBe(fake.requests[0].billedId);
     expect(r.requestId).toMatch(/^chatcmpl-fake-/);
     expect(r.providerModel).toBe('gpt-4o-mini-2024-07-18');
@@ -65,7 +65,7 @@ describe('createOpenAIProvider over HTTP', () => {
       attempt: 1,
     });
 
-    expect(r.usage).toEqual({ promptTokens: 37, cachedPromptTokens: 0, completionTokens: 0, reasoningTokens: 0 });
+    expect(r.usage).toEqual(fullUsage({ promptTokens: 37, cachedPromptTokens: 0, completionTokens: 0, reasoningTokens: 0 }));
     expect(r.requestId).toBe(fake.requests[0].requestId);
     expect(r.vector).toEqual([0.25, -0.5, 0.125, 1]);
     expect(fake.requests[0].body.model).toBe('text-embedding-3-small');
@@ -108,7 +108,7 @@ describe('createOpenAIProvider over HTTP', () => {
 
     expect(err).toBeInstanceOf(BilledCallError);
     const billed = err as BilledCallError;
-    expect(billed.usage).toEqual({ promptTokens: 50, cachedPromptTokens: 0, completionTokens: 7, reasoningTokens: 0 });
+    expect(billed.usage).toEqual(fullUsage({ promptTokens: 50, cachedPromptTokens: 0, completionTokens: 7, reasoningTokens: 0 }));
     expect(billed.requestId).toBe(fake.requests[0].billedId);
     expect(billed.message).toMatch(/no choices/);
   });

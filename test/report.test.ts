@@ -10,6 +10,7 @@ import { renderCsv, renderMarkdown, renderTable } from '../src/reports/render';
 import type { UsageReport } from '../src/reports/types';
 import { atto, ledgerSums, parseCsv, seedMonth, type SeedResult } from './support/report-fixtures';
 import { createTestContext, type TestContext } from './support/context';
+import { fullUsage } from '../src/models/provider';
 
 let ctx: TestContext;
 let seeded: SeedResult;
@@ -180,7 +181,7 @@ describe('the duplicate slice', () => {
       model: 'openai/gpt-4o-mini',
       kind: 'chat' as const,
     };
-    const usage = { promptTokens: 1234, cachedPromptTokens: 0, completionTokens: 56, reasoningTokens: 0 };
+    const usage = fullUsage({ promptTokens: 1234, cachedPromptTokens: 0, completionTokens: 56, reasoningTokens: 0 });
     const common = {
       ...booking,
       status: 'ok' as const,
@@ -261,7 +262,7 @@ const lateCall = (key: string, occurredAt: Date) => ({
   model: 'openai/gpt-4o-mini',
   kind: 'chat' as const,
   status: 'ok' as const,
-  usage: { promptTokens: 321, cachedPromptTokens: 0, completionTokens: 123, reasoningTokens: 0 },
+  usage: fullUsage({ promptTokens: 321, cachedPromptTokens: 0, completionTokens: 123, reasoningTokens: 0 }),
   providerModel: null,
   providerRequestId: null,
   workerId: 'test',

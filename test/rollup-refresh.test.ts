@@ -9,6 +9,7 @@ import type { RollupRefreshResult } from '../src/reports/types';
 import { createTestContext, type TestContext } from './support/context';
 import { waitFor } from './support/wait';
 import { startWorkers } from './support/workers';
+import { fullUsage } from '../src/models/provider';
 
 let ctx: TestContext;
 
@@ -29,7 +30,7 @@ const booking = (key: string, userId: string, occurredAt: Date) => ({
   model: 'openai/gpt-4o-mini',
   kind: 'chat' as const,
   status: 'ok' as const,
-  usage: { promptTokens: 1200, cachedPromptTokens: 0, completionTokens: 80, reasoningTokens: 0 },
+  usage: fullUsage({ promptTokens: 1200, cachedPromptTokens: 0, completionTokens: 80, reasoningTokens: 0 }),
   providerModel: null,
   providerRequestId: null,
   workerId: 'test',

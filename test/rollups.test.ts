@@ -7,6 +7,7 @@ import { ensureMonthRollups, rebuildAll, rebuildMonth, refreshRollups } from '..
 import { seedMonth } from './support/report-fixtures';
 import { runCli } from './support/cli';
 import { createTestContext, type TestContext } from './support/context';
+import { fullUsage } from '../src/models/provider';
 
 let ctx: TestContext;
 const MONTH = '2026-06';
@@ -58,7 +59,7 @@ const call = (key: string, occurredAt: Date, userId = 'user-01', status: 'ok' | 
   model: 'openai/gpt-4o-mini',
   kind: 'chat' as const,
   status,
-  usage: { promptTokens: 777, cachedPromptTokens: 11, completionTokens: 55, reasoningTokens: 5 },
+  usage: fullUsage({ promptTokens: 777, cachedPromptTokens: 11, completionTokens: 55, reasoningTokens: 5 }),
   providerModel: null,
   providerRequestId: null,
   workerId: 'test',

@@ -3,6 +3,7 @@ import { latestRunsWithCostPerTask } from '../src/db/runs';
 import { applyPrices, loadPricesFile } from '../src/ledger/prices';
 import { recordUsage } from '../src/ledger/record-usage';
 import { createTestContext, type TestContext } from './support/context';
+import { fullUsage } from '../src/models/provider';
 
 /** The Tasks page's and `tasks list`'s one query: each task's own newest runs, at most the limit, with their cost. */
 let ctx: TestContext;
@@ -33,7 +34,7 @@ beforeAll(async () => {
         model: 'openai/gpt-4o-mini',
         kind: 'chat',
         status: 'ok',
-        usage: { promptTokens: 1000 * day, cachedPromptTokens: 0, completionTokens: 0, reasoningTokens: 0 },
+        usage: fullUsage({ promptTokens: 1000 * day, cachedPromptTokens: 0, completionTokens: 0, reasoningTokens: 0 }),
         providerModel: 'gpt-4o-mini',
         providerRequestId: null,
         workerId: 'seed',

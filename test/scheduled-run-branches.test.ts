@@ -13,6 +13,7 @@ import type { TestRun } from './support/applied';
 import './support/provided';
 import './support/quiet-runtime';
 import { workflowBundle } from './support/workers';
+import { fullUsage } from '../src/models/provider';
 
 /**
  * The fast layer: the real scheduledRun workflow code on the real dev server, with stub activities typed as the real
@@ -39,7 +40,7 @@ afterAll(async () => {
 
 type Call = { name: keyof Activities; input: unknown };
 
-const USAGE = { promptTokens: 100, cachedPromptTokens: 0, completionTokens: 20, reasoningTokens: 0 };
+const USAGE = fullUsage({ promptTokens: 100, cachedPromptTokens: 0, completionTokens: 20, reasoningTokens: 0 });
 const answered = (input: ModelCallInput): ModelCallOutcome => ({
   outcome: 'answered',
   usage: USAGE,

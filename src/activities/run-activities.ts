@@ -15,6 +15,9 @@ import {
   type CallKind,
   type ModelProvider,
   type TokenUsage,
+  type UsageInHistory,
+  usageForHistory,
+  fullUsage,
 } from '../models/provider';
 import type { SimulateProfile } from '../models/simulate-profile';
 
@@ -60,7 +63,7 @@ export interface ModelCallInput {
  */
 export interface ModelCallOutcome {
   outcome: 'answered' | 'billed-failure';
-  usage: TokenUsage;
+  usage: UsageInHistory;
   providerModel: string;
   requestId: string | null;
   /** The chat reply. */
@@ -87,7 +90,7 @@ export interface BookUsageInput extends Pick<ModelCallInput, 'step' | 'attempt' 
   runId: string;
   kind: CallKind;
   status: 'ok' | 'failed';
-  usage: TokenUsage;
+  usage: UsageInHistory;
   providerModel: string;
   requestId: string | null;
   inputTruncatedFrom?: number;
@@ -239,7 +242,7 @@ async function callProvider(
   pool: pg.Pool,
   model: string,
   kind: CallKind,
-  request: (signal: AbortSignal) => Promise<ModelCallOutcome>,
+  request: (signal: AbortSignal) => Promise<ModelCallOutcome & { usage: TokenUsage }>,
 ): Promise<ModelCallOutcome> {
   const ctx = Context.current();
   // No heartbeat at the start: the server counts the heartbeat timeout from the attempt's start, and each heartbeat
@@ -253,7 +256,7 @@ async function callProvider(
     // The server gave up on this attempt (timed out, or the run was cancelled): spend nothing.
     if (ctx.cancellationSignal.aborted) throw new CancelledFailure('model call cancelled before the request was sent');
     const outcome = await request(ctx.cancellationSignal);
-    return { ...outcome, receivedAt: new Date().toISOString() };
+    return { ...outcome, usage: usageForHistory(outcome.usage), receivedAt: new Date().toISOString() };
   } catch (err) {
     if (ctx.cancellationSignal.aborted)
       throw new CancelledFailure('model call cancelled', undefined, err instanceof Error ? err : undefined);
@@ -261,7 +264,7 @@ async function callProvider(
       log.warn('model call failed after the provider reported usage; returning it to be booked as failed', { error: err.message });
       return {
         outcome: 'billed-failure',
-        usage: err.usage,
+        usage: usageForHistory(err.usage),
         providerModel: err.providerModel,
         requestId: err.requestId,
         error: err.message,
@@ -320,7 +323,7 @@ const bookingOf = (input: BookUsageInput, workerId: string): UsageBooking => ({
   model: input.model,
   kind: input.kind,
   status: input.status,
-  usage: input.usage,
+  usage: fullUsage(input.usage),
   providerModel: input.providerModel,
   providerRequestId: input.requestId,
   workerId,

@@ -24,12 +24,23 @@ export function worstCaseOf(input: { prompt: string; maxOutputTokens: number; si
     s.promptTokens ?? 0,
   );
   return {
-    chat: { promptTokens, cachedPromptTokens: 0, completionTokens: input.maxOutputTokens, reasoningTokens: 0 },
+    chat: {
+      promptTokens,
+      cachedPromptTokens: 0,
+      cacheWrite5mTokens: 0,
+      cacheWrite1hTokens: 0,
+      completionTokens: input.maxOutputTokens,
+      reasoningTokens: 0,
+      serviceTier: null,
+    },
     embedding: {
       promptTokens: Math.max(input.maxOutputTokens, s.embeddingTokens ?? 0),
       cachedPromptTokens: 0,
+      cacheWrite5mTokens: 0,
+      cacheWrite1hTokens: 0,
       completionTokens: 0,
       reasoningTokens: 0,
+      serviceTier: null,
     },
   };
 }

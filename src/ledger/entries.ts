@@ -24,8 +24,12 @@ export interface LedgerEntry {
   attempt: number | null;
   prompt_tokens: string;
   cached_prompt_tokens: string;
+  cache_write_5m_tokens: string;
+  cache_write_1h_tokens: string;
   completion_tokens: string;
   reasoning_tokens: string;
+  /** The tier the provider says served the call; null: standard, or not said. */
+  service_tier: string | null;
   cost_usd: string;
   price_version: string | null;
   provider_request_id: string | null;
@@ -60,8 +64,11 @@ export function entryJson(e: LedgerEntry) {
     attempt: e.attempt,
     promptTokens: e.prompt_tokens,
     cachedPromptTokens: e.cached_prompt_tokens,
+    cacheWrite5mTokens: e.cache_write_5m_tokens,
+    cacheWrite1hTokens: e.cache_write_1h_tokens,
     completionTokens: e.completion_tokens,
     reasoningTokens: e.reasoning_tokens,
+    serviceTier: e.service_tier,
     costUsd: e.cost_usd,
     priceVersion: e.price_version,
     providerRequestId: e.provider_request_id,

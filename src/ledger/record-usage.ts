@@ -96,8 +96,11 @@ const EXPECTED_IN_ROW = {
   attempt: (b: UsageBooking) => b.attempt,
   prompt_tokens: (b: UsageBooking) => String(b.usage.promptTokens),
   cached_prompt_tokens: (b: UsageBooking) => String(b.usage.cachedPromptTokens),
+  cache_write_5m_tokens: (b: UsageBooking) => String(b.usage.cacheWrite5mTokens),
+  cache_write_1h_tokens: (b: UsageBooking) => String(b.usage.cacheWrite1hTokens),
   completion_tokens: (b: UsageBooking) => String(b.usage.completionTokens),
   reasoning_tokens: (b: UsageBooking) => String(b.usage.reasoningTokens),
+  service_tier: (b: UsageBooking) => b.usage.serviceTier,
   provider_request_id: (b: UsageBooking) => b.providerRequestId,
 } satisfies Partial<Record<keyof LedgerEntry, (b: UsageBooking) => unknown>>;
 type ComparedColumns = Pick<LedgerEntry, keyof typeof EXPECTED_IN_ROW>;
@@ -116,7 +119,7 @@ async function book<Row extends ComparedColumns>(
   const { rows } = await pool
     .query<Row>({
       name,
-      text: `select ${columns} from book_usage($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)`,
+      text: `select ${columns} from book_usage($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22)`,
       values: [
         key,
         booking.userId,
@@ -132,6 +135,9 @@ async function book<Row extends ComparedColumns>(
         u.cachedPromptTokens,
         u.completionTokens,
         u.reasoningTokens,
+        u.cacheWrite5mTokens,
+        u.cacheWrite1hTokens,
+        u.serviceTier,
         booking.providerRequestId,
         booking.workerId,
         booking.inputTruncatedFrom ?? null,

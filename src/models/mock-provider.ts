@@ -32,8 +32,11 @@ export class MockProvider implements ModelProvider {
     const usage: TokenUsage = {
       promptTokens: s.promptTokens ?? countChatTokens(req.prompt, PLAIN_TEXT_TOKENS),
       cachedPromptTokens: s.cachedPromptTokens ?? 0,
+      cacheWrite5mTokens: s.cacheWrite5mTokens ?? 0,
+      cacheWrite1hTokens: s.cacheWrite1hTokens ?? 0,
       completionTokens: cap(s.completionTokens ?? countChatTokens(text, PLAIN_TEXT_TOKENS)),
       reasoningTokens: cap(s.reasoningTokens ?? 0),
+      serviceTier: s.serviceTier ?? null,
     };
     const requestId = `mock-chat-${sha256(`${digest}:${req.attempt}`).slice(0, 16)}`;
     failIfAsked(req.attempt, req.simulate?.failFirstAttempts, usage, bareModel(req.model), requestId);
@@ -43,12 +46,16 @@ export class MockProvider implements ModelProvider {
   async embed(req: EmbeddingRequest): Promise<EmbeddingResult> {
     const digest = Buffer.from(sha256(`${req.model}\n${req.input}`), 'hex');
     // Deterministic unit-range components from the digest bytes: a stand-in vector, not money.
+    const s = req.simulate ?? {};
     const vector = Array.from({ length: EMBEDDING_DIMENSIONS }, (_, i) => (digest[i] - 127.5) / 127.5);
     const usage: TokenUsage = {
-      promptTokens: req.simulate?.embeddingTokens ?? countEmbeddingTokens(req.input, PLAIN_TEXT_TOKENS),
+      promptTokens: s.embeddingTokens ?? countEmbeddingTokens(req.input, PLAIN_TEXT_TOKENS),
       cachedPromptTokens: 0,
+      cacheWrite5mTokens: 0,
+      cacheWrite1hTokens: 0,
       completionTokens: 0,
       reasoningTokens: 0,
+      serviceTier: s.serviceTier ?? null,
     };
     const requestId = `mock-embed-${sha256(`${digest.toString('hex')}:${req.attempt}`).slice(0, 16)}`;
     failIfAsked(req.attempt, req.simulate?.failFirstAttempts, usage, bareModel(req.model), requestId);

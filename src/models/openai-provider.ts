@@ -82,8 +82,11 @@ export function createOpenAIProvider(env: NodeJS.ProcessEnv = process.env): Mode
       const usage: TokenUsage = {
         promptTokens: response.usage.prompt_tokens,
         cachedPromptTokens: 0,
+        cacheWrite5mTokens: 0,
+        cacheWrite1hTokens: 0,
         completionTokens: 0,
         reasoningTokens: 0,
+        serviceTier: null,
       };
       const vector = response.data?.[0]?.embedding;
       if (!vector?.length) {
@@ -109,8 +112,11 @@ function chatUsage(u: OpenAI.CompletionUsage | undefined, requestId: string | nu
   return {
     promptTokens: u.prompt_tokens,
     cachedPromptTokens: u.prompt_tokens_details?.cached_tokens ?? 0,
+    cacheWrite5mTokens: 0,
+    cacheWrite1hTokens: 0,
     completionTokens: u.completion_tokens,
     reasoningTokens: u.completion_tokens_details?.reasoning_tokens ?? 0,
+    serviceTier: null,
   };
 }
 

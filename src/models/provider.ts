@@ -3,15 +3,64 @@ import type { SimulateProfile } from './simulate-profile';
 /** What a model call does, and so which prices it is billed at (call_cost in migrations/001_baseline.sql). */
 export type CallKind = 'chat' | 'embedding';
 
-/** Token counts as the provider reported them for one call. Plain integers (counts, never money). */
+/** The service tiers a price version may give rates for; a call is priced at the one the provider says served it. */
+export const SERVICE_TIERS = ['standard', 'batch', 'flex', 'priority'] as const;
+export type ServiceTier = (typeof SERVICE_TIERS)[number];
+
+/**
+ * What the provider reported for one call: everything its price depends on. Counts are plain integers (never money).
+ * promptTokens is every prompt token billed; the cache parts are parts of it, and what remains is billed at input.
+ */
 export interface TokenUsage {
+  /** Every prompt token billed, cache reads and cache writes included. */
   promptTokens: number;
-  /** Part of promptTokens served from the provider's prompt cache, priced at the cached-input rate. */
+  /** Part of promptTokens read from the provider's prompt cache, priced at the cached-input rate. */
   cachedPromptTokens: number;
+  /** Part of promptTokens written to the prompt cache for 5 minutes, priced at the 5-minute cache-write rate. */
+  cacheWrite5mTokens: number;
+  /** Part of promptTokens written to the prompt cache for 1 hour, priced at the 1-hour cache-write rate. */
+  cacheWrite1hTokens: number;
   completionTokens: number;
   /** Part of completionTokens spent reasoning: billed as completion, kept for insight. */
   reasoningTokens: number;
+  /** The tier the provider says served the call ('standard', 'batch', 'flex', 'priority'...); null: standard, or not said. */
+  serviceTier: string | null;
 }
+
+/**
+ * TokenUsage as a model call's activity returns it into the run's history: the counts that are 0 and a null tier left
+ * out, since history is kept small (at most 16 KB per run, issue 23) and most calls neither write a cache nor name a
+ * tier. fullUsage gives back the whole TokenUsage; a count the provider sent as anything but 0 is kept as sent.
+ */
+export type UsageInHistory = Pick<TokenUsage, 'promptTokens' | 'completionTokens'> & Partial<TokenUsage>;
+
+const LEFT_OUT_WHEN_NONE = ['cachedPromptTokens', 'cacheWrite5mTokens', 'cacheWrite1hTokens', 'reasoningTokens', 'serviceTier'] as const;
+
+export function usageForHistory(usage: TokenUsage): UsageInHistory {
+  const kept: UsageInHistory = { ...usage };
+  for (const name of LEFT_OUT_WHEN_NONE) if (kept[name] === 0 || kept[name] === null) delete kept[name];
+  return kept;
+}
+
+/** The whole TokenUsage of counts that leave out what is none (usageForHistory's form, or a test's few counts). */
+export const fullUsage = (usage: UsageInHistory): TokenUsage => ({
+  cachedPromptTokens: 0,
+  cacheWrite5mTokens: 0,
+  cacheWrite1hTokens: 0,
+  reasoningTokens: 0,
+  serviceTier: null,
+  ...usage,
+});
+
+/** The token counts of TokenUsage (serviceTier aside), in the order the ledger lists them. */
+export const TOKEN_COUNTS = [
+  'promptTokens',
+  'cachedPromptTokens',
+  'cacheWrite5mTokens',
+  'cacheWrite1hTokens',
+  'completionTokens',
+  'reasoningTokens',
+] as const satisfies readonly (keyof TokenUsage)[];
 
 export interface CallContext {
   /** Which call of this step this is (1, 2, ... after billed failures), so a mock can fail the first N after producing usage. */

@@ -1,8 +1,9 @@
 import type pg from 'pg';
 import { recordUsage } from '../../src/ledger/record-usage';
 import { chatBooking } from './bookings';
+import { fullUsage } from '../../src/models/provider';
 
-const FREE = { promptTokens: 0, cachedPromptTokens: 0, completionTokens: 0, reasoningTokens: 0 };
+const FREE = fullUsage({ promptTokens: 0, cachedPromptTokens: 0, completionTokens: 0, reasoningTokens: 0 });
 
 /** A chat call of `completionTokens` gpt-4o-mini tokens ($0.60 per million), booked at `at` (default: now). */
 export const bookCompletion = (pool: pg.Pool, key: string, userId: string, completionTokens: number, at?: Date) =>

@@ -4,7 +4,7 @@ import type { LedgerEntry } from '../../src/ledger/entries';
 import { applyPrices, loadPricesFile } from '../../src/ledger/prices';
 import type { UsageBooking } from '../../src/ledger/record-usage';
 import { MockProvider } from '../../src/models/mock-provider';
-import type { ChatRequest, EmbeddingRequest, ModelProvider } from '../../src/models/provider';
+import { fullUsage, type ChatRequest, type EmbeddingRequest, type ModelProvider } from '../../src/models/provider';
 import type { SimulateProfile } from '../../src/models/simulate-profile';
 import { scheduledRun, type ScheduledRunResult } from '../../src/workflows/scheduled-run';
 import { appliedInput, type TestRun } from './applied';
@@ -94,7 +94,7 @@ export const booking = (over: Partial<UsageBooking> = {}): UsageBooking => ({
   model: 'openai/gpt-4o-mini',
   kind: 'chat',
   status: 'ok',
-  usage: { promptTokens: 1000, cachedPromptTokens: 0, completionTokens: 100, reasoningTokens: 0 },
+  usage: fullUsage({ promptTokens: 1000, cachedPromptTokens: 0, completionTokens: 100, reasoningTokens: 0 }),
   providerModel: 'gpt-4o-mini',
   providerRequestId: null,
   workerId: 'test',

@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import { recordUsage } from '../../src/ledger/record-usage';
+import { fullUsage } from '../../src/models/provider';
 
 /**
  * A month of ledger rows for the report tests, from a seeded generator (the same rows every run): several users and
@@ -65,12 +66,11 @@ export async function seedMonth(pool: pg.Pool, opts: SeedOptions): Promise<SeedR
         model: 'openai/gpt-4o-mini',
         kind: 'chat',
         status: failed ? 'failed' : 'ok',
-        usage: {
+        usage: fullUsage({
           promptTokens,
           cachedPromptTokens: next(2) === 0 ? 0 : 1 + next(300),
           completionTokens: 1 + next(900),
-          reasoningTokens: 0,
-        },
+        }),
         providerModel: 'gpt-4o-mini',
         providerRequestId: null,
         workerId: 'seed',
@@ -88,7 +88,7 @@ export async function seedMonth(pool: pg.Pool, opts: SeedOptions): Promise<SeedR
           model: 'openai/text-embedding-3-small',
           kind: 'embedding',
           status: 'ok',
-          usage: { promptTokens: 1 + next(500), cachedPromptTokens: 0, completionTokens: 0, reasoningTokens: 0 },
+          usage: fullUsage({ promptTokens: 1 + next(500), cachedPromptTokens: 0, completionTokens: 0, reasoningTokens: 0 }),
           providerModel: 'text-embedding-3-small',
           providerRequestId: null,
           workerId: 'seed',
