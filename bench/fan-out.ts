@@ -190,7 +190,14 @@ async function runPhase(stack: Stack, phase: Phase, taskCount: number): Promise<
     const deadline = Date.now() + DRAIN_TIMEOUT_MS;
     const slots = new SlotWatch(metricsPorts);
     const machine: MachineSample[] = [machineSample()];
-    for (let n = 0; n < taskCount; n = (await stack.client.workflow.count(closed)).count) {
+    // A loaded dev server now and then answers a visibility query with NamespaceNotFound (its namespace cache being
+    // refreshed): such an answer is asked again at the next turn, within the drain's deadline.
+    const countClosed = (n: number): Promise<number> =>
+      stack.client.workflow.count(closed).then(
+        (r) => r.count,
+        (err: unknown) => (log(`${phase}: counting closed runs failed, asking again: ${(err as Error).message}`), n),
+      );
+    for (let n = 0; n < taskCount; n = await countClosed(n)) {
       if (Date.now() > deadline)
         throw new Error(`${phase}: only ${n} of ${taskCount} runs closed within ${DRAIN_TIMEOUT_MS / 60_000} minutes`);
       await slots.scrape();
@@ -198,7 +205,7 @@ async function runPhase(stack: Stack, phase: Phase, taskCount: number): Promise<
       machine.push(machineSample());
     }
     const cpuAfter = sampleCpu(stack, workers);
-    const runs = await executions(stack.client, taskQueue);
+    const runs = await retried(() => executions(stack.client, taskQueue));
     const failed = runs.filter((r) => r.status !== 'COMPLETED');
     if (failed.length > 0)
       throw new Error(`${phase}: ${failed.length} runs did not complete (${failed[0].workflowId}: ${failed[0].status})`);
@@ -301,6 +308,19 @@ interface Execution {
   status: string;
   startTime: number;
   closeTime: number;
+}
+
+/** fn, asked again up to 5 times 2 s apart when it fails (the visibility queries above, on a loaded server). */
+async function retried<T>(fn: () => Promise<T>, tries = 5): Promise<T> {
+  for (let i = 1; ; i++) {
+    try {
+      return await fn();
+    } catch (err) {
+      if (i >= tries) throw err;
+      log(`asking again after: ${(err as Error).message}`);
+      await sleep(2_000);
+    }
+  }
 }
 
 async function executions(client: Client, taskQueue: string): Promise<Execution[]> {

@@ -31,10 +31,12 @@ export interface MemoryInput {
  * run's completion reads it from there into the memory, so that the vector stays out of workflow history.
  */
 export async function stageEmbedding(db: pg.Pool, callKey: string, vector: number[]): Promise<void> {
-  await db.query('insert into call_embeddings (call_key, embedding) values ($1, $2) on conflict (call_key) do nothing', [
-    callKey,
-    JSON.stringify(vector),
-  ]);
+  // named: each connection parses and plans it once, as every other statement of a run's path
+  await db.query({
+    name: 'stage-embedding',
+    text: 'insert into call_embeddings (call_key, embedding) values ($1, $2) on conflict (call_key) do nothing',
+    values: [callKey, JSON.stringify(vector)],
+  });
 }
 
 /**
