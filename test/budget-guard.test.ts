@@ -15,6 +15,7 @@ import { BUDGET_SWEEP_SCHEDULE_ID } from '../src/constants';
 import { ensureBudgetSweepSchedule } from '../src/schedules/budget-sweep-schedule';
 import { worstCaseOf } from '../src/budgets/worst-case';
 import { applyPrices, loadPricesFile, priceInForce } from '../src/ledger/prices';
+import { fullUsage } from '../src/models/provider';
 import { formatScaled, LEDGER_SCALE, parseUsd, toAttoUsd } from '../src/money';
 import { scheduledRun } from '../src/workflows/scheduled-run';
 import { appliedInput, type TestRun } from './support/applied';
@@ -266,9 +267,10 @@ describe('a burst of 20 slots of one task started at once', () => {
     const runCost = async (model: string) =>
       oracleCost(
         'chat',
-        { promptTokens: 1200, cachedPromptTokens: 0, completionTokens: 240, reasoningTokens: 0 },
+        fullUsage({ promptTokens: 1200, cachedPromptTokens: 0, completionTokens: 240, reasoningTokens: 0 }),
         await priceInForce(ctx.pool, model, now),
-      ) + oracleCost('embedding', { promptTokens: 400, cachedPromptTokens: 0, completionTokens: 0, reasoningTokens: 0 }, embedding);
+      ) +
+      oracleCost('embedding', fullUsage({ promptTokens: 400, cachedPromptTokens: 0, completionTokens: 0, reasoningTokens: 0 }), embedding);
     const expected = 4n * (await runCost('openai/gpt-4o-mini')) + (await runCost('openai/gpt-4.1-nano'));
     const total = (await ctx.pool.query(`select sum(cost_usd) as s from usage_ledger where user_id = $1`, [user])).rows[0].s as string;
     expect(toAttoUsd(parseUsd(total))).toBe(expected);
