@@ -330,3 +330,48 @@ describe('the budget-sweep schedule', () => {
     }
   });
 });
+
+describe('the schedule note (what the Web UI and `temporal schedule describe` show)', () => {
+  it('names the cron, zone and task on create and update, and keeps saying why a paused schedule is paused', async () => {
+    const noteOf = async () => (await describeOrUndefined(ctx.client, 'cron-noted'))?.state.note;
+    const apply = async (name: string, extra: Record<string, unknown>) => {
+      const file = tasksFile(name, {
+        tasks: [task('noted', { timezone: 'Europe/Berlin', ...extra })],
+        monthlyReport: false,
+        budgetSweep: false,
+      });
+      const r = await runCli(['tasks', 'apply', file, '--json'], ctx.env);
+      expect(r.code, r.stderr).toBe(0);
+      const changes = (JSON.parse(r.stdout) as { changes: { action: string; scheduleId: string }[] }).changes;
+      return changes.filter((c) => c.scheduleId === 'cron-noted').map((c) => c.action);
+    };
+    const line = (cron: string) => `cron "${cron}" in Europe/Berlin, task noted (cronledger tasks apply)`;
+    try {
+      expect(await apply('note-v1.json', { cron: '0 9 * * 1-5' })).toEqual(['created']);
+      expect(await noteOf()).toBe(line('0 9 * * 1-5'));
+      expect(await apply('note-v2.json', { cron: '30 9 * * 1-5' })).toEqual(['updated']);
+      expect(await noteOf()).toBe(line('30 9 * * 1-5'));
+
+      expect((await runCli(['tasks', 'pause', 'noted'], ctx.env)).code).toBe(0);
+      expect(await noteOf()).toBe(`${line('30 9 * * 1-5')} · paused: paused with cronledger tasks pause`);
+      expect(await apply('note-v2.json', { cron: '30 9 * * 1-5' })).toEqual(['resumed']);
+      expect(await noteOf()).toBe(line('30 9 * * 1-5'));
+
+      // Paused in the Web UI (or `temporal schedule toggle --pause --reason`): Temporal makes the reason the whole note.
+      // An update of the paused task leads with the new cron line and keeps that reason.
+      await ctx.client.schedule.getHandle('cron-noted').pause('provider outage, see INC-42');
+      expect(await apply('note-v3.json', { cron: '45 9 * * 1-5', paused: true })).toEqual(['updated']);
+      expect(await noteOf()).toBe(`${line('45 9 * * 1-5')} · paused: provider outage, see INC-42`);
+      expect(await apply('note-v3.json', { cron: '45 9 * * 1-5', paused: true })).toEqual(['unchanged']);
+
+      // A schedule whose note says something else (an older cronledger's note) gets the line back on the next apply.
+      await ctx.client.schedule
+        .getHandle('cron-noted')
+        .update((prev) => ({ ...prev, state: { ...prev.state, paused: false, note: 'managed by cronledger tasks apply' } }));
+      expect(await apply('note-v4.json', { cron: '45 9 * * 1-5', paused: true })).toEqual(['updated', 'paused']);
+      expect(await noteOf()).toBe(`${line('45 9 * * 1-5')} · paused: paused by cronledger tasks apply`);
+    } finally {
+      await ctx.client.schedule.getHandle('cron-noted').delete();
+    }
+  }, 240_000);
+});

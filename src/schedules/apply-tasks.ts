@@ -8,7 +8,8 @@ import { resumeSchedule } from './resume-schedule';
 import { ensureReportSchedule } from './report-schedule';
 import { ensureRollupSchedule } from './rollup-schedule';
 import { isManagedTaskSchedule } from './schedule-memos';
-import { scheduleOptionsFor, taskFingerprint } from './task-schedule';
+import { PAUSED_BY_APPLY, scheduleOptionsFor, taskFingerprint } from './task-schedule';
+import { taskNoteOf, wantedTaskNote } from './task-note';
 import type { Task, TasksFile } from '../tasks/tasks-file';
 
 export type Change = { action: 'created' | 'updated' | 'paused' | 'resumed' | 'deleted' | 'unchanged'; scheduleId: string };
@@ -60,14 +61,15 @@ async function applyTask(client: Client, task: Task, taskQueue: string): Promise
     fingerprint: taskFingerprint(task, taskQueue),
     kind: 'task',
     notOurs: `schedule ${scheduleId} exists but was not created by cronledger; rename task "${task.id}" or delete that schedule yourself`,
+    noteOf: (state) => wantedTaskNote(task, state),
   });
   if (reconciled.outcome === 'created') return [{ action: 'created', scheduleId }];
   const changes: Change[] = reconciled.outcome === 'updated' ? [{ action: 'updated', scheduleId }] : [];
   // An update leaves the pause state alone (it is state, not spec): it follows the file here.
   if (reconciled.before.state.paused !== task.paused) {
     const handle = client.schedule.getHandle(scheduleId);
-    if (task.paused) await handle.pause('paused by cronledger tasks apply');
-    else await resumeSchedule(handle, 'resumed by cronledger tasks apply');
+    if (task.paused) await handle.pause(taskNoteOf(task, PAUSED_BY_APPLY));
+    else await resumeSchedule(handle, taskNoteOf(task));
     changes.push({ action: task.paused ? 'paused' : 'resumed', scheduleId });
   }
   return changes.length > 0 ? changes : [{ action: 'unchanged', scheduleId }];

@@ -10,6 +10,7 @@ import { latestRunsWithCostPerTask } from '../db/runs';
 import { describeOrUndefined, describeTaskSchedule } from './describe-schedule';
 import { resumeSchedule } from './resume-schedule';
 import { appliedTaskOf, isManagedTaskSchedule } from './schedule-memos';
+import { taskNoteOf } from './task-note';
 import { mapWithConcurrency, TEMPORAL_CALL_CONCURRENCY } from './bounded-concurrency';
 
 export interface TaskListing {
@@ -81,13 +82,17 @@ export type TaskOperation = 'pause' | 'resume' | 'delete';
 
 /** Pause, resume or delete one task's schedule. Refuses schedules cronledger did not create. */
 export async function operateOnTask(client: Client, taskId: string, op: TaskOperation): Promise<void> {
-  await describeTaskSchedule(client, taskId); // throws a UserError with the fix if the task has no schedule
+  const described = await describeTaskSchedule(client, taskId); // throws a UserError with the fix if the task has no schedule
   const handle = client.schedule.getHandle(taskScheduleId(taskId));
+  // the note keeps the task's cron line (task-note.ts); a schedule whose memo holds no task gets the bare reason
+  const task = appliedTaskOf(described)?.task;
   switch (op) {
-    case 'pause':
-      return handle.pause('paused with cronledger tasks pause');
+    case 'pause': {
+      const reason = 'paused with cronledger tasks pause';
+      return handle.pause(task ? taskNoteOf(task, reason) : reason);
+    }
     case 'resume':
-      return resumeSchedule(handle, 'resumed with cronledger tasks resume');
+      return resumeSchedule(handle, task ? taskNoteOf(task) : 'resumed with cronledger tasks resume');
     case 'delete':
       return handle.delete();
   }

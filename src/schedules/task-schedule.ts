@@ -6,6 +6,10 @@ import { scheduledRun, type ScheduledRunInput } from '../workflows/scheduled-run
 import { parseDuration } from '../tasks/duration';
 import type { Task } from '../tasks/tasks-file';
 import type { TaskActionMemo } from './schedule-memos';
+import { taskNoteOf } from './task-note';
+
+/** The pause reason of a task the tasks file marks `"paused": true`. */
+export const PAUSED_BY_APPLY = 'paused by cronledger tasks apply';
 
 export const TASK_ID_KEY = defineSearchAttributeKey(SEARCH_ATTRIBUTES.taskId, SearchAttributeType.KEYWORD);
 export const USER_ID_KEY = defineSearchAttributeKey(SEARCH_ATTRIBUTES.userId, SearchAttributeType.KEYWORD);
@@ -66,7 +70,7 @@ export function scheduleOptionsFor(task: Task, taskQueue: string): ScheduleOptio
       ],
     },
     policies: { catchupWindow: parseDuration(task.catchupWindow), overlap: 'ALLOW_ALL' },
-    state: { paused: task.paused, note: 'managed by cronledger tasks apply' },
+    state: { paused: task.paused, note: task.paused ? taskNoteOf(task, PAUSED_BY_APPLY) : taskNoteOf(task) },
     memo: { [MANAGED_BY_MEMO_KEY]: MANAGED_BY_VALUE, kind: 'task', taskId: task.id },
   };
 }
