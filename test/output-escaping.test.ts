@@ -3,7 +3,7 @@ import { applyPrices, loadPricesFile } from '../src/ledger/prices';
 import { creditUser } from '../src/ledger/entries';
 import { recordUsage } from '../src/ledger/record-usage';
 import { buildReport } from '../src/reports/build-report';
-import { renderCsv, renderMarkdown, renderTable } from '../src/reports/render';
+import { renderCsvAll, renderCsvTable, renderMarkdown, renderTable } from '../src/reports/render';
 import type { UsageReport } from '../src/reports/types';
 import { runCli } from './support/cli';
 import { chatBooking } from './support/bookings';
@@ -43,7 +43,7 @@ function csvFields(line: string): string[] {
 
 describe('CSV', () => {
   it('turns every cell a spreadsheet would run as a formula into text, and keeps negative amounts numbers', () => {
-    const csv = renderCsv(report, ['user']);
+    const csv = renderCsvAll(report, ['user']);
     const lines = csv.split('\r\n').filter(Boolean);
     const header = csvFields(lines[0]);
     const rows = lines.slice(1).map(csvFields);
@@ -52,6 +52,14 @@ describe('CSV', () => {
     for (const id of userIds) expect(id).not.toMatch(/^[=+\-@\t\r]/);
     const credit = rows.find((r) => r[header.indexOf('user_id')] === 'plain-user' && r[header.indexOf('line')] === 'credit');
     expect(credit?.[header.indexOf('cost_usd')]).toBe('-5.000000000000000000');
+  });
+
+  it('escapes the tidy table (`--format csv`) the same way', () => {
+    const lines = renderCsvTable(report, 'user').split('\r\n').filter(Boolean);
+    const header = csvFields(lines[0]);
+    const userIds = lines.slice(1).map((l) => csvFields(l)[header.indexOf('user_id')]);
+    for (const formula of FORMULAS) expect(userIds).toContain(`'${formula}`);
+    for (const id of userIds) expect(id).not.toMatch(/^[=+\-@\t\r]/);
   });
 });
 

@@ -35,16 +35,64 @@ describe('cronledger report', () => {
     expect(out).toContain('Duplicate-skipped runs: 1 run, $0.000000');
   });
 
-  it.each(['user', 'day', 'model'] as const)('--by %s --format csv parses back to the ledger sums', async (cut) => {
-    const rows = parseCsv(await ok('report', '--month', MONTH, '--by', cut, '--format', 'csv', '--tz', 'Europe/Berlin'));
-    const lines = rows.filter((r) => r.section === `by_${cut}`);
-    expect(rows.filter((r) => r.section.startsWith('by_') && r.section !== `by_${cut}`)).toEqual([]);
+  it('--format csv-all is every section in one file, each cut parsing back to the ledger sums', async () => {
+    const rows = parseCsv(await ok('report', '--month', MONTH, '--format', 'csv-all', '--tz', 'Europe/Berlin'));
     const total = (await ledgerSums(ctx.pool, 'Europe/Berlin', MONTH, 'total')).get('total')!;
-    expect(lines.reduce((s, r) => s + atto(r.cost_usd), 0n)).toBe(atto(total));
     expect(rows.find((r) => r.section === 'total')?.cost_usd).toBe(total);
-    const groups = await ledgerSums(ctx.pool, 'Europe/Berlin', MONTH, cut);
-    expect(lines).toHaveLength(groups.size);
     expect(rows.find((r) => r.metric === 'time_zone')?.value).toBe('Europe/Berlin');
+    for (const cut of ['user', 'day', 'model'] as const) {
+      const lines = rows.filter((r) => r.section === `by_${cut}`);
+      expect(lines.reduce((s, r) => s + atto(r.cost_usd), 0n)).toBe(atto(total));
+      expect(lines).toHaveLength((await ledgerSums(ctx.pool, 'Europe/Berlin', MONTH, cut)).size);
+    }
+  });
+
+  it('--by user --format csv is one tidy table: a header, one row per user, exact decimals, no sections', async () => {
+    const text = await ok('report', '--month', MONTH, '--by', 'user', '--format', 'csv', '--tz', 'Europe/Berlin');
+    const header = text.split('\r\n')[0];
+    expect(header).toBe(
+      'user_id,calls,entries,prompt_tokens,cached_prompt_tokens,completion_tokens,reasoning_tokens,' +
+        'usage_usd,adjustments_usd,reconciliation_usd,credits_usd,cost_usd',
+    );
+    const rows = parseCsv(text);
+    // the oracle: the ledger summed in SQL per (entry type, user)
+    const sums = new Map(
+      [...(await ledgerSums(ctx.pool, 'Europe/Berlin', MONTH, 'user'))].map(([k, v]) => [JSON.stringify(JSON.parse(k)), v]),
+    );
+    const users = [...new Set([...sums.keys()].map((k) => (JSON.parse(k) as string[])[1]))].sort();
+    expect(rows.map((r) => r.user_id)).toEqual(users);
+    const column = { usage: 'usage_usd', adjustment: 'adjustments_usd', reconciliation: 'reconciliation_usd', credit: 'credits_usd' };
+    for (const r of rows) {
+      let cost = 0n;
+      for (const [type, name] of Object.entries(column)) {
+        const sum = sums.get(JSON.stringify([type, r.user_id])) ?? '0.000000000000000000';
+        expect(r[name], `${r.user_id} ${name}`).toBe(sum);
+        cost += atto(sum);
+      }
+      expect(r.cost_usd).toMatch(/^-?\d+\.\d{18}$/);
+      expect(atto(r.cost_usd)).toBe(cost);
+    }
+    expect(rows.some((r) => r.credits_usd !== '0.000000000000000000')).toBe(true); // the seed has credits: the pivot is exercised
+    const { rows: calls } = await ctx.pool.query<{ user_id: string; calls: string; prompt: string }>(
+      `select user_id, count(*) filter (where entry_type = 'usage')::text as calls, coalesce(sum(prompt_tokens), 0)::text as prompt
+         from usage_ledger
+        where created_at >= '2026-06-01T00:00:00+02:00' and created_at < '2026-07-01T00:00:00+02:00'
+        group by user_id order by user_id`,
+    );
+    expect(rows.map((r) => [r.user_id, r.calls, r.prompt_tokens])).toEqual(calls.map((c) => [c.user_id, c.calls, c.prompt]));
+  });
+
+  it.each([
+    ['day', 'day,kind,calls'],
+    ['model', 'model,kind,calls'],
+  ] as const)('--by %s --format csv is one row per %s and kind, summing to the total', async (cut, start) => {
+    const text = await ok('report', '--month', MONTH, '--by', cut, '--format', 'csv');
+    expect(text.split('\r\n')[0].startsWith(start)).toBe(true);
+    const rows = parseCsv(text);
+    const keys = rows.map((r) => JSON.stringify([r[cut], r.kind]));
+    expect(new Set(keys).size).toBe(rows.length);
+    const total = (await ledgerSums(ctx.pool, 'UTC', MONTH, 'total')).get('total')!;
+    expect(rows.reduce((s, r) => s + atto(r.cost_usd), 0n)).toBe(atto(total));
   });
 
   it('--format json carries exact decimal strings and the chosen cut', async () => {
@@ -95,7 +143,11 @@ describe('bad input gets a clear error and a non-zero exit', () => {
     [['report', 'deliver', '--month', '2099-01', '--tz', 'UTC'], '--month 2099-01 has not started yet in UTC'],
     [['report', 'schedule', '--tz', 'Atlantis/Capital'], '--tz "Atlantis/Capital" is not a known IANA time zone'],
     [['rollups', 'rebuild', '--tz', 'Bad/Zone'], '--tz "Bad/Zone" is not a known IANA time zone'],
-    [['report', '--month', MONTH, '--by', 'team'], "argument 'team' is invalid"],
+    [['report', '--month', MONTH, '--by', 'team'], "argument 'team' is invalid. Allowed choices are user, day, model"],
+    [
+      ['report', '--month', MONTH, '--format', 'xlsx'],
+      "argument 'xlsx' is invalid. Allowed choices are table, json, csv, csv-all, md, html",
+    ],
   ])('%j', async ([args, message], { expect }) => {
     const r = await cli(...args);
     expect(r.code).not.toBe(0);

@@ -6,7 +6,7 @@ import { applyPrices, loadPricesFile } from '../src/ledger/prices';
 import { recordUsage } from '../src/ledger/record-usage';
 import { writeArtifacts } from '../src/reports/artifacts';
 import { buildReport } from '../src/reports/build-report';
-import { renderCsv, renderMarkdown, renderTable } from '../src/reports/render';
+import { renderCsvAll, renderMarkdown, renderTable } from '../src/reports/render';
 import type { UsageReport } from '../src/reports/types';
 import { atto, ledgerSums, parseCsv, seedMonth, type SeedResult } from './support/report-fixtures';
 import { createTestContext, type TestContext } from './support/context';
@@ -113,7 +113,7 @@ describe.each(['UTC', 'Europe/Berlin'])('report for %s', (zone) => {
   });
 
   it('writes a CSV that parses back to the same numbers', () => {
-    const rows = parseCsv(renderCsv(report));
+    const rows = parseCsv(renderCsvAll(report));
     for (const cut of ['user', 'day', 'model'] as const) {
       const lines = rows.filter((r) => r.section === `by_${cut}`);
       const fromCsv = new Map(
@@ -221,7 +221,7 @@ describe('an empty month', () => {
     expect(report.duplicateSkippedRuns).toEqual({ runs: 0, costUsd: zero });
     expect(renderTable(report, 'user')).toContain('TOTAL');
     expect(renderMarkdown(report)).toContain('$0.000000');
-    const csv = parseCsv(renderCsv(report));
+    const csv = parseCsv(renderCsvAll(report));
     expect(csv.find((r) => r.section === 'total')?.cost_usd).toBe(zero);
   });
 });

@@ -4,7 +4,7 @@ import { join, resolve } from 'node:path';
 import { dataDir } from '../config';
 import { sha256 } from '../hash';
 import { renderHtml } from './render-html';
-import { renderCsv, renderJson, renderMarkdown } from './render';
+import { renderCsvAll, renderJson, renderMarkdown } from './render';
 import type { ArtifactFile, GeneratedReport, ReportSummary, UsageReport } from './types';
 
 /** `$CRONLEDGER_REPORTS_DIR`, else `reports/` in the data folder. */
@@ -17,7 +17,7 @@ export const monthDir = (root: string, month: string): string => join(root, mont
 export function renderArtifacts(report: UsageReport): { name: string; content: string }[] {
   return [
     { name: 'usage.json', content: renderJson(report) },
-    { name: 'usage.csv', content: renderCsv(report) },
+    { name: 'usage.csv', content: renderCsvAll(report) },
     { name: 'usage.md', content: renderMarkdown(report) },
     { name: 'usage.html', content: renderHtml(report) },
   ];

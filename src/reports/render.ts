@@ -1,11 +1,13 @@
 import { formatTable, printable } from '../text-table';
-import { displayUsd } from '../money';
+import { add } from 'dinero.js/bigint';
+import { displayUsd, parseUsd, sumMoney, toExactString, zero, type Money } from '../money';
 import { budgetNote, budgetRunRows, budgetTable, capitalized, cutTable, economicsRows, linesOf, totalsRows } from './report-rows';
 import type { Figures, LineType, ReportCut, UsageReport } from './types';
 
 /**
  * Text renderings of a report. Each is a pure function of the report, so the same report gives the same bytes.
  * Tables and Markdown show money as `$0.000996` (half-even, 6 decimals); JSON and CSV carry the exact decimal strings.
+ * CSV comes two ways: one cut as a tidy table (renderCsvTable) and every section in one file (renderCsvAll).
  */
 
 /** The report with only one cut's lines, as `report --by X --format json` prints it. */
@@ -70,23 +72,10 @@ export function renderTable(report: UsageReport, cut: ReportCut): string {
 
 // ------------------------------------------------------------------------------------------------------------------ csv
 
-export const CSV_COLUMNS = [
-  'section',
-  'line',
-  'user_id',
-  'day',
-  'model',
-  'kind',
-  'calls',
-  'entries',
-  'prompt_tokens',
-  'cached_prompt_tokens',
-  'completion_tokens',
-  'reasoning_tokens',
-  'cost_usd',
-  'metric',
-  'value',
-] as const;
+/** A line's counts, in both CSVs. */
+const COUNT_COLUMNS = ['calls', 'entries', 'prompt_tokens', 'cached_prompt_tokens', 'completion_tokens', 'reasoning_tokens'] as const;
+
+export const CSV_COLUMNS = ['section', 'line', 'user_id', 'day', 'model', 'kind', ...COUNT_COLUMNS, 'cost_usd', 'metric', 'value'] as const;
 type CsvRow = Partial<Record<(typeof CSV_COLUMNS)[number], string | number | null>>;
 
 /**
@@ -111,11 +100,73 @@ const figureFields = (f: Figures): CsvRow => ({
   cost_usd: f.costUsd,
 });
 
+const csvText = (columns: readonly string[], rows: Record<string, string | number | null | undefined>[]): string => {
+  const lines = [columns.join(','), ...rows.map((r) => columns.map((c) => csvField(r[c])).join(','))];
+  return `${lines.join('\r\n')}\r\n`;
+};
+
+const TIDY_KEYS: Record<ReportCut, readonly ('user_id' | 'day' | 'model' | 'kind')[]> = {
+  user: ['user_id'],
+  day: ['day', 'kind'],
+  model: ['model', 'kind'],
+};
+
+/** What each line type adds to in a tidy row: the cost of each kind of entry gets a column of its own. */
+const LINE_COLUMNS: Record<LineType, string> = {
+  usage: 'usage_usd',
+  adjustment: 'adjustments_usd',
+  reconciliation: 'reconciliation_usd',
+  credit: 'credits_usd',
+};
+
+/** The header of `report --by <cut> --format csv`. */
+export const tidyCsvColumns = (cut: ReportCut): string[] => [
+  ...TIDY_KEYS[cut],
+  ...COUNT_COLUMNS,
+  ...Object.values(LINE_COLUMNS),
+  'cost_usd',
+];
+
 /**
- * One long table: a `section` column says what a row is (report, by_user, by_day, by_model, total, unit_economics,
- * failed_calls, duplicate_skipped_runs); columns a section does not use are empty. Money is exact, never rounded.
+ * One cut as one tidy table (`report --by <cut> --format csv`): a header row, then one row per user (per day and kind,
+ * per model and kind), sorted by that key, with the cost of each line type in a column of its own and their sum in
+ * cost_usd. No sections and no total row. Money is the exact decimal string at the ledger scale, never rounded.
  */
-export function renderCsv(report: UsageReport, cuts: ReportCut[] = ['user', 'day', 'model']): string {
+export function renderCsvTable(report: UsageReport, cut: ReportCut): string {
+  const rows = new Map<string, { key: CsvRow; counts: number[]; cost: Record<string, Money> }>();
+  for (const l of linesOf(report, cut)) {
+    const key: CsvRow = {
+      user_id: 'userId' in l ? l.userId : null,
+      day: 'day' in l ? l.day : null,
+      model: 'model' in l ? l.model : null,
+      kind: 'kind' in l ? l.kind : null,
+    };
+    const id = JSON.stringify(TIDY_KEYS[cut].map((k) => key[k]));
+    const row = rows.get(id) ?? { key, counts: [0, 0, 0, 0, 0, 0], cost: {} };
+    rows.set(id, row);
+    [l.calls, l.entries, l.promptTokens, l.cachedPromptTokens, l.completionTokens, l.reasoningTokens].forEach(
+      (n, i) => (row.counts[i] += n),
+    );
+    const column = LINE_COLUMNS[l.line];
+    row.cost[column] = add(row.cost[column] ?? zero(), parseUsd(l.costUsd));
+  }
+  const sorted = [...rows.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, row]) => row);
+  const out = sorted.map(({ key, counts, cost }) => {
+    const row: Record<string, string | number | null | undefined> = { ...key };
+    COUNT_COLUMNS.forEach((c, i) => (row[c] = counts[i]));
+    for (const c of Object.values(LINE_COLUMNS)) row[c] = toExactString(cost[c] ?? zero());
+    row.cost_usd = toExactString(sumMoney(Object.values(cost)));
+    return row;
+  });
+  return csvText(tidyCsvColumns(cut), out);
+}
+
+/**
+ * Every cut in one long file (`--format csv-all`, and usage.csv among the monthly artifacts): a `section` column says
+ * what a row is (report, by_user, by_day, by_model, total, total_by_line, unit_economics, failed_calls,
+ * duplicate_skipped_runs, budget); columns a section does not use are empty. Money is exact, never rounded.
+ */
+export function renderCsvAll(report: UsageReport, cuts: ReportCut[] = ['user', 'day', 'model']): string {
   const rows: CsvRow[] = [
     { section: 'report', metric: 'month', value: report.month },
     { section: 'report', metric: 'time_zone', value: report.timeZone },
@@ -163,8 +214,7 @@ export function renderCsv(report: UsageReport, cuts: ReportCut[] = ['user', 'day
     cost_usd: report.duplicateSkippedRuns.costUsd,
   });
   rows.push(...budgetCsvRows(report));
-  const lines = [CSV_COLUMNS.join(','), ...rows.map((r) => CSV_COLUMNS.map((c) => csvField(r[c])).join(','))];
-  return `${lines.join('\r\n')}\r\n`;
+  return csvText(CSV_COLUMNS, rows);
 }
 
 /**

@@ -7,7 +7,8 @@
 import type { BudgetStatus } from '../budgets/budget-status';
 
 export type ReportCut = 'user' | 'day' | 'model';
-export type ReportFormat = 'table' | 'json' | 'csv' | 'md' | 'html';
+export const REPORT_FORMATS = ['table', 'json', 'csv', 'csv-all', 'md', 'html'] as const;
+export type ReportFormat = (typeof REPORT_FORMATS)[number];
 
 /** What a line stands for: usage rows, or one kind of correcting entry shown on a line of its own. */
 export type LineType = 'usage' | 'adjustment' | 'reconciliation' | 'credit';

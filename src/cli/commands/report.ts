@@ -8,11 +8,11 @@ import { buildReport } from '../../reports/build-report';
 import { monthAt, parseMonth } from '../../reports/month';
 import { parseTimeZone } from '../../time-zone';
 import { renderHtml } from '../../reports/render-html';
-import { renderCsv, renderJson, renderMarkdown, renderTable, reportForCut } from '../../reports/render';
+import { renderCsvAll, renderCsvTable, renderJson, renderMarkdown, renderTable, reportForCut } from '../../reports/render';
 import { ensureReportSchedule, REPORT_CRON, reportScheduleZone } from '../../schedules/report-schedule';
 import { ensureRollupSchedule, ROLLUP_REFRESH_EVERY } from '../../schedules/rollup-schedule';
 import { terminalProgress } from '../../reports/terminal-progress';
-import type { ReportCut, ReportFormat } from '../../reports/types';
+import { REPORT_FORMATS, type ReportCut, type ReportFormat } from '../../reports/types';
 import { monthlyReport, monthlyReportWorkflowId, type MonthlyReportInput, type MonthlyReportResult } from '../../workflows/monthly-report';
 import { withConnections } from '../connect';
 import { printJson } from '../output';
@@ -32,7 +32,11 @@ export function registerReportCommands(program: Command): void {
         .choices(['user', 'day', 'model'])
         .default('user'),
     )
-    .addOption(new Option('--format <format>', 'output format').choices(['table', 'json', 'csv', 'md', 'html']).default('table'))
+    .addOption(
+      new Option('--format <format>', 'output format; csv is the cut as one table (a row per user, day or model), csv-all every section')
+        .choices(REPORT_FORMATS)
+        .default('table'),
+    )
     .option('--tz <zone>', 'IANA time zone whose month and day boundaries apply', 'UTC')
     .action(async (opts: { month?: string; by: ReportCut; format: ReportFormat; tz: string }) => {
       const month = parseMonth(opts.month);
@@ -40,16 +44,15 @@ export function registerReportCommands(program: Command): void {
       await withConnections({ db: true }, async ({ pool }) => {
         const progress = terminalProgress();
         const built = await buildReport(pool, { month, timeZone, onProgress: progress.update }).finally(progress.finish);
-        const out =
-          opts.format === 'json'
-            ? renderJson(reportForCut(built, opts.by))
-            : opts.format === 'csv'
-              ? renderCsv(built, [opts.by])
-              : opts.format === 'md'
-                ? renderMarkdown(built)
-                : opts.format === 'html'
-                  ? renderHtml(built)
-                  : renderTable(built, opts.by);
+        const render: Record<ReportFormat, () => string> = {
+          table: () => renderTable(built, opts.by),
+          json: () => renderJson(reportForCut(built, opts.by)),
+          csv: () => renderCsvTable(built, opts.by),
+          'csv-all': () => renderCsvAll(built),
+          md: () => renderMarkdown(built),
+          html: () => renderHtml(built),
+        };
+        const out = render[opts.format]();
         process.stdout.write(out);
       });
     });
