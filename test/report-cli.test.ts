@@ -85,7 +85,7 @@ describe('cronledger report', () => {
   it.each([
     ['day', 'day,kind,calls'],
     ['model', 'model,kind,calls'],
-  ] as const)('--by %s --format csv is one row per %s and kind, summing to the total', async (cut, start) => {
+  ] as const)('--by %s --format csv has the header %s..., one row per key, summing to the total', async (cut, start) => {
     const text = await ok('report', '--month', MONTH, '--by', cut, '--format', 'csv');
     expect(text.split('\r\n')[0].startsWith(start)).toBe(true);
     const rows = parseCsv(text);
