@@ -7,9 +7,9 @@
  *   npx cronledger dev up --workers 0
  *   node --import tsx bench/report-rollups.ts [--entries 10000000] [--keep]
  *
- * --keep keeps the large database (cronledger_bench_p3_kept) after the run and reuses it on the next run with --keep
+ * --keep keeps the large database (cronledger_bench_p3_kept_<entries>, one per size) after the run and reuses it on the next run with --keep
  * instead of loading it again (a 10,000,000-entry load takes about 12 minutes): to measure a change on the same data.
- * Each run adds its own 1% late entries to it. Drop it by hand when done (`drop database cronledger_bench_p3_kept`).
+ * Each run adds its own 1% late entries to it. Drop it by hand when done (`drop database cronledger_bench_p3_kept_10000000`).
  *
  * It works in databases of its own on the local stack's PostgreSQL (migrated as the owner, used as cronledger_app,
  * the overview read as cronledger_readonly in read-only sessions) and drops them at the end. The month is bulk
@@ -82,7 +82,7 @@ const lookup = (pool: pg.Pool) => median(() => monthFigures(pool, 'user-1', 'UTC
  * database records what it holds in bench_kept, written only once the load and rebuild are done.
  */
 async function bigDatabase(): Promise<{ big: ScratchDatabase; loadMs: number; rebuildMs: number; lateBefore: number }> {
-  const big = await scratchDatabase(keep ? 'cronledger_bench_p3_kept' : 'cronledger_bench_p3', 4, { kept: keep });
+  const big = await scratchDatabase(keep ? `cronledger_bench_p3_kept_${entries}` : 'cronledger_bench_p3', 4, { kept: keep });
   if (big.existed) {
     const owner = new pg.Client({ connectionString: big.urlAs('owner') });
     await owner.connect();
