@@ -3,7 +3,7 @@ import { duplicatesPerDay, latestRunsWithCost, type RunWithCost } from '../db/ru
 import { UserError } from '../errors';
 import { entryJson, listEntries } from '../ledger/entries';
 import { parseUserId } from '../ledger/user-id';
-import { formatScaled, parseUsd, toAttoUsd, toExactString, zero, type Money } from '../money';
+import { formatScaled, LEDGER_SCALE, parseUsd, toAttoUsd, toExactString, zero, type Money } from '../money';
 import { add } from 'dinero.js/bigint';
 import { reportFromSums } from '../reports/build-report';
 import { basisPoints, moneyPer } from '../reports/economics';
@@ -114,10 +114,10 @@ const ranRuns = (s: Record<string, number> | undefined) => (s?.completed ?? 0) +
 
 export async function overview(db: pg.Pool, q: MonthQuery, factor = '1.5'): Promise<Overview> {
   // The reads are independent: on the pool's connections at once, the database's work overlaps the parsing here.
-  const [{ report, source }, runsPerDay, spendPerDay, found, budgeted, rollupsVerified] = await Promise.all([
+  // The daily spend comes with the anomaly series (the same rollup rows, summed per day), not from a read of its own.
+  const [{ report, source }, runsPerDay, { found, dailySpendAtto }, budgeted, rollupsVerified] = await Promise.all([
     monthReport(db, q),
     runsByDay(db, q, 'all'),
-    readDailySpend(db, { ...q, by: 'all', freshness: 'current' }),
     anomalies(db, q, factor),
     anyBudget(db),
     lastVerification(db),
@@ -128,8 +128,9 @@ export async function overview(db: pg.Pool, q: MonthQuery, factor = '1.5'): Prom
   for (const statuses of perDay.values()) {
     for (const [status, n] of Object.entries(statuses)) if (status in runs) runs[status as keyof typeof runs] += n;
   }
-  const dailyCost = new Map(spendPerDay.map((r) => [r.day, parseUsd(r.cost_usd)]));
-  const daily = daysOf(q.month).map((day) => dayFigures(day, dailyCost.get(day) ?? zero(), perDay.get(day)));
+  const daily = daysOf(q.month).map((day) =>
+    dayFigures(day, parseUsd(formatScaled(dailySpendAtto.get(day) ?? 0n, LEDGER_SCALE)), perDay.get(day)),
+  );
   const e = report.unitEconomics;
   return {
     month: q.month,
@@ -168,9 +169,10 @@ function dayFigures(day: string, cost: Money, statuses: Record<string, number> |
 /**
  * Cost per run of each user and each task per day, over the month and the 7 days before it, handed to
  * findAnomalies. Costs and runs both come from the rollups (the last 7 days of last month's, and this month's), summed
- * per key and day in SQL, costs already in atto-USD.
+ * per key and day in SQL, costs already in atto-USD. Also the month's spend per day (every entry but credits), exact:
+ * the same rows summed per day.
  */
-async function anomalies(db: pg.Pool, q: MonthQuery, factor: string): Promise<Anomaly[]> {
+async function anomalies(db: pg.Pool, q: MonthQuery, factor: string): Promise<{ found: Anomaly[]; dailySpendAtto: Map<string, bigint> }> {
   const days = daysOf(q.month);
   const prev: MonthQuery = { zone: q.zone, month: shiftMonth(q.month, -1) };
   const window = [...daysOf(prev.month).slice(-7), ...days];
@@ -180,26 +182,38 @@ async function anomalies(db: pg.Pool, q: MonthQuery, factor: string): Promise<An
       readDailySeries(db, { ...q, freshness: 'current' }),
     ])
   ).flat();
-  type Day = { costAtto: bigint; runs: bigint };
-  const cuts = { user: new Map<string, Map<string, Day>>(), task: new Map<string, Map<string, Day>>() };
+  // Per key, the window's days as arrays (index = position in the window): one BigInt parse per row and value.
+  type Series = { costAtto: bigint[]; runs: bigint[] };
+  const position = new Map(window.map((day, i) => [day, i]));
+  const cuts = { user: new Map<string, Series>(), task: new Map<string, Series>() };
   const spent = { user: new Set<string>(), task: new Set<string>() }; // keys with a spend row: only those are checked
-  const add = (by: 'user' | 'task', key: string, day: string, costAtto: string | null, runs: bigint) => {
-    const perDay = cuts[by].get(key) ?? new Map<string, Day>();
-    cuts[by].set(key, perDay);
-    const sums = perDay.get(day) ?? { costAtto: 0n, runs: 0n };
-    perDay.set(day, { costAtto: sums.costAtto + (costAtto === null ? 0n : BigInt(costAtto)), runs: sums.runs + runs });
-    if (costAtto !== null) spent[by].add(key);
+  const add = (by: 'user' | 'task', key: string, i: number, costAtto: bigint | null, runs: bigint) => {
+    let series = cuts[by].get(key);
+    if (!series) cuts[by].set(key, (series = { costAtto: window.map(() => 0n), runs: window.map(() => 0n) }));
+    if (costAtto !== null) {
+      series.costAtto[i] += costAtto;
+      spent[by].add(key);
+    }
+    series.runs[i] += runs;
   };
+  const dailySpendAtto = new Map<string, bigint>();
   for (const r of rows) {
+    const i = position.get(r.day);
+    if (i === undefined) continue;
     const runs = BigInt(r.ran_runs);
-    add('user', r.user_id, r.day, r.cost_atto, runs);
-    if (r.task_id !== null) add('task', r.task_id, r.day, r.cost_atto, runs); // entries of no task have no task series
+    const costAtto = r.cost_atto === null ? null : BigInt(r.cost_atto);
+    if (costAtto !== null && i >= window.length - days.length) dailySpendAtto.set(r.day, (dailySpendAtto.get(r.day) ?? 0n) + costAtto);
+    add('user', r.user_id, i, costAtto, runs);
+    if (r.task_id !== null) add('task', r.task_id, i, costAtto, runs); // entries of no task have no task series
   }
-  return (['user', 'task'] as const).flatMap((by) => {
-    const points = (id: string): DailyPoint[] =>
-      window.map((day) => ({ day, costAtto: cuts[by].get(id)?.get(day)?.costAtto ?? 0n, runs: cuts[by].get(id)?.get(day)?.runs ?? 0n }));
+  const found = (['user', 'task'] as const).flatMap((by) => {
+    const points = (id: string): DailyPoint[] => {
+      const s = cuts[by].get(id)!;
+      return window.map((day, i) => ({ day, costAtto: s.costAtto[i], runs: s.runs[i] }));
+    };
     return [...spent[by]].sort((a, b) => (a < b ? -1 : 1)).flatMap((id) => findAnomalies(by, id, points(id), factor, days[0]));
   });
+  return { found, dailySpendAtto };
 }
 
 export interface UserFigures {

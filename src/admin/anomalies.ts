@@ -69,11 +69,14 @@ export function findAnomalies(kind: Anomaly['kind'], id: string, series: DailyPo
   let open: Anomaly | undefined;
   // Each day's cost per run, ranked once among the series' days: a window's median is then found by sorting the
   // ranks (small integers) instead of comparing the ratios again (BigInt products) for every day's window.
+  // The ranking compares each day's whole atto-USD per run first (one BigInt division a day) and cross-multiplies only
+  // the days whose whole parts are equal: the same order as comparing the ratios, without a product per comparison.
   const ratios = series.map((p): Ratio | undefined => (p.runs === 0n ? undefined : { num: p.costAtto, den: p.runs }));
+  const whole = ratios.map((r) => (r ? r.num / r.den : 0n));
   const rank: number[] = [];
   ratios
     .flatMap((r, i) => (r ? [i] : []))
-    .sort((a, b) => compare(ratios[a]!, ratios[b]!))
+    .sort((a, b) => (whole[a] < whole[b] ? -1 : whole[a] > whole[b] ? 1 : compare(ratios[a]!, ratios[b]!)))
     .forEach((day, position) => (rank[day] = position));
   for (const [i, point] of series.entries()) {
     const today = ratios[i];

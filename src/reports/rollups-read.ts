@@ -107,10 +107,6 @@ const LEDGER_SUMS = `count(*) as entries, sum(l.prompt_tokens) as prompt_tokens,
   sum(l.completion_tokens) as completion_tokens, sum(l.reasoning_tokens) as reasoning_tokens, sum(l.cost_usd) as cost_usd,
   min(l.id) as first_entry_id, max(l.id) as last_entry_id`;
 const ROLLUP_SUMS = `entries, prompt_tokens, cached_prompt_tokens, completion_tokens, reasoning_tokens, cost_usd, first_entry_id, last_entry_id`;
-const SUMMED = `sum(entries) as entries, sum(prompt_tokens) as prompt_tokens, sum(cached_prompt_tokens) as cached_prompt_tokens,
-  sum(completion_tokens) as completion_tokens, sum(reasoning_tokens) as reasoning_tokens, sum(cost_usd) as cost_usd,
-  min(first_entry_id) as first_entry_id, max(last_entry_id) as last_entry_id`;
-
 /**
  * The rollups a read may take, each with its bucket (columns of the ledger, `day` being the local day) and its rows of
  * zone $1 for local days $2..$3 (one month's). usage_rollups: the finest, per day, user, task, model and status. The
@@ -141,10 +137,11 @@ const ROLLUPS = {
 } as const;
 
 /**
- * SQL of the rows of one of the ROLLUPS for zone $1 and local days $2..$3, its bucket columns then its sums.
- * Stored: the rows as kept. Current: as a refresh would leave them, without writing (the admin page's role may only
- * read): queued entries are added to their buckets. A month the zone never built is aggregated from the raw ledger
- * the way a build would.
+ * SQL of the rows of one of the ROLLUPS for zone $1 and local days $2..$3, its bucket columns then its sums; every
+ * caller sums them again by its own keys. Stored: the rows as kept. Current: the stored rows and, after them, the queued
+ * entries summed per bucket, without writing (the admin page's role may only read): their sums are what a refresh
+ * would leave, a bucket may come twice. A month the zone never built is aggregated from the raw ledger the way a build
+ * would.
  */
 function rollupRowsSql(rollup: keyof typeof ROLLUPS, built: boolean, freshness: Freshness): string {
   const { bucket, stored } = ROLLUPS[rollup];
@@ -153,15 +150,15 @@ function rollupRowsSql(rollup: keyof typeof ROLLUPS, built: boolean, freshness: 
        from usage_ledger l ${where} group by ${bucket.map((_, i) => i + 1).join(', ')}`;
   if (!built) return fromLedger(`where ${inDays('l.created_at')}`);
   if (freshness === 'stored') return stored;
-  // Queued entries are added to their buckets, as a refresh would add them. With the queue empty (the rollup-refresh
-  // schedule drains it every minute) the stored rows are read as they are: one-time filters pick the branch.
-  const queued = fromLedger(`join rollup_queue q on q.entry_id = l.id where ${localDay('l.created_at')} between $2::date and $3::date`);
-  return `select * from (${stored}) s where not exists (select 1 from rollup_queue)
-          union all
-          select ${bucket.join(', ')}, ${SUMMED}
-            from (${stored} union all ${queued}) x
-           where exists (select 1 from rollup_queue)
-           group by ${bucket.join(', ')}`;
+  // The queued entries are the newest of the ledger (the trigger queues each as it is written, a refresh drains them):
+  // the id range of the queue bounds the ledger's rows to read to about the queue's size, through the primary key.
+  // Without it the planner, which cannot estimate the join, may scan the month's ledger to hash it against the queue.
+  const queued = fromLedger(
+    `join rollup_queue q on q.entry_id = l.id
+     where l.id between (select min(entry_id) from rollup_queue) and (select max(entry_id) from rollup_queue)
+       and ${localDay('l.created_at')} between $2::date and $3::date`,
+  );
+  return `${stored} union all ${queued}`;
 }
 
 /** SQL of the run rollup rows (day, user_id, task_id, status, tier, runs) of zone $1 for local days $2..$3, like rollupRowsSql. */
