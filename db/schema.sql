@@ -544,6 +544,88 @@ end
 $$;
 
 --
+-- Name: rate_limit_acquire(text, bigint, bigint); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.rate_limit_acquire(p_model text, p_tokens bigint, p_waited_us bigint) RETURNS bigint
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+declare
+  v_limit rate_limits;
+  v_state rate_limit_state;
+  v_now bigint;
+  v_burst constant bigint := 6000000;
+  v_request_cost bigint;
+  v_token_cost bigint;
+  v_wait bigint;
+begin
+  select * into v_limit from rate_limits where model = p_model;
+  if not found then return 0; end if;
+  insert into rate_limit_state (model) values (p_model) on conflict do nothing;
+  select * into v_state from rate_limit_state where model = p_model for update;
+  -- the clock read under the lock: a call that queued for it is admitted at the time it holds it, never earlier
+  v_now := rate_limit_now_us();
+  v_wait := greatest(v_state.held_until_us - v_now, 0);
+  if v_limit.requests_per_minute is not null then
+    v_request_cost := rate_limit_cost_us(1, v_limit.requests_per_minute);
+    v_wait := greatest(v_wait, greatest(v_state.requests_tat_us - v_now, 0) + v_request_cost - v_burst);
+  end if;
+  if v_limit.tokens_per_minute is not null then
+    v_token_cost := rate_limit_cost_us(greatest(p_tokens, 0), v_limit.tokens_per_minute);
+    -- larger than the burst alone: admitted once nothing is owed
+    v_wait := greatest(v_wait, greatest(v_state.tokens_tat_us - v_now, 0) + least(v_token_cost, v_burst) - v_burst);
+  end if;
+  if v_wait > 0 then return v_wait; end if;
+  update rate_limit_state
+     set requests_tat_us = case when v_request_cost is null then requests_tat_us else greatest(requests_tat_us, v_now) + v_request_cost end,
+         tokens_tat_us = case when v_token_cost is null then tokens_tat_us else greatest(tokens_tat_us, v_now) + v_token_cost end,
+         admitted = admitted + 1,
+         waited = waited + (p_waited_us > 0)::int,
+         waited_us = waited_us + greatest(p_waited_us, 0)
+   where model = p_model;
+  return 0;
+end
+$$;
+
+--
+-- Name: rate_limit_cost_us(bigint, bigint); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.rate_limit_cost_us(p_units bigint, p_per_minute bigint) RETURNS bigint
+    LANGUAGE sql IMMUTABLE
+    AS $$
+  select (p_units * 66000000 + p_per_minute - 1) / p_per_minute
+$$;
+
+--
+-- Name: rate_limit_hold(text, bigint, boolean); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.rate_limit_hold(p_model text, p_after_ms bigint, p_throttled boolean) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+begin
+  insert into rate_limit_state (model) values (p_model) on conflict do nothing;
+  update rate_limit_state
+     set held_until_us = greatest(held_until_us, rate_limit_now_us() + greatest(p_after_ms, 0) * 1000),
+         throttled = throttled + p_throttled::int
+   where model = p_model;
+end
+$$;
+
+--
+-- Name: rate_limit_now_us(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.rate_limit_now_us() RETURNS bigint
+    LANGUAGE sql
+    AS $$
+  select (extract(epoch from clock_timestamp()) * 1000000)::bigint
+$$;
+
+--
 -- Name: rollup_verifications; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -1015,6 +1097,36 @@ CREATE SEQUENCE public.model_prices_id_seq
 --
 
 ALTER SEQUENCE public.model_prices_id_seq OWNED BY public.model_prices.id;
+
+--
+-- Name: rate_limit_state; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.rate_limit_state (
+    model text NOT NULL,
+    requests_tat_us bigint DEFAULT 0 NOT NULL,
+    tokens_tat_us bigint DEFAULT 0 NOT NULL,
+    held_until_us bigint DEFAULT 0 NOT NULL,
+    admitted bigint DEFAULT 0 NOT NULL,
+    waited bigint DEFAULT 0 NOT NULL,
+    waited_us bigint DEFAULT 0 NOT NULL,
+    throttled bigint DEFAULT 0 NOT NULL
+);
+
+--
+-- Name: rate_limits; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.rate_limits (
+    model text NOT NULL,
+    requests_per_minute integer,
+    tokens_per_minute bigint,
+    applied_at timestamp with time zone DEFAULT now() NOT NULL,
+    applied_by text DEFAULT SESSION_USER NOT NULL,
+    CONSTRAINT rate_limits_check CHECK (((requests_per_minute IS NOT NULL) OR (tokens_per_minute IS NOT NULL))),
+    CONSTRAINT rate_limits_requests_per_minute_check CHECK (((requests_per_minute >= 1) AND (requests_per_minute <= 1000000000))),
+    CONSTRAINT rate_limits_tokens_per_minute_check CHECK (((tokens_per_minute >= 1) AND (tokens_per_minute <= '1000000000000'::bigint)))
+);
 
 --
 -- Name: report_deliveries; Type: TABLE; Schema: public; Owner: -
@@ -1581,6 +1693,20 @@ ALTER TABLE public.model_prices
 
 ALTER TABLE ONLY public.model_prices
     ADD CONSTRAINT model_prices_pkey PRIMARY KEY (id);
+
+--
+-- Name: rate_limit_state rate_limit_state_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.rate_limit_state
+    ADD CONSTRAINT rate_limit_state_pkey PRIMARY KEY (model);
+
+--
+-- Name: rate_limits rate_limits_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.rate_limits
+    ADD CONSTRAINT rate_limits_pkey PRIMARY KEY (model);
 
 --
 -- Name: report_deliveries report_deliveries_pkey; Type: CONSTRAINT; Schema: public; Owner: -
@@ -2196,6 +2322,20 @@ REVOKE ALL ON FUNCTION public.price_in_force(p_model text, p_at timestamp with t
 GRANT ALL ON FUNCTION public.price_in_force(p_model text, p_at timestamp with time zone) TO cronledger_app;
 
 --
+-- Name: FUNCTION rate_limit_acquire(p_model text, p_tokens bigint, p_waited_us bigint); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.rate_limit_acquire(p_model text, p_tokens bigint, p_waited_us bigint) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.rate_limit_acquire(p_model text, p_tokens bigint, p_waited_us bigint) TO cronledger_app;
+
+--
+-- Name: FUNCTION rate_limit_hold(p_model text, p_after_ms bigint, p_throttled boolean); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.rate_limit_hold(p_model text, p_after_ms bigint, p_throttled boolean) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.rate_limit_hold(p_model text, p_after_ms bigint, p_throttled boolean) TO cronledger_app;
+
+--
 -- Name: TABLE rollup_verifications; Type: ACL; Schema: public; Owner: -
 --
 
@@ -2323,6 +2463,20 @@ GRANT USAGE ON SEQUENCE public.model_downgrades_id_seq TO cronledger_app;
 --
 
 GRANT USAGE ON SEQUENCE public.model_prices_id_seq TO cronledger_app;
+
+--
+-- Name: TABLE rate_limit_state; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT ON TABLE public.rate_limit_state TO cronledger_app;
+GRANT SELECT ON TABLE public.rate_limit_state TO cronledger_readonly;
+
+--
+-- Name: TABLE rate_limits; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE public.rate_limits TO cronledger_app;
+GRANT SELECT ON TABLE public.rate_limits TO cronledger_readonly;
 
 --
 -- Name: TABLE report_deliveries; Type: ACL; Schema: public; Owner: -

@@ -33,6 +33,12 @@ export const PRICES_FILE: InputFileKind = {
   fix: 'list only the versions still to apply: published versions stay in the database',
 };
 
+export const RATE_LIMITS_FILE: InputFileKind = {
+  name: 'rate limits file',
+  maxBytes: 1 * MiB,
+  fix: 'give limits per model, not per caller (a provider limits an organisation per model)',
+};
+
 /**
  * Reads a file as UTF-8, at most kind.maxBytes (a FIFO or /dev/zero is cut off there too). Bytes that are not UTF-8
  * are refused rather than replaced with U+FFFD, which could make two different user IDs one.

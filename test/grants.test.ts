@@ -158,6 +158,8 @@ const ALLOWED: Record<string, string[]> = {
   metric_run_counts: ['SELECT'],
   metric_histograms: ['SELECT'],
   rollup_verifications: ['SELECT'], // `rollups verify` runs, written through record_rollup_verification only
+  rate_limits: ['SELECT', 'INSERT', 'UPDATE', 'DELETE'], // the providers' limits of the last `limits apply`, replaced whole
+  rate_limit_state: ['SELECT'], // the limiter's clock and counters, written through rate_limit_acquire and rate_limit_hold only
 };
 
 /**
@@ -233,11 +235,13 @@ describe('grants, walked over every table', () => {
         where n.nspname = 'public' and p.prosecdef order by 1`,
     );
     // Trigger functions (one cannot be called on its own) that keep the /metrics counters the role may not write, and
-    // the one door into rollup_verifications
+    // the one door into rollup_verifications, and the two into the rate limiter's state
     expect(definers.rows.map((r) => r.name)).toEqual([
       'metric_count_duplicate',
       'metric_count_ledger_entry',
       'metric_count_run',
+      'rate_limit_acquire',
+      'rate_limit_hold',
       'record_rollup_verification',
     ]);
   });

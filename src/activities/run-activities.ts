@@ -1,4 +1,5 @@
 import { ApplicationFailure, CancelledFailure, Context, log } from '@temporalio/activity';
+import { encode, encodeChat } from 'gpt-tokenizer/model/gpt-4o-mini';
 import type pg from 'pg';
 import { stageEmbedding } from '../db/memories';
 import { completeRun, storeRunMemoryAndComplete, type RunStatus, type RunTier } from '../db/runs';
@@ -19,7 +20,9 @@ import {
   usageForHistory,
   fullUsage,
 } from '../models/provider';
+import { PLAIN_TEXT_TOKENS } from '../models/plain-text-tokens';
 import type { SimulateProfile } from '../models/simulate-profile';
+import { capacityOf, type Capacity } from '../ratelimits/capacity';
 
 export interface RunActivityDeps {
   pool: pg.Pool;
@@ -136,7 +139,10 @@ export const createRunActivities = (deps: RunActivityDeps) => ({
 
   /** One chat request. Refused before any spend when the model has no price in force now (by the database's clock). */
   async callChat(input: ModelCallInput): Promise<ModelCallOutcome> {
-    return callProvider(deps.pool, input.model, 'chat', async (signal) => {
+    // As providers count a request against tokens per minute: its prompt and its output cap.
+    const tokens = () =>
+      encodeChat([{ role: 'user', content: input.text }], 'gpt-4o-mini', PLAIN_TEXT_TOKENS).length + (input.maxOutputTokens ?? 0);
+    return callProvider(deps.pool, capacityOf(deps.pool), { model: input.model, kind: 'chat', tokens }, async (signal) => {
       const cap = input.maxOutputTokens === undefined ? {} : { maxOutputTokens: input.maxOutputTokens };
       const r = await deps.provider.chat({ ...context(input), signal, model: input.model, prompt: input.text, ...cap });
       return { outcome: 'answered', usage: r.usage, providerModel: r.providerModel, requestId: r.requestId, text: r.text };
@@ -158,11 +164,17 @@ export const createRunActivities = (deps: RunActivityDeps) => ({
     }
     const truncated = fitted.truncatedFromTokens === undefined ? {} : { inputTruncatedFrom: fitted.truncatedFromTokens };
     const callKey = usageKey({ runId: execution('callEmbedding').runId, step: input.step, attempt: input.attempt });
-    const outcome = await callProvider(deps.pool, input.model, 'embedding', async (signal) => {
-      const r = await deps.provider.embed({ ...context(input), signal, model: input.model, input: fitted.text });
-      const where = await stageVector(deps.pool, callKey, r.vector);
-      return { outcome: 'answered', usage: r.usage, providerModel: r.providerModel, requestId: r.requestId, ...where };
-    });
+    const tokens = () => encode(fitted.text, PLAIN_TEXT_TOKENS).length;
+    const outcome = await callProvider(
+      deps.pool,
+      capacityOf(deps.pool),
+      { model: input.model, kind: 'embedding', tokens },
+      async (signal) => {
+        const r = await deps.provider.embed({ ...context(input), signal, model: input.model, input: fitted.text });
+        const where = await stageVector(deps.pool, callKey, r.vector);
+        return { outcome: 'answered', usage: r.usage, providerModel: r.providerModel, requestId: r.requestId, ...where };
+      },
+    );
     return { ...outcome, ...truncated };
   },
 
@@ -233,17 +245,19 @@ async function stageVector(pool: pg.Pool, callKey: string, vector: number[]): Pr
 }
 
 /**
- * Checks the price, then runs one provider request as this activity attempt: heartbeats throughout (so a dead worker's call is retried
+ * Checks the price, waits for the provider's rate limit (shared by every worker, src/ratelimits/capacity.ts), then
+ * runs one provider request as this activity attempt: heartbeats throughout (so a dead worker's call is retried
  * within the heartbeat timeout, and a cancel reaches the request), aborts the request on cancellation, and sorts the
  * outcome. Usage that came back is returned, even with a failure; a refusal without usage is thrown, with the
- * provider's Retry-After as the next retry's delay.
+ * provider's Retry-After as the next retry's delay (and, for a rate-limited model, every worker's).
  */
 async function callProvider(
   pool: pg.Pool,
-  model: string,
-  kind: CallKind,
+  capacity: Capacity,
+  call: { model: string; kind: CallKind; tokens: () => number },
   request: (signal: AbortSignal) => Promise<ModelCallOutcome & { usage: TokenUsage }>,
 ): Promise<ModelCallOutcome> {
+  const { model, kind } = call;
   const ctx = Context.current();
   // No heartbeat at the start: the server counts the heartbeat timeout from the attempt's start, and each heartbeat
   // is an RPC that the server persists (a mutable-state write). A call that answers within HEARTBEAT_EVERY_MS (the
@@ -255,6 +269,8 @@ async function callProvider(
     await nonRetryableWhenFinal(() => refuseUnpricedCall(pool, model, kind));
     // The server gave up on this attempt (timed out, or the run was cancelled): spend nothing.
     if (ctx.cancellationSignal.aborted) throw new CancelledFailure('model call cancelled before the request was sent');
+    const waitedMs = await capacity.acquire(model, call.tokens, { signal: ctx.cancellationSignal, onWait: () => ctx.heartbeat() });
+    if (waitedMs > 0) log.info('waited for the provider rate limit', { model, waitedMs });
     const outcome = await request(ctx.cancellationSignal);
     return { ...outcome, usage: usageForHistory(outcome.usage), receivedAt: new Date().toISOString() };
   } catch (err) {
@@ -272,6 +288,11 @@ async function callProvider(
       };
     }
     if (err instanceof ProviderUnavailableError) {
+      if ((err.retryAfterMs || err.status === 429) && (await capacity.isLimited(model).catch(() => false))) {
+        await capacity.hold(model, err.retryAfterMs ?? 0, err.status === 429).catch((holdErr: unknown) => {
+          log.warn("could not share the provider's Retry-After with the other workers", { model, error: (holdErr as Error).message });
+        });
+      }
       throw ApplicationFailure.create({
         message: err.message,
         type: err.name,

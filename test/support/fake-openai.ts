@@ -2,6 +2,7 @@ import { once } from 'node:events';
 import { appendFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { encode, encodeChat } from 'gpt-tokenizer/model/gpt-4o-mini';
 
 /**
  * A local stand-in for the OpenAI HTTP API (the only thing tests stand in for): /v1/chat/completions and
@@ -63,6 +64,15 @@ export interface FakeOutage {
   retryAfter?: string;
 }
 
+/**
+ * A model's rate limits, as OpenAI enforces them per organisation and model: requests and tokens admitted over the
+ * last 60 seconds (a sliding window), a request counting its prompt's tokens plus its max_completion_tokens.
+ */
+export interface FakeRateLimit {
+  requestsPerMinute?: number;
+  tokensPerMinute?: number;
+}
+
 export interface FakeOpenAIOptions {
   /** Append every billed request to this file as a JSON line, as the fake bills it. */
   billedLogFile?: string;
@@ -82,6 +92,10 @@ export interface FakeOpenAI {
   setLatency(ms: number): void;
   /** Requests answered 503 because of an outage. */
   outageAnswers(): number;
+  /** Enforce (or, with undefined, stop enforcing) a model's rate limits: 429 with Retry-After beyond them. */
+  setRateLimit(model: string, limit: FakeRateLimit | undefined): void;
+  /** Requests answered 429 because of a rate limit. */
+  rateLimitedAnswers(): number;
   /** Per caller, requests received and not yet answered (the model is still thinking). */
   inFlight(): Map<string | null, number>;
   /** Queue replies for one endpoint; each request takes the next one. */
@@ -106,6 +120,8 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
   let outage: FakeOutage | undefined;
   let outageCount = 0;
   let latencyMs = 0;
+  const rateLimits = new Map<string, { limit: FakeRateLimit; admitted: { at: number; tokens: number }[] }>();
+  let rateLimitedCount = 0;
   const inFlight = new Map<string | null, number>();
 
   const server: Server = createServer((req, res) => {
@@ -150,6 +166,25 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
         { error: { message: 'fake outage: the service is unavailable', type: 'server_error', code: 'server_error' } },
         headers,
       );
+    }
+    const limited = rateLimits.get(String(body.model ?? ''));
+    if (limited) {
+      const tokens = requestTokens(endpoint, body);
+      const now = Date.now();
+      const window = limited.admitted.filter((a) => a.at > now - 60_000);
+      limited.admitted = window;
+      const usedTokens = window.reduce((sum, a) => sum + a.tokens, 0);
+      const { requestsPerMinute: rpm, tokensPerMinute: tpm } = limited.limit;
+      if ((rpm !== undefined && window.length + 1 > rpm) || (tpm !== undefined && usedTokens + tokens > tpm)) {
+        rateLimitedCount += 1;
+        const retryAfter = String(Math.max(1, Math.ceil((window[0].at + 60_000 - now) / 1000)));
+        return send(
+          429,
+          { error: { message: `fake rate limit reached for ${String(body.model)}`, type: 'requests', code: 'rate_limit_exceeded' } },
+          { 'retry-after': retryAfter },
+        );
+      }
+      window.push({ at: now, tokens });
     }
     const reply = scripts[endpoint].shift() ?? defaults[endpoint];
     if (reply.kind === 'error') {
@@ -221,6 +256,11 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
       latencyMs = ms;
     },
     outageAnswers: () => outageCount,
+    setRateLimit(model, limit) {
+      if (limit) rateLimits.set(model, { limit, admitted: [] });
+      else rateLimits.delete(model);
+    },
+    rateLimitedAnswers: () => rateLimitedCount,
     inFlight: () => new Map([...inFlight].filter(([, n]) => n > 0)),
     billedIds: () => requests.filter((r) => r.status === 200 && r.billedId).map((r) => r.billedId as string),
     script(endpoint, ...replies) {
@@ -239,6 +279,8 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
       outage = undefined;
       outageCount = 0;
       latencyMs = 0;
+      rateLimits.clear();
+      rateLimitedCount = 0;
       inFlight.clear();
     },
     async close() {
@@ -246,6 +288,14 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
       await new Promise<void>((resolve, reject) => server.close((err) => (err ? reject(err) : resolve())));
     },
   };
+}
+
+/** What a request counts against tokens per minute: its messages' tokens and its output cap (chat), or its input's. */
+function requestTokens(endpoint: Endpoint, body: Record<string, unknown>): number {
+  if (endpoint === 'embeddings') return encode(String(body.input ?? '')).length;
+  const messages = (body.messages as { role: 'user'; content: string }[] | undefined) ?? [];
+  const cap = Number(body.max_completion_tokens ?? body.max_tokens ?? 0);
+  return encodeChat(messages, 'gpt-4o-mini', { disallowedSpecial: new Set<string>() }).length + cap;
 }
 
 function chatUsage(u: FakeUsage) {

@@ -15,7 +15,7 @@ const LAYERS: string[][] = [
   ['activities'],
   ['reports'],
   ['budgets'],
-  ['ledger'],
+  ['ledger', 'ratelimits'],
   ['models', 'db'],
   [
     'config.ts',
