@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestContext, type TestContext } from './support/context';
-import { runCli } from './support/cli';
+import { runCli, runCliOnTerminal } from './support/cli';
 import { waitFor } from './support/wait';
 import { BUDGET_SWEEP_SCHEDULE_ID } from '../src/constants';
 import { describeOrUndefined } from '../src/schedules/describe-schedule';
@@ -117,11 +117,29 @@ describe('tasks apply', () => {
       monthlyReport: false,
       budgetSweep: false,
     });
+    // Without a terminal and without --prune, the schedule of the task v2 omits is kept, and the output says so.
     const second = await runCli(['tasks', 'apply', v2, '--json'], ctx.env);
     expect(second.code, second.stderr).toBe(0);
     expect(JSON.parse(second.stdout).changes).toEqual([
       { action: 'updated', scheduleId: 'cron-alpha' },
       { action: 'paused', scheduleId: 'cron-beta' },
+      { action: 'kept', scheduleId: 'cron-gamma' },
+    ]);
+    expect(await describeOrUndefined(ctx.client, 'cron-gamma')).toBeDefined();
+    const kept = await runCli(['tasks', 'apply', v2], ctx.env);
+    expect(kept.code, kept.stderr).toBe(0);
+    expect(kept.stdout).toMatch(/^kept\s+cron-gamma$/m);
+    expect(kept.stdout).toContain('0 changes, 2 unchanged');
+    expect(kept.stdout).toContain(
+      `left 1 schedule in place whose task is not in ${v2}: cron-gamma; \`cronledger tasks apply ${v2} --prune\` deletes it`,
+    );
+    expect(await describeOrUndefined(ctx.client, 'cron-gamma')).toBeDefined();
+
+    const pruned = await runCli(['tasks', 'apply', v2, '--prune', '--json'], ctx.env);
+    expect(pruned.code, pruned.stderr).toBe(0);
+    expect(JSON.parse(pruned.stdout).changes).toEqual([
+      { action: 'unchanged', scheduleId: 'cron-alpha' },
+      { action: 'unchanged', scheduleId: 'cron-beta' },
       { action: 'deleted', scheduleId: 'cron-gamma' },
     ]);
 
@@ -141,7 +159,8 @@ describe('tasks apply', () => {
       monthlyReport: false,
       budgetSweep: false,
     });
-    const [a, b] = await Promise.all([runCli(['tasks', 'apply', file], ctx.env), runCli(['tasks', 'apply', file], ctx.env)]);
+    const apply = () => runCli(['tasks', 'apply', file, '--prune'], ctx.env);
+    const [a, b] = await Promise.all([apply(), apply()]);
     expect(a.code, a.stderr).toBe(0);
     expect(b.code, b.stderr).toBe(0);
     const afterBoth = await scheduleState();
@@ -203,7 +222,10 @@ describe('tasks apply', () => {
     });
     const same = await runCli(['tasks', 'apply', reordered, '--json'], ctx.env);
     expect(same.code, same.stderr).toBe(0);
-    expect(JSON.parse(same.stdout).changes).toEqual([{ action: 'unchanged', scheduleId: 'cron-sim' }]);
+    // the other tasks' schedules are kept (no --prune), each listed as such
+    const simChanges = (stdout: string) =>
+      (JSON.parse(stdout) as { changes: { action: string; scheduleId: string }[] }).changes.filter((c) => c.action !== 'kept');
+    expect(simChanges(same.stdout)).toEqual([{ action: 'unchanged', scheduleId: 'cron-sim' }]);
 
     const v2 = tasksFile('simulate-v2.json', {
       tasks: [task('sim', { simulate: { ...simulate, completionTokens: 900 } })],
@@ -212,7 +234,7 @@ describe('tasks apply', () => {
     });
     const changed = await runCli(['tasks', 'apply', v2, '--json'], ctx.env);
     expect(changed.code, changed.stderr).toBe(0);
-    expect(JSON.parse(changed.stdout).changes).toEqual([{ action: 'updated', scheduleId: 'cron-sim' }]);
+    expect(simChanges(changed.stdout)).toEqual([{ action: 'updated', scheduleId: 'cron-sim' }]);
     const d = await ctx.client.schedule.getHandle('cron-sim').describe();
     const named = (d.action.type === 'startWorkflow' ? d.action.args?.[0] : undefined) as { fingerprint: string };
     expect(await appliedDefinition('sim', named.fingerprint)).toMatchObject({ simulate: { completionTokens: 900 } });
@@ -374,4 +396,40 @@ describe('the schedule note (what the Web UI and `temporal schedule describe` sh
       await ctx.client.schedule.getHandle('cron-noted').delete();
     }
   }, 240_000);
+});
+
+describe('tasks apply on a terminal', () => {
+  it('lists the schedules of omitted tasks and deletes them only when the answer is y', async () => {
+    const both = tasksFile('tty-both.json', { tasks: [task('tty-a'), task('tty-b')], monthlyReport: false, budgetSweep: false });
+    const onlyA = tasksFile('tty-a.json', { tasks: [task('tty-a')], monthlyReport: false, budgetSweep: false });
+    const applied = await runCli(['tasks', 'apply', both], ctx.env);
+    expect(applied.code, applied.stderr).toBe(0);
+    // the prompt lists what the schedule list shows: wait until it shows cron-tty-b
+    await waitFor(
+      async () => {
+        for await (const s of ctx.client.schedule.list()) if (s.scheduleId === 'cron-tty-b') return true;
+        return false;
+      },
+      20_000,
+      'the schedule list showing cron-tty-b',
+    );
+    const dialogue = (answer: string) => ({ prompt: '[y/N]', answer });
+
+    const no = await runCliOnTerminal(['tasks', 'apply', onlyA], ctx.env, dialogue('n'));
+    expect(no.code, no.output).toBe(0);
+    expect(no.asked, no.output).toBe(true);
+    expect(no.output).toMatch(/omits the tasks? of \d+ schedules?:\r\n( {2}cron-[a-z0-9-]+\r\n)* {2}cron-tty-b\r\n/);
+    expect(no.output).toMatch(/^kept\s+cron-tty-b\r$/m);
+    expect(no.output).toContain('--prune` deletes');
+    expect(await describeOrUndefined(ctx.client, 'cron-tty-b')).toBeDefined();
+
+    const yes = await runCliOnTerminal(['tasks', 'apply', onlyA], ctx.env, dialogue('y'));
+    expect(yes.code, yes.output).toBe(0);
+    expect(yes.asked, yes.output).toBe(true);
+    expect(yes.output).toMatch(/^deleted\s+cron-tty-b\r$/m);
+    expect(yes.output).not.toContain('left ');
+    expect(await describeOrUndefined(ctx.client, 'cron-tty-b')).toBeUndefined();
+    expect(await describeOrUndefined(ctx.client, 'cron-tty-a')).toBeDefined();
+    await ctx.client.schedule.getHandle('cron-tty-a').delete();
+  }, 180_000);
 });

@@ -2,7 +2,9 @@ import { ScheduleNotFoundError, type Client } from '@temporalio/client';
 import type pg from 'pg';
 import { recordTaskVersions } from '../db/task-versions';
 import { BUDGET_SWEEP_SCHEDULE_ID, TASK_SCHEDULE_PREFIX, taskScheduleId } from '../constants';
+import { mapWithConcurrency, TEMPORAL_CALL_CONCURRENCY } from './bounded-concurrency';
 import { ensureBudgetSweepSchedule } from './budget-sweep-schedule';
+import { describeOrUndefined } from './describe-schedule';
 import { reconcileSchedule } from './reconcile-schedule';
 import { resumeSchedule } from './resume-schedule';
 import { ensureReportSchedule } from './report-schedule';
@@ -12,15 +14,50 @@ import { PAUSED_BY_APPLY, scheduleOptionsFor, taskFingerprint } from './task-sch
 import { taskNoteOf, wantedTaskNote } from './task-note';
 import type { Task, TasksFile } from '../tasks/tasks-file';
 
-export type Change = { action: 'created' | 'updated' | 'paused' | 'resumed' | 'deleted' | 'unchanged'; scheduleId: string };
+export type Change = {
+  action: 'created' | 'updated' | 'paused' | 'resumed' | 'deleted' | 'kept' | 'unchanged';
+  scheduleId: string;
+};
 
 /**
- * Reconciles Temporal Schedules with a tasks file: creates what is missing, updates what changed, deletes the
- * cronledger task schedules whose task is gone, and never touches a schedule cronledger did not create. Applying the
- * same file again changes nothing; two concurrent applies converge, because each step moves towards the same state.
- * Every task's version is recorded in task_versions first, so no schedule ever names a version a run can't load.
+ * What becomes of the cronledger task schedules whose task the file omits: all deleted (`--prune`), only the listed ones
+ * deleted (those confirmed at a prompt), or none (each is reported as `kept`).
  */
-export async function applyTasks(client: Client, file: TasksFile, taskQueue: string, pool: pg.Pool): Promise<Change[]> {
+export type Prune = 'all' | 'none' | readonly string[];
+
+/**
+ * The cronledger task schedules whose task this file omits, sorted. The candidates come from Temporal's schedule list,
+ * which is eventually consistent, so each is described (which reads the schedule itself): one deleted a moment ago is
+ * not reported. One created a moment ago may still be missing from the list.
+ */
+export async function omittedTaskSchedules(client: Client, file: TasksFile): Promise<string[]> {
+  const wanted = new Set(file.tasks.map((t) => taskScheduleId(t.id)));
+  const candidates: string[] = [];
+  for await (const summary of client.schedule.list()) {
+    if (!summary.scheduleId.startsWith(TASK_SCHEDULE_PREFIX) || wanted.has(summary.scheduleId)) continue;
+    if (isManagedTaskSchedule(summary.memo)) candidates.push(summary.scheduleId);
+  }
+  const described = await mapWithConcurrency(candidates.sort(), TEMPORAL_CALL_CONCURRENCY, async (id) => ({
+    id,
+    description: await describeOrUndefined(client, id),
+  }));
+  return described.flatMap(({ id, description }) => (description && isManagedTaskSchedule(description.memo) ? [id] : []));
+}
+
+/**
+ * Reconciles Temporal Schedules with a tasks file: creates what is missing, updates what changed, and never touches a
+ * schedule cronledger did not create. The cronledger task schedules whose task is gone are deleted only as `prune`
+ * says: a file that omits a task by mistake must not delete its schedule. Applying the same file again changes nothing;
+ * two concurrent applies converge, because each step moves towards the same state. Every task's version is recorded in
+ * task_versions first, so no schedule ever names a version a run can't load.
+ */
+export async function applyTasks(
+  client: Client,
+  file: TasksFile,
+  taskQueue: string,
+  pool: pg.Pool,
+  prune: Prune = 'none',
+): Promise<Change[]> {
   await recordTaskVersions(
     pool,
     file.tasks.map((task) => ({ taskId: task.id, fingerprint: taskFingerprint(task, taskQueue), definition: task })),
@@ -28,13 +65,14 @@ export async function applyTasks(client: Client, file: TasksFile, taskQueue: str
   const changes: Change[] = [];
   for (const task of file.tasks) changes.push(...(await applyTask(client, task, taskQueue)));
 
-  const wanted = new Set(file.tasks.map((t) => taskScheduleId(t.id)));
-  for await (const summary of client.schedule.list()) {
-    if (!summary.scheduleId.startsWith(TASK_SCHEDULE_PREFIX) || wanted.has(summary.scheduleId)) continue;
-    if (!isManagedTaskSchedule(summary.memo)) continue;
+  for (const scheduleId of await omittedTaskSchedules(client, file)) {
+    if (prune !== 'all' && (prune === 'none' || !prune.includes(scheduleId))) {
+      changes.push({ action: 'kept', scheduleId });
+      continue;
+    }
     try {
-      await client.schedule.getHandle(summary.scheduleId).delete();
-      changes.push({ action: 'deleted', scheduleId: summary.scheduleId });
+      await client.schedule.getHandle(scheduleId).delete();
+      changes.push({ action: 'deleted', scheduleId });
     } catch (err) {
       if (!(err instanceof ScheduleNotFoundError)) throw err; // a concurrent apply deleted it first
     }

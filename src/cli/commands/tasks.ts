@@ -1,13 +1,15 @@
+import type { Client } from '@temporalio/client';
 import type { Command } from 'commander';
 import { budgetChangesOf } from '../../budgets/budget-file';
 import { applyBudgets } from '../../budgets/budgets-store';
 import { recordAppliedTasks } from '../../db/applied-tasks';
-import { applyTasks } from '../../schedules/apply-tasks';
+import { applyTasks, omittedTaskSchedules, type Change, type Prune } from '../../schedules/apply-tasks';
 import { workflowUrl } from '../../config';
 import { listTasks, operateOnTask, triggerManualRun, type TaskOperation } from '../../schedules/manage-task';
-import { loadTasksFile } from '../../tasks/tasks-file';
+import { loadTasksFile, type TasksFile } from '../../tasks/tasks-file';
 import { withConnections } from '../connect';
 import { printJson, printTable } from '../output';
+import { confirm, onTerminal } from '../prompt';
 import { printAppliedBudgets } from './budgets';
 
 export function registerTasksCommands(program: Command): void {
@@ -15,14 +17,26 @@ export function registerTasksCommands(program: Command): void {
 
   tasks
     .command('apply <file>')
-    .description('create, update and delete schedules so they match the tasks file (safe to run again)')
+    .description('create and update schedules so they match the tasks file (safe to run again); see below for omitted tasks')
+    .option('--prune', 'delete the schedules of tasks the file omits, without asking')
     .option('--json', 'print the changes as JSON')
-    .action(async (file: string, opts: { json?: boolean }) => {
+    .addHelpText(
+      'after',
+      `
+A cronledger schedule whose task the file omits is deleted only on purpose:
+  on a terminal   tasks apply lists those schedules and asks before deleting them (y/N)
+  otherwise       they are left in place and listed ("kept"); exit 0
+  --prune         they are deleted without asking, and listed ("deleted")
+Schedules cronledger did not create are never touched.`,
+    )
+    .action(async (file: string, opts: { json?: boolean; prune?: boolean }) => {
       const parsed = loadTasksFile(file); // everything is validated before any schedule changes
       await withConnections({ temporal: true, db: true }, async ({ client, conn, pool }) => {
+        // asked before anything changes, so Ctrl-C at the prompt leaves everything as it was
+        const prune: Prune = opts.prune ? 'all' : onTerminal() ? await askToPrune(client, parsed, file) : 'none';
         // budgets and downgrades first, in one transaction: a refusal there leaves every schedule as it was
         const budgets = await applyBudgets(pool, { budgets: budgetChangesOf(parsed.budgets, file), downgrade: parsed.downgrade }, file);
-        const changes = await applyTasks(client, parsed, conn.taskQueue, pool);
+        const changes = await applyTasks(client, parsed, conn.taskQueue, pool, prune);
         // so that `backfill --all` and `tasks list` find these tasks at once (the schedule list lags behind)
         await recordAppliedTasks(
           pool,
@@ -31,8 +45,16 @@ export function registerTasksCommands(program: Command): void {
         if (opts.json) return printJson({ changes, budgets });
         for (const c of changes) process.stdout.write(`${c.action.padEnd(9)} ${c.scheduleId}\n`);
         printAppliedBudgets(budgets);
-        const changed = changes.filter((c) => c.action !== 'unchanged').length;
-        process.stdout.write(`${changed} change${changed === 1 ? '' : 's'}, ${changes.length - changed} unchanged\n`);
+        const count = (action: Change['action']) => changes.filter((c) => c.action === action).length;
+        const changed = changes.length - count('unchanged') - count('kept');
+        process.stdout.write(`${changed} change${changed === 1 ? '' : 's'}, ${count('unchanged')} unchanged\n`);
+        const kept = changes.filter((c) => c.action === 'kept').map((c) => c.scheduleId);
+        if (kept.length > 0) {
+          process.stdout.write(
+            `left ${kept.length} schedule${kept.length === 1 ? '' : 's'} in place whose task is not in ${file}: ${kept.join(', ')}; ` +
+              `\`cronledger tasks apply ${file} --prune\` deletes ${kept.length === 1 ? 'it' : 'them'}\n`,
+          );
+        }
       });
     });
 
@@ -92,4 +114,15 @@ export function registerTasksCommands(program: Command): void {
         );
       });
     });
+}
+
+/** On a terminal: lists the schedules the file would leave without a task and asks whether to delete them. */
+async function askToPrune(client: Client, parsed: TasksFile, file: string): Promise<Prune> {
+  const omitted = await omittedTaskSchedules(client, parsed);
+  if (omitted.length === 0) return 'none';
+  const n = omitted.length;
+  process.stderr.write(
+    `${file} omits the task${n === 1 ? '' : 's'} of ${n} schedule${n === 1 ? '' : 's'}:\n${omitted.map((id) => `  ${id}\n`).join('')}`,
+  );
+  return (await confirm(`Delete ${n === 1 ? 'it' : 'them'}? [y/N] `)) ? omitted : 'none';
 }
