@@ -2,14 +2,17 @@ import { randomUUID } from 'node:crypto';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import parsePrometheus from 'parse-prometheus-text-format';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createPool, readOnlySessionUrl } from '../src/db/pool';
 import { applyPrices, loadPricesFile } from '../src/ledger/prices';
 import { createOpenAIProvider } from '../src/models/openai-provider';
 import { loadRateLimitsFile } from '../src/ratelimits/rate-limits-file';
 import { applyRateLimits, rateLimitStatus } from '../src/ratelimits/rate-limits-store';
 import { scheduledRun } from '../src/workflows/scheduled-run';
 import { appliedInput } from './support/applied';
+import { startTestAdmin } from './support/admin-server';
 import { runCli } from './support/cli';
 import { createTestContext, type TestContext } from './support/context';
 import { startFakeOpenAI, type FakeOpenAI } from './support/fake-openai';
@@ -142,6 +145,63 @@ describe('runs through real workers against a provider that enforces its limit',
     // 30 a minute with a 6 s burst admits 3 at once: the others waited for capacity, and it shows
     expect(Number(status?.waited)).toBeGreaterThanOrEqual(6);
     expect(Number(status?.waitedMs)).toBeGreaterThan(0);
+
+    // and /metrics serves it, read as the admin page's read-only role
+    const readonly = createPool(readOnlySessionUrl(ctx.readonlyDatabaseUrl), 2);
+    const admin = await startTestAdmin(ctx, readonly);
+    try {
+      const families = parsePrometheus(await (await fetch(`${admin.url}/metrics`)).text());
+      const value = (name: string) => families.find((f) => f.name === name)?.metrics.find((m) => m.labels?.model === model)?.value;
+      expect(value('cronledger_rate_limit_admitted_total')).toBe(status?.admitted);
+      expect(value('cronledger_rate_limit_waited_total')).toBe(status?.waited);
+      expect(Number(value('cronledger_rate_limit_wait_seconds_total'))).toBeGreaterThan(0);
+      expect(value('cronledger_rate_limit_throttled_total')).toBe('0');
+    } finally {
+      await admin.close();
+      await readonly.end();
+    }
+  });
+});
+
+describe("a provider's 429 on a rate-limited model", () => {
+  it('is retried after its Retry-After, counted, and holds the model for every worker meanwhile', async () => {
+    const model = 'openai/gpt-4o-mini';
+    await applyRateLimits(ctx.pool, [{ model, requestsPerMinute: 10_000, tokensPerMinute: null }]);
+    const before = (await rateLimitStatus(ctx.pool)).find((s) => s.model === model);
+    fake.reset();
+    fake.script('chat', { kind: 'error', status: 429, retryAfter: '2' });
+    const provider = createOpenAIProvider({ OPENAI_BASE_URL: fake.baseURL, OPENAI_API_KEY: 'sk-test-fake' });
+    const taskQueue = `${ctx.taskQueue}-throttled-${randomUUID().slice(0, 6)}`;
+    const fleet = await startWorkers({ ...ctx, taskQueue }, 1, { provider });
+    const { result, heldUntilUs } = await fleet.runWhile(async () => {
+      const handle = await ctx.client.workflow.start(scheduledRun, {
+        workflowId: `cron-throttled-${randomUUID().slice(0, 6)}-2026-11-02T09:00:00Z`,
+        taskQueue,
+        args: [
+          await appliedInput(ctx.pool, {
+            taskId: 'throttled',
+            userId: 'u-limits',
+            input: 'Summarise the day.',
+            model,
+            embeddingModel: 'openai/text-embedding-3-small',
+          }),
+        ],
+      });
+      const r = await handle.result();
+      const { rows } = await ctx.pool.query<{ held: string }>(`select held_until_us as held from rate_limit_state where model = $1`, [
+        model,
+      ]);
+      return { result: r, heldUntilUs: BigInt(rows[0].held) };
+    });
+    expect(result.status).toBe('completed');
+    expect(heldUntilUs).toBeGreaterThan(0n);
+    const chats = fake.requests.filter((r) => r.path === '/v1/chat/completions');
+    expect(chats.map((r) => r.status)).toEqual([429, 200]);
+    // the hold ran to the Retry-After, and the call that came after it was sent no sooner
+    const answeredAt = fake.billed.find((b) => b.endpoint === 'chat')?.receivedAt ?? 0;
+    expect(BigInt(answeredAt) * 1000n).toBeGreaterThanOrEqual(heldUntilUs - 1000n);
+    const after = (await rateLimitStatus(ctx.pool)).find((s) => s.model === model);
+    expect(Number(after?.throttled) - Number(before?.throttled ?? 0)).toBe(1);
   });
 });
 

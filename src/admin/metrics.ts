@@ -3,6 +3,7 @@ import type pg from 'pg';
 import { budgetStatusOfAll } from '../budgets/budget-status';
 import { histogramBuckets, ledgerTotals, runCounts } from '../db/metric-counters';
 import { parseUsd, toAttoUsd } from '../money';
+import { rateLimitStatus } from '../ratelimits/rate-limits-store';
 import { divideHalfEven } from '../reports/economics';
 import type { TaskSlotCheck } from '../schedules/missed-slots';
 import { sharedResult } from './shared-result';
@@ -59,6 +60,33 @@ export function adminMetrics(db: pg.Pool, opts: { perUser: boolean; missedSlots?
     registers: [registry],
   });
 
+  const rateLimitCounters = {
+    admitted: new Counter({
+      name: 'cronledger_rate_limit_admitted_total',
+      help: 'Model calls the shared rate limiter admitted, per rate-limited model (`cronledger limits`), all workers together',
+      labelNames: ['model'],
+      registers: [registry],
+    }),
+    waited: new Counter({
+      name: 'cronledger_rate_limit_waited_total',
+      help: 'Of those, the calls that waited for capacity first',
+      labelNames: ['model'],
+      registers: [registry],
+    }),
+    waitSeconds: new Counter({
+      name: 'cronledger_rate_limit_wait_seconds_total',
+      help: 'The time those calls waited for capacity, in all',
+      labelNames: ['model'],
+      registers: [registry],
+    }),
+    throttled: new Counter({
+      name: 'cronledger_rate_limit_throttled_total',
+      help: "429 answers the provider gave anyway (each held every worker's calls of the model for its Retry-After)",
+      labelNames: ['model'],
+      registers: [registry],
+    }),
+  };
+
   async function collect(): Promise<void> {
     charges.reset();
     credits.reset();
@@ -77,6 +105,13 @@ export function adminMetrics(db: pg.Pool, opts: { perUser: boolean; missedSlots?
       const used = toAttoUsd(parseUsd(b.spentUsd)) + toAttoUsd(parseUsd(b.reservedUsd));
       const ppm = divideHalfEven(used * 1_000_000n, toAttoUsd(parseUsd(b.limitUsd)));
       utilisation.set({ user: b.userId, tier: b.tier }, Number(ppm) / 1_000_000);
+    }
+    for (const c of Object.values(rateLimitCounters)) c.reset();
+    for (const r of await rateLimitStatus(db)) {
+      rateLimitCounters.admitted.inc({ model: r.model }, Number(r.admitted));
+      rateLimitCounters.waited.inc({ model: r.model }, Number(r.waited));
+      rateLimitCounters.waitSeconds.inc({ model: r.model }, Number(r.waitedMs) / 1000);
+      rateLimitCounters.throttled.inc({ model: r.model }, Number(r.throttled));
     }
     missed.reset();
     // Without Temporal (or when it fails) the gauge has no series: absent is not zero
