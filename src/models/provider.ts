@@ -114,10 +114,22 @@ export class BilledCallError extends Error {
   }
 }
 
+export interface PromptCountRequest {
+  model: string;
+  prompt: string;
+  signal?: AbortSignal;
+}
+
 export interface ModelProvider {
   readonly name: string;
   chat(request: ChatRequest): Promise<ChatResult>;
   embed(request: EmbeddingRequest): Promise<EmbeddingResult>;
+  /**
+   * The prompt tokens the provider will bill for this prompt as a chat request, counted by the provider itself
+   * (Anthropic's count_tokens), for a model whose tokenizer cronledger does not have. Absent, or undefined for a
+   * model: the budget guard's o200k count stands.
+   */
+  countPromptTokens?(request: PromptCountRequest): Promise<number | undefined>;
 }
 
 /**

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { UserError } from '../../src/errors';
-import { createOpenAIProvider, retryAfterMs } from '../../src/models/openai-provider';
+import { createOpenAIProvider } from '../../src/models/openai-provider';
+import { retryAfterMs } from '../../src/models/sdk-client';
 
 // What the OpenAI provider decides without a request: its configuration and the retry delay a reply asks for.
 describe('createOpenAIProvider without a request', () => {
