@@ -37,16 +37,31 @@ const provider = (extra: Record<string, string> = {}): ModelProvider =>
 const chatRequest = { model: 'openai/gpt-4o-mini', prompt: 'Summarise my inbox', attempt: 1 };
 
 describe('createOpenAIProvider over HTTP', () => {
-  it('maps every usage field (cached and reasoning included) and keeps the request id and served model', async () => {
+  it('maps every usage field (cache reads and writes, reasoning, service tier) and keeps the request id and served model', async () => {
     fake.script('chat', {
       kind: 'ok',
       text: 'Inbox: 3 items',
-      usage: { prompt_tokens: 1200, cached_tokens: 1024, completion_tokens: 300, reasoning_tokens: 128 },
+      usage: {
+        prompt_tokens: 1200,
+        cached_tokens: 1024,
+        cache_write_tokens: 150,
+        completion_tokens: 300,
+        reasoning_tokens: 128,
+        service_tier: 'priority',
+      },
     });
     const r = await provider().chat(chatRequest);
 
     expect(r.text).toBe('Inbox: 3 items');
-    expect(r.usage).toEqual(fullUsage({ promptTokens: 1200, cachedPromptTokens: 1024, completionTokens: 300, reasoningTokens: 128 }));
+    expect(r.usage).toEqual({
+      promptTokens: 1200,
+      cachedPromptTokens: 1024,
+      cacheWrite5mTokens: 150,
+      cacheWrite1hTokens: 0,
+      completionTokens: 300,
+      reasoningTokens: 128,
+      serviceTier: 'priority',
+    });
     expect(r.requestId).toBe(fake.requests[0].billedId);
     expect(r.requestId).toMatch(/^chatcmpl-fake-/);
     expect(r.providerModel).toBe('gpt-4o-mini-2024-07-18');

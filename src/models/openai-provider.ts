@@ -1,12 +1,8 @@
 import OpenAI from 'openai';
-import { secretSetting } from '../config';
-import { UserError } from '../errors';
 import {
   bareModel,
   BilledCallError,
   MissingUsageError,
-  ProviderRejectedError,
-  ProviderUnavailableError,
   type ChatRequest,
   type ChatResult,
   type EmbeddingRequest,
@@ -14,6 +10,7 @@ import {
   type ModelProvider,
   type TokenUsage,
 } from './provider';
+import { sdkClientOptions, refusal as sdkRefusal } from './sdk-client';
 
 const DEFAULT_BASE_URL = 'https://api.openai.com/v1';
 
@@ -27,18 +24,7 @@ const DEFAULT_BASE_URL = 'https://api.openai.com/v1';
  * caller's signal fires (the activity was cancelled, or its worker lost the activity).
  */
 export function createOpenAIProvider(env: NodeJS.ProcessEnv = process.env): ModelProvider {
-  const apiKey = secretSetting('OPENAI_API_KEY', env);
-  if (!apiKey) {
-    throw new UserError(
-      'MODEL_PROVIDER=openai needs OPENAI_API_KEY or OPENAI_API_KEY_FILE (and OPENAI_BASE_URL for an endpoint other than api.openai.com)',
-    );
-  }
-  const client = new OpenAI({
-    apiKey,
-    baseURL: env.OPENAI_BASE_URL || DEFAULT_BASE_URL,
-    maxRetries: 0,
-    timeout: 90_000, // below the model-call activity's 2-minute startToCloseTimeout
-  });
+  const client = new OpenAI(sdkClientOptions('OPENAI', DEFAULT_BASE_URL, 'MODEL_PROVIDER=openai', env));
 
   return {
     name: 'openai',
@@ -55,7 +41,7 @@ export function createOpenAIProvider(env: NodeJS.ProcessEnv = process.env): Mode
         )
         .catch(refusal);
       const requestId = response.id || response._request_id || null;
-      const usage = chatUsage(response.usage, requestId);
+      const usage = chatUsage(response, requestId);
       const text = response.choices?.[0]?.message?.content;
       if (!text) {
         const why = response.choices?.length ? `finish_reason ${response.choices[0].finish_reason}, no content` : 'no choices';
@@ -102,7 +88,14 @@ export function createOpenAIProvider(env: NodeJS.ProcessEnv = process.env): Mode
   };
 }
 
-function chatUsage(u: OpenAI.CompletionUsage | undefined, requestId: string | null): TokenUsage {
+/**
+ * The chat usage in the ledger's terms. prompt_tokens counts every prompt token, cached or not; the cache reads are
+ * prompt_tokens_details.cached_tokens and the cache writes prompt_tokens_details.cache_write_tokens (the name the
+ * official SDK gives them), booked as 5-minute writes since OpenAI reports no lifetime. service_tier is the tier that
+ * served the call, as OpenAI names it ('default', 'flex', 'priority', ...).
+ */
+function chatUsage(response: OpenAI.ChatCompletion, requestId: string | null): TokenUsage {
+  const u = response.usage;
   if (!u || u.prompt_tokens === undefined || u.completion_tokens === undefined) {
     throw new MissingUsageError(
       `OpenAI chat response ${requestId ?? '(no id)'} carries no usage (prompt_tokens/completion_tokens); its cost cannot be booked`,
@@ -112,36 +105,12 @@ function chatUsage(u: OpenAI.CompletionUsage | undefined, requestId: string | nu
   return {
     promptTokens: u.prompt_tokens,
     cachedPromptTokens: u.prompt_tokens_details?.cached_tokens ?? 0,
-    cacheWrite5mTokens: 0,
+    cacheWrite5mTokens: u.prompt_tokens_details?.cache_write_tokens ?? 0,
     cacheWrite1hTokens: 0,
     completionTokens: u.completion_tokens,
     reasoningTokens: u.completion_tokens_details?.reasoning_tokens ?? 0,
-    serviceTier: null,
+    serviceTier: response.service_tier ?? null,
   };
 }
 
-/** Sorts an SDK error into retry-worthy (with the server's Retry-After) or final. Nothing was billed for either. */
-function refusal(err: unknown): never {
-  if (err instanceof OpenAI.APIUserAbortError) throw err;
-  if (err instanceof OpenAI.APIConnectionError) throw new ProviderUnavailableError(`OpenAI unreachable: ${err.message}`, null, null);
-  if (err instanceof OpenAI.APIError) {
-    const status = err.status ?? null;
-    const message = `OpenAI answered ${status ?? 'an error'}: ${err.message}`;
-    if (status !== null && status >= 400 && status < 500 && ![408, 409, 429].includes(status)) {
-      throw new ProviderRejectedError(message, status);
-    }
-    throw new ProviderUnavailableError(message, status, retryAfterMs(err.headers));
-  }
-  throw err;
-}
-
-/** retry-after-ms (OpenAI's own), else Retry-After in seconds or as an HTTP date; null when absent or unreadable. */
-export function retryAfterMs(headers: Headers | undefined, now = Date.now()): number | null {
-  const ms = headers?.get('retry-after-ms');
-  if (ms && /^\d+(\.\d+)?$/.test(ms)) return Math.ceil(Number(ms));
-  const value = headers?.get('retry-after');
-  if (!value) return null;
-  if (/^\d+$/.test(value)) return Number(value) * 1000;
-  const at = Date.parse(value);
-  return Number.isNaN(at) ? null : Math.max(0, at - now);
-}
+const refusal = (err: unknown): never => sdkRefusal('OpenAI', OpenAI, err);

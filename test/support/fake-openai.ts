@@ -19,7 +19,11 @@ export interface FakeUsage {
   prompt_tokens: number;
   completion_tokens?: number;
   cached_tokens?: number;
+  /** Sent as prompt_tokens_details.cache_write_tokens (prompt tokens written to the cache, as newer models report). */
+  cache_write_tokens?: number;
   reasoning_tokens?: number;
+  /** Sent as the reply's service_tier (the tier that served it); left out when not given. */
+  service_tier?: string;
 }
 
 export type FakeReply =
@@ -224,6 +228,7 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
         model,
         choices,
         ...(usage ? { usage: chatUsage(usage) } : {}),
+        ...(usage?.service_tier ? { service_tier: usage.service_tier } : {}),
       });
     }
     const model = reply.model ?? requested;
@@ -304,7 +309,11 @@ function chatUsage(u: FakeUsage) {
     prompt_tokens: u.prompt_tokens,
     completion_tokens: completion,
     total_tokens: u.prompt_tokens + completion,
-    prompt_tokens_details: { cached_tokens: u.cached_tokens ?? 0, audio_tokens: 0 },
+    prompt_tokens_details: {
+      cached_tokens: u.cached_tokens ?? 0,
+      audio_tokens: 0,
+      ...(u.cache_write_tokens === undefined ? {} : { cache_write_tokens: u.cache_write_tokens }),
+    },
     completion_tokens_details: { reasoning_tokens: u.reasoning_tokens ?? 0, audio_tokens: 0 },
   };
 }
