@@ -6,8 +6,8 @@ import type { LedgerEntry } from '../src/ledger/entries';
 import { applyPrices, loadPricesFile } from '../src/ledger/prices';
 import { createOpenAIProvider } from '../src/models/openai-provider';
 import { fullUsage, BilledCallError, ProviderUnavailableError, type ModelProvider } from '../src/models/provider';
-import { scheduledRun, type ScheduledRunResult } from '../src/workflows/scheduled-run';
-import { appliedInput, type TestRun } from './support/applied';
+import { scheduledRun } from '../src/workflows/scheduled-run';
+import { appliedInput, runToEnd, type TestRun } from './support/applied';
 import { createTestContext, type TestContext } from './support/context';
 import { startFakeOpenAI, type FakeOpenAI } from './support/fake-openai';
 import { waitFor } from './support/wait';
@@ -150,18 +150,22 @@ describe('through a real worker and the scheduledRun workflow', () => {
       embeddingModel: 'openai/text-embedding-3-small',
     };
     const fleet = await startWorkers({ ...ctx, taskQueue }, 1, { provider: provider(extraEnv) });
-    const outcome = await fleet.runWhile(async () => {
-      const handle = await ctx.client.workflow.start(scheduledRun, { args: [await appliedInput(ctx.pool, input)], workflowId, taskQueue });
-      return handle.result().then(
-        (result: ScheduledRunResult) => ({ result, error: undefined, runId: handle.firstExecutionRunId }),
-        (error: unknown) => ({ result: undefined, error, runId: handle.firstExecutionRunId }),
-      );
-    });
+    const outcome = await fleet.runWhile(() => runToEnd(ctx, input, workflowId, taskQueue));
     return { workflowId, ...outcome };
   }
 
-  it('books exactly the two calls the fake answered, with its request ids and the standard prices', async () => {
-    fake.script('chat', { kind: 'ok', usage: { prompt_tokens: 1000, cached_tokens: 400, completion_tokens: 200, reasoning_tokens: 50 } });
+  it('books exactly the two calls the fake answered, every count and tier they reported, with their request ids and the standard prices', async () => {
+    fake.script('chat', {
+      kind: 'ok',
+      usage: {
+        prompt_tokens: 1000,
+        cached_tokens: 400,
+        cache_write_tokens: 100,
+        completion_tokens: 200,
+        reasoning_tokens: 50,
+        service_tier: 'default',
+      },
+    });
     fake.script('embeddings', { kind: 'ok', usage: { prompt_tokens: 12 } });
     const { workflowId, runId, result, error } = await runOnce(`oa-e2e-${randomUUID().slice(0, 6)}`);
 
@@ -181,10 +185,13 @@ describe('through a real worker and the scheduledRun workflow', () => {
       provider_model: 'gpt-4o-mini-2024-07-18',
       prompt_tokens: '1000',
       cached_prompt_tokens: '400',
+      cache_write_5m_tokens: '100',
+      cache_write_1h_tokens: '0',
       completion_tokens: '200',
       reasoning_tokens: '50',
+      service_tier: 'default',
       price_version: 'v1',
-      // 600 × 0.15 + 400 × 0.075 + 200 × 0.60, per million
+      // 600 × 0.15 (the cache writes among them at input) + 400 × 0.075 + 200 × 0.60, per million
       cost_usd: '0.000240000000000000',
     });
     expect(embed).toMatchObject({

@@ -15,8 +15,10 @@ import { claimRun, type ClaimOutcome } from '../db/runs';
 import { appliedVersion, recordRejectedRun } from '../db/task-versions';
 import { NoPriceError } from '../ledger/prices';
 import { budgetEvent, recordEventDelivery, undeliveredEvents } from '../budgets/threshold-events';
+import { cheapModelsEverNamed } from '../budgets/downgrades';
 import { worstCaseOf } from '../budgets/worst-case';
 import { DEFAULT_MAX_OUTPUT_TOKENS } from '../constants';
+import { ProviderRejectedError, type PromptCountRequest } from '../models/provider';
 import type { SimulateProfile } from '../models/simulate-profile';
 import { UserError } from '../errors';
 import { budgetWebhookFromEnv, postJson, readWebhook, webhookId, WebhookRejectedError, webhookTarget } from '../reports/delivery';
@@ -75,6 +77,8 @@ export interface BudgetActivityDeps {
   budgetEventRetrySeconds?: number;
   /** Whether the worker's model provider is the mock, the only one a task's `simulate` profile is passed to. */
   simulateHonoured: boolean;
+  /** The provider's own count of a chat prompt (ModelProvider.countPromptTokens), for models it counts. */
+  countPromptTokens?: (request: PromptCountRequest) => Promise<number | undefined>;
 }
 
 export interface ReserveRunInput {
@@ -91,16 +95,35 @@ export interface ReserveRunInput {
 }
 
 /** A run's chat and embedding calls (attempt 1) with their worst-case usage on the requested models. */
-function plannedCalls(input: ReserveRunInput): PlannedCall[] {
+async function plannedCalls(deps: BudgetActivityDeps, input: ReserveRunInput): Promise<PlannedCall[]> {
   const worst = worstCaseOf({
     prompt: input.prompt,
     maxOutputTokens: input.maxOutputTokens ?? DEFAULT_MAX_OUTPUT_TOKENS,
     simulate: input.simulate,
+    providerPromptTokens: await providerPromptTokens(deps, input),
   });
   return [
     { step: 'chat', attempt: 1, kind: 'chat', model: input.model, worstCase: worst.chat },
     { step: 'embed', attempt: 1, kind: 'embedding', model: input.embeddingModel, worstCase: worst.embedding },
   ];
+}
+
+/**
+ * The chat prompt as counted by the provider of each model the chat may be called on (its own, or a cheap model the
+ * downgrade map names for it), the largest; undefined when no provider counts any of them (the o200k count stands).
+ * A count the provider refuses for good fails the decision for good; one it can't give now is asked again.
+ */
+async function providerPromptTokens(deps: BudgetActivityDeps, input: ReserveRunInput): Promise<number | undefined> {
+  const count = deps.countPromptTokens;
+  if (!count) return undefined;
+  const models = [input.model, ...(await cheapModelsEverNamed(deps.pool, input.model))];
+  const signal = Context.current().cancellationSignal;
+  const counts = await Promise.all(models.map((model) => count({ model, prompt: input.prompt, signal }))).catch((err: unknown) => {
+    if (err instanceof ProviderRejectedError) throw ApplicationFailure.nonRetryable(err.message, 'ProviderRejectedError');
+    throw err;
+  });
+  const known = counts.filter((n): n is number => n !== undefined);
+  return known.length > 0 ? Math.max(...known) : undefined;
 }
 
 /**
@@ -170,7 +193,7 @@ export const createBudgetActivities = (deps: BudgetActivityDeps) => {
      * embedding calls together (so an embedding is never blocked after its chat was paid), under the month's row lock.
      */
     async reserveBudget(input: ReserveRunInput): Promise<RunDecision> {
-      const all = plannedCalls(input);
+      const all = await plannedCalls(deps, input);
       const calls = input.again
         ? all.filter((c) => c.step === input.again?.step).map((c) => ({ ...c, attempt: input.again?.attempt ?? 1 }))
         : all;
@@ -233,7 +256,7 @@ export const createBudgetActivities = (deps: BudgetActivityDeps) => {
       };
       const budget: ReserveRunInput = { workflowId, runId, ...definition, prompt: definition.input };
       const claim = { ...rest, taskId, userId: definition.userId, workflowId, temporalRunId: runId, workerId: deps.workerId };
-      const calls = plannedCalls(budget);
+      const calls = await plannedCalls(deps, budget);
       const result = await claimAndReserve(deps.pool, claim, { calls, expirySeconds: expirySeconds() }).catch(async (err: unknown) => {
         if (!(err instanceof NoPriceError)) return decisionFailure(err);
         // The statement rolled back, claim included. The claim alone, so the failure is recorded on the run (the

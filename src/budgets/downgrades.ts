@@ -55,3 +55,12 @@ export async function cheapModelOf(db: pg.Pool | pg.PoolClient, model: string, a
   const { rows } = await db.query<{ cheap_model: string | null }>('select budget_cheap_model($1, $2) as cheap_model', [model, at]);
   return rows[0].cheap_model;
 }
+
+/**
+ * Every cheap model the downgrade map has named for `model`, in force or not: the models a run's chat may be called on
+ * besides its own, whichever version the decision takes (so a bound computed over them holds for any of them).
+ */
+export async function cheapModelsEverNamed(db: pg.Pool | pg.PoolClient, model: string): Promise<string[]> {
+  const { rows } = await db.query<{ cheap_model: string }>('select distinct cheap_model from model_downgrades where model = $1', [model]);
+  return rows.map((r) => r.cheap_model);
+}

@@ -10,16 +10,23 @@ import type { TokenUsage } from '../models/provider';
  *   reply, which the provider is told as max_completion_tokens and never exceeds;
  * - embedding: the reply, which the embedding step cuts to at most maxOutputTokens tokens of the embedding model.
  * A task's `simulate` profile tells the mock provider what to report instead of counting, so it is part of the bound.
- * The chat encoding is o200k_base (gpt-4o-mini, gpt-4.1-nano); another chat model's count is an approximation.
+ * The chat encoding is o200k_base (gpt-4o-mini, gpt-4.1-nano). A model whose tokenizer differs (Claude's gives more
+ * tokens for the same text) is counted by its provider (providerPromptTokens: Anthropic's count_tokens), and the
+ * larger count stands.
  */
 export interface WorstCase {
   chat: TokenUsage;
   embedding: TokenUsage;
 }
 
-export function worstCaseOf(input: { prompt: string; maxOutputTokens: number; simulate?: SimulateProfile }): WorstCase {
+export function worstCaseOf(input: {
+  prompt: string;
+  maxOutputTokens: number;
+  simulate?: SimulateProfile;
+  providerPromptTokens?: number;
+}): WorstCase {
   const s = input.simulate ?? {};
-  const promptTokens = Math.max(chatPromptTokens(input.prompt), s.promptTokens ?? 0);
+  const promptTokens = Math.max(chatPromptTokens(input.prompt), s.promptTokens ?? 0, input.providerPromptTokens ?? 0);
   return {
     chat: {
       promptTokens,

@@ -1,4 +1,5 @@
 import Anthropic from '@anthropic-ai/sdk';
+import { secretSetting } from '../config';
 import { DEFAULT_MAX_OUTPUT_TOKENS } from '../constants';
 import { UserError } from '../errors';
 import {
@@ -35,7 +36,13 @@ type ReportedUsage = Partial<Omit<Anthropic.Usage, 'cache_creation'>> & {
  * as failed), never a call booked at zero.
  */
 export function createAnthropicProvider(env: NodeJS.ProcessEnv = process.env): ModelProvider {
-  const client = new Anthropic(sdkClientOptions('ANTHROPIC', DEFAULT_BASE_URL, 'anthropic/ models', env));
+  const client = new Anthropic(
+    sdkClientOptions(
+      { apiKey: secretSetting('ANTHROPIC_API_KEY', env), baseURL: env.ANTHROPIC_BASE_URL },
+      DEFAULT_BASE_URL,
+      'MODEL_PROVIDER=anthropic needs ANTHROPIC_API_KEY or ANTHROPIC_API_KEY_FILE (and ANTHROPIC_BASE_URL for an endpoint other than api.anthropic.com)',
+    ),
+  );
   const stream = streamSetting(env.ANTHROPIC_STREAM);
 
   return {

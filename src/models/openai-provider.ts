@@ -1,4 +1,5 @@
 import OpenAI from 'openai';
+import { secretSetting } from '../config';
 import {
   bareModel,
   BilledCallError,
@@ -24,7 +25,13 @@ const DEFAULT_BASE_URL = 'https://api.openai.com/v1';
  * caller's signal fires (the activity was cancelled, or its worker lost the activity).
  */
 export function createOpenAIProvider(env: NodeJS.ProcessEnv = process.env): ModelProvider {
-  const client = new OpenAI(sdkClientOptions('OPENAI', DEFAULT_BASE_URL, 'MODEL_PROVIDER=openai', env));
+  const client = new OpenAI(
+    sdkClientOptions(
+      { apiKey: secretSetting('OPENAI_API_KEY', env), baseURL: env.OPENAI_BASE_URL },
+      DEFAULT_BASE_URL,
+      'MODEL_PROVIDER=openai needs OPENAI_API_KEY or OPENAI_API_KEY_FILE (and OPENAI_BASE_URL for an endpoint other than api.openai.com)',
+    ),
+  );
 
   return {
     name: 'openai',

@@ -1,21 +1,18 @@
-import { secretSetting } from '../config';
 import { UserError } from '../errors';
 import { ProviderRejectedError, ProviderUnavailableError } from './provider';
 
 /**
- * What an official provider SDK client is built with: the key from <PREFIX>_API_KEY or <PREFIX>_API_KEY_FILE, the
- * endpoint from <PREFIX>_BASE_URL, no retries of its own (Temporal owns retries, so each activity attempt is exactly one
- * request and each billed answer one ledger row), and a timeout below the model-call activity's 2-minute
- * startToCloseTimeout.
+ * What an official provider SDK client is built with: its key and endpoint (the caller reads them, under their own
+ * names), no retries of its own (Temporal owns retries, so each activity attempt is exactly one request and each billed
+ * answer one ledger row), and a timeout below the model-call activity's 2-minute startToCloseTimeout.
  */
-export function sdkClientOptions(prefix: 'OPENAI' | 'ANTHROPIC', defaultBaseURL: string, usedFor: string, env: NodeJS.ProcessEnv) {
-  const apiKey = secretSetting(`${prefix}_API_KEY`, env);
-  if (!apiKey) {
-    throw new UserError(
-      `${usedFor} needs ${prefix}_API_KEY or ${prefix}_API_KEY_FILE (and ${prefix}_BASE_URL for an endpoint other than ${new URL(defaultBaseURL).host})`,
-    );
-  }
-  return { apiKey, baseURL: env[`${prefix}_BASE_URL`] || defaultBaseURL, maxRetries: 0, timeout: 90_000 };
+export function sdkClientOptions(
+  settings: { apiKey: string | undefined; baseURL: string | undefined },
+  defaultBaseURL: string,
+  missingKey: string,
+) {
+  if (!settings.apiKey) throw new UserError(missingKey);
+  return { apiKey: settings.apiKey, baseURL: settings.baseURL || defaultBaseURL, maxRetries: 0, timeout: 90_000 };
 }
 
 /**

@@ -2,7 +2,7 @@ import { UserError } from '../errors';
 import { createAnthropicProvider } from './anthropic-provider';
 import { MockProvider } from './mock-provider';
 import { createOpenAIProvider } from './openai-provider';
-import { ProviderRejectedError, type ModelProvider } from './provider';
+import { ProviderRejectedError, type ModelProvider, type PromptCountRequest } from './provider';
 
 const REAL_PROVIDERS = ['openai', 'anthropic'] as const;
 type RealProvider = (typeof REAL_PROVIDERS)[number];
@@ -47,7 +47,10 @@ export function routeByModel(providers: ReadonlyMap<RealProvider, ModelProvider>
     name: [...providers.keys()].join(','),
     chat: (req) => providerOf(req.model).chat(req),
     embed: (req) => providerOf(req.model).embed(req),
-    // A model no enabled provider serves has no count; its call is refused with the reason.
-    countPromptTokens: async (req) => providers.get(wantedOf(req.model))?.countPromptTokens?.(req),
+    // Only when a provider counts (so the budget guard asks nothing otherwise). A model no enabled provider serves
+    // has no count; its call is refused with the reason.
+    ...([...providers.values()].some((p) => p.countPromptTokens)
+      ? { countPromptTokens: async (req: PromptCountRequest) => providers.get(wantedOf(req.model))?.countPromptTokens?.(req) }
+      : {}),
   };
 }

@@ -1,9 +1,10 @@
+import type { Client } from '@temporalio/client';
 import type pg from 'pg';
 import type { RunDefinition } from '../../src/activities/budget-activities';
 import { recordTaskVersions } from '../../src/db/task-versions';
 import { fingerprintOf } from '../../src/hash';
 import type { Task } from '../../src/tasks/tasks-file';
-import type { ScheduledRunInput } from '../../src/workflows/scheduled-run';
+import { scheduledRun, type ScheduledRunInput, type ScheduledRunResult } from '../../src/workflows/scheduled-run';
 
 /** A run as a test describes it: the definition it should run, and how it is started (manual, retry). */
 export type TestRun = RunDefinition & Omit<ScheduledRunInput, 'fingerprint'>;
@@ -18,4 +19,13 @@ export async function appliedInput(pool: pg.Pool, run: TestRun): Promise<Schedul
   const fingerprint = fingerprintOf(definition);
   await recordTaskVersions(pool, [{ taskId, fingerprint, definition: definition as Task }]);
   return { taskId, fingerprint, ...(manual ? { manual } : {}), ...(retry ? { retry } : {}) };
+}
+
+/** Starts the run under `workflowId` on `taskQueue` and waits for its end: its result or its error, and its run ID. */
+export async function runToEnd(ctx: { client: Client; pool: pg.Pool }, run: TestRun, workflowId: string, taskQueue: string) {
+  const handle = await ctx.client.workflow.start(scheduledRun, { args: [await appliedInput(ctx.pool, run)], workflowId, taskQueue });
+  return handle.result().then(
+    (result: ScheduledRunResult) => ({ result, error: undefined, runId: handle.firstExecutionRunId }),
+    (error: unknown) => ({ result: undefined, error, runId: handle.firstExecutionRunId }),
+  );
 }
