@@ -3,7 +3,8 @@
 # random passwords for each database role and the admin page's token, and the database URLs built from them. Keeps
 # every file that exists already, so rerunning it never changes a password a database was created with.
 #   ./scripts/compose-secrets.sh && docker compose up -d --build
-# For a real model provider, put its key in secrets/openai_api_key (left empty here: the mock provider needs none); with
+# For a real model provider, put its key in secrets/openai_api_key or secrets/anthropic_api_key (left empty here: the
+# mock provider needs none) and set MODEL_PROVIDER (openai, anthropic or openai,anthropic); with
 # REPORT_WEBHOOK_URL set, its signing secret (whsec_...) goes in secrets/report_webhook_secret.
 set -eu
 dir=${1:-secrets}
@@ -20,6 +21,7 @@ done
 # The payload encryption key (docs/security.md, "Payloads encrypted"): to rotate, put a new k2=... line first.
 [ -s "$dir/payload_keys" ] || echo "k1=$(openssl rand -base64 32)" >"$dir/payload_keys"
 [ -e "$dir/openai_api_key" ] || : >"$dir/openai_api_key"
+[ -e "$dir/anthropic_api_key" ] || : >"$dir/anthropic_api_key"
 [ -e "$dir/report_webhook_secret" ] || : >"$dir/report_webhook_secret"
 
 # The ledger's URLs, one per role, written again from the passwords each time (they hold nothing else).

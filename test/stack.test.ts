@@ -70,6 +70,7 @@ async function devEnv(env: NodeJS.ProcessEnv): Promise<Record<string, string>> {
  */
 const PLANTED = {
   OPENAI_API_KEY: 'planted-openai-key-for-workers-only',
+  ANTHROPIC_API_KEY: 'planted-anthropic-key-for-workers-only',
   CRONLEDGER_ADMIN_TOKEN: 'planted-admin-token-for-the-admin-only',
   DATABASE_SUPERUSER_URL: 'postgres://postgres:planted-superuser-password@db.example:5432/postgres',
   CRONLEDGER_OWNER_PASSWORD: 'planted-owner-password',
@@ -252,7 +253,7 @@ describe('dev up, status and down', () => {
 
     const worker = environ(first.workers[0].pid);
     expect(new URL(worker.DATABASE_URL).username).toBe('cronledger_app');
-    expect(secretsIn(worker)).toEqual(['OPENAI_API_KEY', 'app password']); // its model key and its own role only
+    expect(secretsIn(worker)).toEqual(['ANTHROPIC_API_KEY', 'OPENAI_API_KEY', 'app password']); // its model keys and its own role only
 
     const admin = environ(first.admin.pid!);
     expect(new URL(admin.CRONLEDGER_ADMIN_DATABASE_URL).username).toBe('cronledger_readonly');

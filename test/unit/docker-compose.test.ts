@@ -345,11 +345,14 @@ describe('docker-compose.yml', () => {
     expect(env.MODEL_PROVIDER).toBe('${MODEL_PROVIDER:-mock}'); // offline mock unless the user opts into a real provider
   });
 
-  it("keeps the roles' secrets apart: the model key only for workers, the read-only URL only for the admin page", () => {
-    expect(worker.secrets).toEqual(['ledger_app_url', 'openai_api_key', 'report_webhook_secret', 'payload_keys']);
+  it("keeps the roles' secrets apart: the model keys only for workers, the read-only URL only for the admin page", () => {
+    expect(worker.secrets).toEqual(['ledger_app_url', 'openai_api_key', 'anthropic_api_key', 'report_webhook_secret', 'payload_keys']);
     expect(worker.environment?.OPENAI_API_KEY_FILE).toBe('/run/secrets/openai_api_key');
+    expect(worker.environment?.ANTHROPIC_API_KEY_FILE).toBe('/run/secrets/anthropic_api_key');
     for (const [name, s] of Object.entries(services)) {
-      if (name !== 'worker') expect([name, s.secrets ?? []]).not.toEqual([name, expect.arrayContaining(['openai_api_key'])]);
+      for (const key of ['openai_api_key', 'anthropic_api_key']) {
+        if (name !== 'worker') expect([name, s.secrets ?? []]).not.toEqual([name, expect.arrayContaining([key])]);
+      }
       if (name !== 'admin') expect([name, s.secrets ?? []]).not.toEqual([name, expect.arrayContaining(['ledger_readonly_url'])]);
     }
   });
