@@ -22,7 +22,7 @@ import {
 } from '../models/provider';
 import { PLAIN_TEXT_TOKENS } from '../models/plain-text-tokens';
 import type { SimulateProfile } from '../models/simulate-profile';
-import { capacityOf, type Capacity } from '../ratelimits/capacity';
+import { AwaitingCapacityError, capacityOf, type Capacity } from '../ratelimits/capacity';
 
 export interface RunActivityDeps {
   pool: pg.Pool;
@@ -222,6 +222,12 @@ async function bookUsage(deps: RunActivityDeps, input: BookUsageInput): Promise<
 }
 
 const HEARTBEAT_EVERY_MS = 5_000;
+/**
+ * How long one attempt of a model call may wait for the provider's rate limit before its request: 20 s, so the wait
+ * and the request (the OpenAI client's own timeout is 90 s) fit the attempt's 2-minute start-to-close timeout. A
+ * longer wait ends the attempt and becomes the retry's delay (the call's 30-minute budget bounds it).
+ */
+const CAPACITY_WAIT_IN_ATTEMPT_MS = 20_000;
 /** How long an embedding's vector may take to store before it goes through history instead. */
 const STAGE_VECTOR_TIMEOUT_MS = 10_000;
 
@@ -269,7 +275,11 @@ async function callProvider(
     await nonRetryableWhenFinal(() => refuseUnpricedCall(pool, model, kind));
     // The server gave up on this attempt (timed out, or the run was cancelled): spend nothing.
     if (ctx.cancellationSignal.aborted) throw new CancelledFailure('model call cancelled before the request was sent');
-    const waitedMs = await capacity.acquire(model, call.tokens, { signal: ctx.cancellationSignal, onWait: () => ctx.heartbeat() });
+    const waitedMs = await capacity.acquire(model, call.tokens, {
+      signal: ctx.cancellationSignal,
+      onWait: () => ctx.heartbeat(),
+      maxWaitMs: CAPACITY_WAIT_IN_ATTEMPT_MS,
+    });
     if (waitedMs > 0) log.info('waited for the provider rate limit', { model, waitedMs });
     const outcome = await request(ctx.cancellationSignal);
     return { ...outcome, usage: usageForHistory(outcome.usage), receivedAt: new Date().toISOString() };
@@ -286,6 +296,10 @@ async function callProvider(
         error: err.message,
         receivedAt: new Date().toISOString(),
       };
+    }
+    if (err instanceof AwaitingCapacityError) {
+      // Nothing was sent. The next attempt starts after the wait, with a whole start-to-close timeout for its request.
+      throw ApplicationFailure.create({ message: err.message, type: err.name, nextRetryDelay: err.waitMs });
     }
     if (err instanceof ProviderUnavailableError) {
       if ((err.retryAfterMs || err.status === 429) && (await capacity.isLimited(model).catch(() => false))) {

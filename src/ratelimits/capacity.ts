@@ -5,16 +5,33 @@ export const LIMITED_MODELS_TTL_MS = 10_000;
 /** The longest single sleep while waiting, so a cancel or a heartbeat is never far off. */
 const MAX_SLEEP_MS = 1_000;
 
+/**
+ * The limiter asks for a longer wait than the caller may spend here. The model call's activity then ends its attempt
+ * before any request, and Temporal starts the next one after `waitMs` with a whole timeout of its own: a wait never
+ * eats into the time the request itself may take.
+ */
+export class AwaitingCapacityError extends Error {
+  constructor(
+    readonly model: string,
+    readonly waitMs: number,
+  ) {
+    super(`${model}: the provider's rate limit has no room for this call for ${waitMs} ms (cronledger limits list); asking again then`);
+    this.name = 'AwaitingCapacityError';
+  }
+}
+
 export interface CapacityWait {
   /** Aborted when the caller is cancelled: the wait ends with the signal's reason. */
   signal: AbortSignal;
+  /** Wait here at most this long in all; a longer wait throws AwaitingCapacityError at once. */
+  maxWaitMs: number;
   /** Called while waiting (the activity's heartbeat). */
   onWait?: () => void;
 }
 
 /**
  * Waits until the shared limiter (rate_limit_acquire, migrations/030_rate_limits.sql) admits one call of `tokens`
- * tokens to `model`, then returns how long it waited (ms). Models without a limit return at once, with no round trip
+ * tokens to `model`, then returns how long it waited (ms); `waitedBefore` counts earlier attempts' waits. Models without a limit return at once, with no round trip
  * once the worker's list of limited models is fresh.
  */
 export function createCapacity(pool: pg.Pool, now: () => number = Date.now) {
@@ -29,10 +46,11 @@ export function createCapacity(pool: pg.Pool, now: () => number = Date.now) {
 
   return {
     isLimited,
-    async acquire(model: string, tokens: () => number, wait: CapacityWait): Promise<number> {
+    async acquire(model: string, tokens: () => number, wait: CapacityWait & { waitedBefore?: number }): Promise<number> {
       if (!(await isLimited(model))) return 0;
       const count = tokens();
-      const started = now();
+      const started = now() - (wait.waitedBefore ?? 0);
+      const deadline = now() + wait.maxWaitMs;
       for (;;) {
         const waited = now() - started;
         const { rows } = await pool.query<{ wait_us: string }>('select rate_limit_acquire($1, $2, $3) as wait_us', [
@@ -42,6 +60,7 @@ export function createCapacity(pool: pg.Pool, now: () => number = Date.now) {
         ]);
         const waitMs = Math.ceil(Number(rows[0].wait_us) / 1000);
         if (waitMs <= 0) return waited;
+        if (now() + waitMs > deadline) throw new AwaitingCapacityError(model, waitMs);
         wait.signal.throwIfAborted();
         wait.onWait?.();
         await sleep(Math.min(waitMs, MAX_SLEEP_MS), wait.signal);
