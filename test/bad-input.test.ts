@@ -557,7 +557,10 @@ const cases: BadInput[] = [
 describe('bad input, as a catalogue', () => {
   it('has at least 40 cases', () => expect(cases.length).toBeGreaterThanOrEqual(40));
 
-  it.each(cases.map((c) => [c.what, c] as const))('%s', async (_what, c) => {
+  // Each case is a real CLI process, and most of its time is that process starting: the cases run a few at a time
+  // (vitest's maxConcurrency). None may change anything, so every case's before and after must still be equal while
+  // others run; a case that did change something fails, and so may those that ran beside it.
+  it.concurrent.for(cases.map((c) => [c.what, c] as const))('%s', async ([, c], { expect }) => {
     const before = await state();
     const r = await runCli(c.args(), { ...ctx.env, ...c.env });
     expect(r.code, `exit code; stdout:\n${r.stdout}`).not.toBe(0);
