@@ -19,11 +19,12 @@ import { startWorkers } from './support/workers';
  * Missed slots on the admin page and in /metrics, against real schedules: slots that fire into a task queue nobody
  * polls are never claimed, so they are missed; slots a worker claims (with and without jitter) are not; a paused
  * schedule is not, nor are the slots it skipped while paused once it is resumed. The schedules fire every minute, so
- * this waits for two real minute boundaries (up to about three minutes).
+ * this waits for two real minute boundaries, each plus the jitter and the grace (up to about two and a half minutes).
  */
 
-const GRACE_MS = 20_000;
-const JITTER = '20s';
+const GRACE_MS = 10_000;
+const JITTER_MS = 10_000;
+const JITTER = '10s';
 const NOBODY_POLLS = 'admin-missed-slots-nobody-polls';
 
 let ctx: TestContext;
@@ -107,18 +108,18 @@ it(
     const fleet = await startWorkers(ctx, 1);
     await fleet.runWhile(async () => {
       // First check: every schedule's first slot is due (fired, jitter included, plus the grace) and the worker's claimed.
-      await until(first + 20_000 + GRACE_MS + 1_000);
+      await until(first + JITTER_MS + GRACE_MS + 1_000);
       await waitFor(async () => (await claimedMinutes('claimed')).includes(first), 30_000, 'the worker claimed the first slot');
       await waitFor(async () => (await claimedMinutes('claimed-jitter')).includes(first), 30_000, 'and the jittered one');
       let c = await checks();
       expect(c.get('unpolled')).toMatchObject({ state: 'active', dueSlots: 1, missedCount: 1, missed: [at(first)] });
       // Only slots after creation: the check starts at the schedule's creation, not a day back.
       expect(new Date(c.get('unpolled')!.checkedFrom!).getTime()).toBe(created);
-      // A jittered slot fires up to 20 s after its minute, and it is that fire time that is missed.
+      // A jittered slot fires up to JITTER_MS after its minute, and it is that fire time that is missed.
       const jittered = c.get('unpolled-jitter')!;
       expect(jittered).toMatchObject({ dueSlots: 1, missedCount: 1 });
       expect(new Date(jittered.missed[0]).getTime()).toBeGreaterThanOrEqual(first);
-      expect(new Date(jittered.missed[0]).getTime()).toBeLessThan(first + 20_000);
+      expect(new Date(jittered.missed[0]).getTime()).toBeLessThan(first + JITTER_MS);
       // Claimed slots, at their minute (with jitter: claimed by nominal minute, fired later), are not missed.
       for (const id of ['claimed', 'claimed-jitter']) expect(c.get(id), id).toMatchObject({ state: 'active', dueSlots: 1, missedCount: 0 });
       // A paused schedule fires nothing and is owed nothing.
@@ -126,7 +127,7 @@ it(
 
       // Resumed (as `cronledger tasks resume` does it): the slot it skipped while paused is still not missed, the next one is.
       await operateOnTask(ctx.client, 'paused', 'resume');
-      await until(second + 20_000 + GRACE_MS + 1_000);
+      await until(second + JITTER_MS + GRACE_MS + 1_000);
       await waitFor(async () => (await claimedMinutes('claimed')).includes(second), 30_000, 'the worker claimed the second slot');
       await waitFor(async () => (await claimedMinutes('claimed-jitter')).includes(second), 30_000, 'and the jittered one');
       c = await checks();
