@@ -24,8 +24,8 @@ import { waitFor } from './support/wait';
 import { startFakeOpenAI } from './support/fake-openai';
 import { createTestContext, type TestContext } from './support/context';
 import { oracleCost } from './support/cost-oracle';
-import { startWorkers } from './support/workers';
-import { startWorkerProcesses, stopWorkerProcesses, writeWorkflowBundle } from './support/worker-processes';
+import { startWorkers, workflowBundlePath } from './support/workers';
+import { startWorkerProcesses, stopWorkerProcesses } from './support/worker-processes';
 
 /**
  * The budget guard end to end: real Temporal, real PostgreSQL, the mock model. Each test uses its own user, and its
@@ -299,7 +299,7 @@ describe('50 runs racing at 95 % of the limit, on 3 worker processes', () => {
         taskQueue: `${ctx.taskQueue}-race`,
         databaseUrl: ctx.databaseUrl,
       },
-      bundlePath: await writeWorkflowBundle(dir),
+      bundlePath: await workflowBundlePath(dir),
       logDir: dir,
       // each process's connections carry its own application_name, so the barrier sees which processes wait
       env: (incarnation) => ({ PGAPPNAME: `${appName}-${incarnation}` }),
@@ -433,7 +433,7 @@ async function runKilledMidCall(user: string, expirySeconds: number): Promise<vo
   const taskQueue = `${ctx.taskQueue}-kill-${user}`;
   const [worker] = await startWorkerProcesses(1, {
     target: { temporalAddress: ctx.temporalAddress, namespace: ctx.namespace, taskQueue, databaseUrl: ctx.databaseUrl },
-    bundlePath: await writeWorkflowBundle(dir),
+    bundlePath: await workflowBundlePath(dir),
     logDir: dir,
     env: () => ({
       MODEL_PROVIDER: 'openai',

@@ -7,7 +7,8 @@ import { applyPrices, loadPricesFile } from '../src/ledger/prices';
 import type { ScheduledRunResult } from '../src/workflows/scheduled-run';
 import { appliedInput, type TestRun } from './support/applied';
 import { createTestContext, type TestContext } from './support/context';
-import { startWorkerProcesses, stopWorkerProcesses, writeWorkflowBundle, type WorkerProcess } from './support/worker-processes';
+import { startWorkerProcesses, stopWorkerProcesses, type WorkerProcess } from './support/worker-processes';
+import { workflowBundlePath } from './support/workers';
 
 /**
  * The server hands a run's model calls to the worker whose workflow task scheduled them, in its answer to that
@@ -28,7 +29,7 @@ beforeAll(async () => {
   metricsUrl = `http://127.0.0.1:${port}/metrics`;
   workers = await startWorkerProcesses(1, {
     target: { temporalAddress: ctx.temporalAddress, namespace: ctx.namespace, taskQueue: ctx.taskQueue, databaseUrl: ctx.databaseUrl },
-    bundlePath: await writeWorkflowBundle(dir),
+    bundlePath: await workflowBundlePath(dir),
     logDir: join(dir, 'logs'),
     env: () => ({ CRONLEDGER_WORKER_METRICS_ADDRESS: `127.0.0.1:${port}` }),
   });

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { applyPrices, loadPricesFile } from '../../src/ledger/prices';
 import { createTestContext, type TestContext } from '../support/context';
 import { startFakeOpenAI } from '../support/fake-openai';
-import { writeWorkflowBundle } from '../support/worker-processes';
+import { workflowBundlePath } from '../support/workers';
 import type { ChaosEnv } from './chaos-env';
 
 /**
@@ -24,7 +24,7 @@ export async function createFaultContext(importMetaUrl: string): Promise<{ ctx: 
     namespace: ctx.namespace,
     databaseUrl: ctx.databaseUrl,
     fake,
-    bundlePath: await writeWorkflowBundle(workDir),
+    bundlePath: await workflowBundlePath(workDir),
     logDir: join(workDir, 'logs'),
     // CRONLEDGER_FAULT_VERBOSE=1 shows a scenario's progress (kills, restarts, outages) as it happens.
     log: process.env.CRONLEDGER_FAULT_VERBOSE ? (line) => process.stderr.write(`${new Date().toISOString()} ${line}\n`) : () => undefined,

@@ -10,6 +10,7 @@ import { databaseUrlFor } from '../../src/dev/postgres';
 import { startStack, stopStack } from '../../src/dev/stack';
 import { resolveTemporalCli } from '../../src/dev/temporal-cli';
 import type { TestStack } from './provided';
+import { writeWorkflowBundle } from './worker-processes';
 
 const TEMPLATE_DATABASE = 'cronledger_template';
 
@@ -61,6 +62,9 @@ async function startTestStack(
     rmSync(dataDir, { recursive: true, force: true });
   };
   const started = Date.now();
+  // Bundled while the servers start (they mostly wait on each other); awaited below, so a failure fails the setup.
+  const bundling = writeWorkflowBundle(dataDir);
+  bundling.catch(() => undefined); // handled where it is awaited; this only keeps it from counting as unhandled meanwhile
   try {
     // No externalDatabaseUrl: a DATABASE_URL in the developer's shell must never receive test databases.
     const up = await startStack({ dataDir, workers: 0, namespaces, admin: false, temporal: temporalMode });
@@ -81,6 +85,7 @@ async function startTestStack(
       readonlyDatabaseUrl: databaseUrlFor(port, 'readonly', passwords, TEMPLATE_DATABASE),
       templateDatabase: TEMPLATE_DATABASE,
       dataDir,
+      workflowBundlePath: await bundling,
     };
     process.stderr.write(
       `test stack up in ${((Date.now() - started) / 1000).toFixed(1)}s: Temporal ${temporalMode === 'server' ? 'server on PostgreSQL' : 'dev server'} ` +

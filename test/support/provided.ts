@@ -21,6 +21,11 @@ export interface TestStack {
   /** Migrated database that every test context clones (`create database x template y`). */
   templateDatabase: string;
   dataDir: string;
+  /**
+   * The workflow code bundled once for the whole run (webpack takes seconds of CPU): every in-process worker and worker
+   * process of every file loads this file instead of bundling its own.
+   */
+  workflowBundlePath: string;
 }
 
 declare module 'vitest' {

@@ -1,16 +1,32 @@
-import { bundleWorkflowCode, NativeConnection, type Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import { bundleWorkflowCode, NativeConnection, type Worker, type WorkflowBundle } from '@temporalio/worker';
+import { readFile } from 'node:fs/promises';
 import type pg from 'pg';
+import { inject } from 'vitest';
 import { temporalConnectionOptions } from '../../src/client';
 import type { TemporalTls } from '../../src/config';
 import { MockProvider } from '../../src/models/mock-provider';
 import type { ActivityDeps } from '../../src/activities';
 import { createCronledgerWorker, workflowsPath } from '../../src/worker-setup';
+import { writeWorkflowBundle } from './worker-processes';
 
-let bundle: Promise<WorkflowBundleWithSourceMap> | undefined;
+let bundle: Promise<WorkflowBundle> | undefined;
 
-/** The workflow bundle, built once per test file (webpack is the slow part of starting a worker). */
-export const workflowBundle = (): Promise<WorkflowBundleWithSourceMap> =>
-  (bundle ??= bundleWorkflowCode({ workflowsPath, logger: quietLogger }));
+/**
+ * The workflow bundle (webpack is the slow part of starting a worker): the one the global setup built for the whole
+ * run, else (the unit tests have no global setup) built once per test file.
+ */
+export const workflowBundle = (): Promise<WorkflowBundle> => {
+  const built = inject('stack')?.workflowBundlePath;
+  return (bundle ??= built
+    ? readFile(built, 'utf8').then((code) => ({ code }))
+    : bundleWorkflowCode({ workflowsPath, logger: quietLogger }));
+};
+
+/** The workflow bundle as a file, for worker processes: the run's, else one written to dir. */
+export const workflowBundlePath = (dir: string): Promise<string> => {
+  const built = inject('stack')?.workflowBundlePath;
+  return built ? Promise.resolve(built) : writeWorkflowBundle(dir);
+};
 
 const quietLogger = { trace() {}, debug() {}, info() {}, warn() {}, error: (m: string) => process.stderr.write(`${m}\n`) } as never;
 
