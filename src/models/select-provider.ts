@@ -45,8 +45,8 @@ export function routeByModel(providers: ReadonlyMap<RealProvider, ModelProvider>
   };
   return {
     name: [...providers.keys()].join(','),
-    chat: (req) => providerOf(req.model).chat(req),
-    embed: (req) => providerOf(req.model).embed(req),
+    chat: async (req) => providerOf(req.model).chat(req),
+    embed: async (req) => providerOf(req.model).embed(req),
     // Only when a provider counts (so the budget guard asks nothing otherwise). A model no enabled provider serves
     // has no count; its call is refused with the reason.
     ...([...providers.values()].some((p) => p.countPromptTokens)
