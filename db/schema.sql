@@ -81,14 +81,13 @@ begin
                             worker_id, input_truncated_from, created_at, usage_received_at, booked_at)
   values (p_key, 'usage', p_user_id, p_run_id, p_workflow_id, p_task_id, p_model, p_provider_model, p_kind,
           p_status, p_attempt, p_prompt, p_cached, p_cache_write_5m, p_cache_write_1h, p_completion, p_reasoning, p_service_tier,
-          usage_cost(p_kind, p_prompt, p_cached, p_completion, v_price, v_at), v_price.version, p_provider_request_id, p_worker_id,
-          p_input_truncated_from, v_at, p_usage_received_at, clock_timestamp())
+          usage_cost(p_kind, p_prompt, p_cached, p_cache_write_5m, p_cache_write_1h, p_completion, p_service_tier, v_price, v_at),
+          v_price.version, p_provider_request_id, p_worker_id, p_input_truncated_from, v_at, p_usage_received_at, clock_timestamp())
   on conflict (idempotency_key) do nothing
   returning * into v_row;
   if found then
     return v_row;
   end if;
-  -- A statement of its own: it sees the row that a concurrent booking of the same key committed while we waited.
   select * into v_row from usage_ledger where idempotency_key = p_key;
   return v_row;
 end
@@ -232,15 +231,42 @@ end
 $$;
 
 --
--- Name: call_cost(text, bigint, bigint, bigint, numeric, numeric, numeric, numeric); Type: FUNCTION; Schema: public; Owner: -
+-- Name: model_price_rates; Type: TABLE; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.call_cost(p_kind text, p_prompt bigint, p_cached bigint, p_completion bigint, p_input numeric, p_cached_input numeric, p_output numeric, p_embedding_input numeric) RETURNS numeric
+CREATE TABLE public.model_price_rates (
+    price_id bigint NOT NULL,
+    service_tier text NOT NULL,
+    long_context boolean NOT NULL,
+    input_per_million numeric(30,12),
+    cached_input_per_million numeric(30,12),
+    cache_write_5m_per_million numeric(30,12),
+    cache_write_1h_per_million numeric(30,12),
+    output_per_million numeric(30,12),
+    embedding_input_per_million numeric(30,12),
+    CONSTRAINT model_price_rates_cache_write_1h_per_million_check CHECK ((cache_write_1h_per_million >= (0)::numeric)),
+    CONSTRAINT model_price_rates_cache_write_5m_per_million_check CHECK ((cache_write_5m_per_million >= (0)::numeric)),
+    CONSTRAINT model_price_rates_cached_input_per_million_check CHECK ((cached_input_per_million >= (0)::numeric)),
+    CONSTRAINT model_price_rates_check CHECK (((service_tier <> 'standard'::text) OR long_context)),
+    CONSTRAINT model_price_rates_embedding_input_per_million_check CHECK ((embedding_input_per_million >= (0)::numeric)),
+    CONSTRAINT model_price_rates_input_per_million_check CHECK ((input_per_million >= (0)::numeric)),
+    CONSTRAINT model_price_rates_output_per_million_check CHECK ((output_per_million >= (0)::numeric)),
+    CONSTRAINT model_price_rates_service_tier_check CHECK ((service_tier = ANY (ARRAY['standard'::text, 'batch'::text, 'flex'::text, 'priority'::text])))
+);
+
+--
+-- Name: call_cost(text, bigint, bigint, bigint, bigint, bigint, public.model_price_rates); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.call_cost(p_kind text, p_prompt bigint, p_cached bigint, p_write_5m bigint, p_write_1h bigint, p_completion bigint, r public.model_price_rates) RETURNS numeric
     LANGUAGE sql IMMUTABLE
     AS $$
-  select case when p_kind = 'embedding' then p_embedding_input * p_prompt * 0.000001
-              else p_input * (p_prompt - p_cached) * 0.000001 + coalesce(p_cached_input, p_input) * p_cached * 0.000001
-                   + p_output * p_completion * 0.000001 end
+  select case when p_kind = 'embedding' then r.embedding_input_per_million * p_prompt * 0.000001
+              else r.input_per_million * (p_prompt - p_cached - p_write_5m - p_write_1h) * 0.000001
+                   + coalesce(r.cached_input_per_million, r.input_per_million) * p_cached * 0.000001
+                   + coalesce(r.cache_write_5m_per_million, r.input_per_million) * p_write_5m * 0.000001
+                   + coalesce(r.cache_write_1h_per_million, r.input_per_million) * p_write_1h * 0.000001
+                   + r.output_per_million * p_completion * 0.000001 end
 $$;
 
 --
@@ -316,6 +342,41 @@ begin
     using errcode = 'restrict_violation',
           hint = 'append a correcting entry (cronledger ledger adjust / ledger credit, or a new prices version) instead';
 end
+$$;
+
+--
+-- Name: model_prices; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.model_prices (
+    id bigint NOT NULL,
+    model text NOT NULL,
+    version text NOT NULL,
+    effective_from timestamp with time zone NOT NULL,
+    input_per_million numeric(30,12),
+    cached_input_per_million numeric(30,12),
+    output_per_million numeric(30,12),
+    embedding_input_per_million numeric(30,12),
+    source text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    created_by text,
+    effective_to timestamp with time zone,
+    cache_write_5m_per_million numeric(30,12),
+    cache_write_1h_per_million numeric(30,12),
+    long_context_above bigint,
+    CONSTRAINT model_prices_cache_writes_not_negative CHECK (((cache_write_5m_per_million >= (0)::numeric) AND (cache_write_1h_per_million >= (0)::numeric))),
+    CONSTRAINT model_prices_ends_after_it_starts CHECK ((effective_to > effective_from)),
+    CONSTRAINT model_prices_long_context_above_positive CHECK ((long_context_above > 0))
+);
+
+--
+-- Name: is_long_context(public.model_prices, bigint); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.is_long_context(p public.model_prices, p_prompt bigint) RETURNS boolean
+    LANGUAGE sql IMMUTABLE
+    AS $$
+  select coalesce(p_prompt > p.long_context_above, false)
 $$;
 
 --
@@ -458,22 +519,15 @@ end
 $$;
 
 --
--- Name: model_prices; Type: TABLE; Schema: public; Owner: -
+-- Name: price_call(text, bigint, bigint, bigint, bigint, bigint, text, public.model_prices); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE TABLE public.model_prices (
-    id bigint NOT NULL,
-    model text NOT NULL,
-    version text NOT NULL,
-    effective_from timestamp with time zone NOT NULL,
-    input_per_million numeric(30,12),
-    cached_input_per_million numeric(30,12),
-    output_per_million numeric(30,12),
-    embedding_input_per_million numeric(30,12),
-    source text NOT NULL,
-    created_at timestamp with time zone DEFAULT now() NOT NULL,
-    created_by text
-);
+CREATE FUNCTION public.price_call(p_kind text, p_prompt bigint, p_cached bigint, p_write_5m bigint, p_write_1h bigint, p_completion bigint, p_tier text, p public.model_prices) RETURNS numeric
+    LANGUAGE sql STABLE
+    AS $$
+  select call_cost(p_kind, p_prompt, p_cached, p_write_5m, p_write_1h, p_completion,
+                   price_rates(p, price_tier(p_tier), is_long_context(p, p_prompt)))
+$$;
 
 --
 -- Name: price_class(numeric, public.model_prices, timestamp with time zone, text); Type: FUNCTION; Schema: public; Owner: -
@@ -502,13 +556,49 @@ CREATE FUNCTION public.price_in_force(p_model text, p_at timestamp with time zon
 declare
   p model_prices;
 begin
-  select * into p from model_prices where model = p_model and effective_from <= p_at order by effective_from desc limit 1;
+  select * into p from price_version_at(p_model, p_at);
   if not found then
     raise exception 'no price in force for model "%" at %', p_model, p_at
       using errcode = 'CL001', detail = json_build_object('model', p_model, 'at', p_at, 'what', 'price')::text;
   end if;
   return p;
 end
+$$;
+
+--
+-- Name: price_rates(public.model_prices, text, boolean); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.price_rates(p public.model_prices, p_tier text, p_long boolean) RETURNS public.model_price_rates
+    LANGUAGE sql STABLE
+    AS $$
+  select case when p_tier = 'standard' and not p_long
+              then row(p.id, 'standard', false, p.input_per_million, p.cached_input_per_million, p.cache_write_5m_per_million,
+                       p.cache_write_1h_per_million, p.output_per_million, p.embedding_input_per_million)::model_price_rates
+              else (select r from model_price_rates r where r.price_id = p.id and r.service_tier = p_tier and r.long_context = p_long)
+         end
+$$;
+
+--
+-- Name: price_tier(text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.price_tier(p_tier text) RETURNS text
+    LANGUAGE sql IMMUTABLE
+    AS $$
+  select case when p_tier is null or p_tier = 'default' then 'standard' else p_tier end
+$$;
+
+--
+-- Name: price_version_at(text, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.price_version_at(p_model text, p_at timestamp with time zone) RETURNS SETOF public.model_prices
+    LANGUAGE sql STABLE
+    AS $$
+  select * from model_prices
+   where model = p_model and effective_from <= p_at and (effective_to is null or effective_to > p_at)
+   order by effective_from desc limit 1
 $$;
 
 --
@@ -738,13 +828,11 @@ begin
          array_agg(w.model order by w.n), array_agg(w.cost order by w.n), bool_and(w.cost is not null), sum(w.cost)
     into v_keys, v_steps, v_models, v_costs, v_priced, v_default_worst
     from (select e.n, e.step, e.attempt, e.model,
-                 call_cost(e.kind, e.prompt, e.cached, e.completion, p.input_per_million, p.cached_input_per_million,
-                           p.output_per_million, p.embedding_input_per_million) as cost
+                 worst_case_call_cost(e.kind, e.prompt, e.completion, e.tier, p) as cost
             from (select j.n, j.c ->> 'step' as step, j.c ->> 'attempt' as attempt, j.c ->> 'model' as model, j.c ->> 'kind' as kind,
-                         (j.c ->> 'prompt')::bigint as prompt, (j.c ->> 'cached')::bigint as cached, (j.c ->> 'completion')::bigint as completion
+                         (j.c ->> 'prompt')::bigint as prompt, (j.c ->> 'completion')::bigint as completion, j.c ->> 'tier' as tier
                     from jsonb_array_elements(p_calls) with ordinality j(c, n) offset 0) e -- OFFSET 0: each field read once
-            left join lateral (select * from model_prices m where m.model = e.model and m.effective_from <= v_at
-                                order by m.effective_from desc limit 1) p on true) w;
+            left join lateral price_version_at(e.model, v_at) p on true) w;
   if not v_priced then
     -- a model or a price class without a price in force: worst_case_cost raises the error that names it
     perform worst_case_cost(c, c ->> 'model', v_at) from jsonb_array_elements(p_calls) c;
@@ -787,14 +875,13 @@ begin
            bool_or(w.cheap_model <> w.model), sum(w.cheap_cost)
       into v_cheap_models, v_cheap_costs, v_priced, v_downgrades, v_cheap_worst
       from (select u.n, u.model, d.cheap_model,
-                   call_cost(j.c ->> 'kind', (j.c ->> 'prompt')::bigint, (j.c ->> 'cached')::bigint, (j.c ->> 'completion')::bigint,
-                             q.input_per_million, q.cached_input_per_million, q.output_per_million, q.embedding_input_per_million) as cheap_cost
+                   worst_case_call_cost(j.c ->> 'kind', (j.c ->> 'prompt')::bigint, (j.c ->> 'completion')::bigint, j.c ->> 'tier', q)
+                     as cheap_cost
               from unnest(v_models) with ordinality u(model, n)
               join jsonb_array_elements(p_calls) with ordinality j(c, n) using (n)
               cross join lateral (
                 select coalesce(case when p_may_downgrade then budget_cheap_model(u.model, v_at) end, u.model) as cheap_model) d
-              left join lateral (select * from model_prices m where m.model = d.cheap_model and m.effective_from <= v_at
-                                  order by m.effective_from desc limit 1) q on true) w;
+              left join lateral price_version_at(d.cheap_model, v_at) q on true) w;
     if not v_priced then
       perform worst_case_cost(c, m, v_at)
          from jsonb_array_elements(p_calls) with ordinality j(c, n) join unnest(v_cheap_models) with ordinality u(m, n) using (n);
@@ -858,22 +945,55 @@ end
 $$;
 
 --
--- Name: usage_cost(text, bigint, bigint, bigint, public.model_prices, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
+-- Name: usage_cost(text, bigint, bigint, bigint, bigint, bigint, text, public.model_prices, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.usage_cost(p_kind text, p_prompt bigint, p_cached bigint, p_completion bigint, p public.model_prices, p_at timestamp with time zone) RETURNS numeric
+CREATE FUNCTION public.usage_cost(p_kind text, p_prompt bigint, p_cached bigint, p_write_5m bigint, p_write_1h bigint, p_completion bigint, p_tier text, p public.model_prices, p_at timestamp with time zone) RETURNS numeric
     LANGUAGE plpgsql STABLE
     AS $$
+declare
+  v_tier text := price_tier(p_tier);
+  v_long boolean := is_long_context(p, p_prompt);
+  r model_price_rates := price_rates(p, v_tier, v_long);
+  -- what the rates are of, when not the standard ones ("batch tier long-context"); null for the standard ones
+  v_of text := nullif(concat_ws(' ', case when v_tier <> 'standard' then v_tier || ' tier' end, case when v_long then 'long-context' end), '');
 begin
   if p_kind = 'embedding' then
-    perform price_class(p.embedding_input_per_million, p, p_at, 'embedding input');
+    perform price_class(r.embedding_input_per_million, p, p_at, concat_ws(' ', v_of, 'embedding input'));
   else
-    perform price_class(p.input_per_million, p, p_at, 'input');
-    perform price_class(p.output_per_million, p, p_at, 'output');
+    perform price_class(r.input_per_million, p, p_at, concat_ws(' ', v_of, 'input'));
+    perform price_class(r.output_per_million, p, p_at, concat_ws(' ', v_of, 'output'));
   end if;
-  return call_cost(p_kind, p_prompt, p_cached, p_completion, p.input_per_million, p.cached_input_per_million,
-                   p.output_per_million, p.embedding_input_per_million);
+  return call_cost(p_kind, p_prompt, p_cached, p_write_5m, p_write_1h, p_completion, r);
 end
+$$;
+
+--
+-- Name: worst_case_at_rates(text, bigint, bigint, public.model_price_rates); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.worst_case_at_rates(p_kind text, p_prompt bigint, p_completion bigint, r public.model_price_rates) RETURNS numeric
+    LANGUAGE sql IMMUTABLE
+    AS $$
+  select case when p_kind = 'embedding' then r.embedding_input_per_million * p_prompt * 0.000001
+              when r.input_per_million is null or r.output_per_million is null then null
+              else greatest(r.input_per_million, r.cached_input_per_million, r.cache_write_5m_per_million, r.cache_write_1h_per_million)
+                     * p_prompt * 0.000001
+                   + r.output_per_million * p_completion * 0.000001 end
+$$;
+
+--
+-- Name: worst_case_call_cost(text, bigint, bigint, text, public.model_prices); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.worst_case_call_cost(p_kind text, p_prompt bigint, p_completion bigint, p_tier text, p public.model_prices) RETURNS numeric
+    LANGUAGE sql STABLE
+    AS $$
+  select case when is_long_context(p, p_prompt)
+              then (select case when b is null or l is null then null else greatest(b, l) end
+                      from worst_case_at_rates(p_kind, p.long_context_above, p_completion, price_rates(p, price_tier(p_tier), false)) b,
+                           worst_case_at_rates(p_kind, p_prompt, p_completion, price_rates(p, price_tier(p_tier), true)) l)
+              else worst_case_at_rates(p_kind, p_prompt, p_completion, price_rates(p, price_tier(p_tier), false)) end
 $$;
 
 --
@@ -881,10 +1001,21 @@ $$;
 --
 
 CREATE FUNCTION public.worst_case_cost(p_call jsonb, p_model text, p_at timestamp with time zone) RETURNS numeric
-    LANGUAGE sql STABLE
+    LANGUAGE plpgsql STABLE
     AS $$
-  select usage_cost(p_call ->> 'kind', (p_call ->> 'prompt')::bigint, (p_call ->> 'cached')::bigint, (p_call ->> 'completion')::bigint,
-                    price_in_force(p_model, p_at), p_at)
+declare
+  p model_prices := price_in_force(p_model, p_at);
+  v_kind text := p_call ->> 'kind';
+  v_prompt bigint := (p_call ->> 'prompt')::bigint;
+  v_completion bigint := (p_call ->> 'completion')::bigint;
+  v_cost numeric := worst_case_call_cost(v_kind, v_prompt, v_completion, p_call ->> 'tier', p);
+begin
+  if v_cost is null then
+    perform usage_cost(v_kind, least(v_prompt, coalesce(p.long_context_above, v_prompt)), 0, 0, 0, v_completion, p_call ->> 'tier', p, p_at);
+    perform usage_cost(v_kind, v_prompt, 0, 0, 0, v_completion, p_call ->> 'tier', p, p_at);
+  end if;
+  return v_cost;
+end
 $$;
 
 --
@@ -1667,6 +1798,13 @@ ALTER TABLE ONLY public.model_downgrades
     ADD CONSTRAINT model_downgrades_pkey PRIMARY KEY (id);
 
 --
+-- Name: model_price_rates model_price_rates_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.model_price_rates
+    ADD CONSTRAINT model_price_rates_pkey PRIMARY KEY (price_id, service_tier, long_context);
+
+--
 -- Name: model_prices model_prices_model_effective_from_key; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -2022,6 +2160,18 @@ CREATE TRIGGER model_downgrades_append_only BEFORE DELETE OR UPDATE ON public.mo
 CREATE TRIGGER model_downgrades_created_by BEFORE INSERT ON public.model_downgrades FOR EACH ROW EXECUTE FUNCTION public.stamp_created_by();
 
 --
+-- Name: model_price_rates model_price_rates_append_only; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER model_price_rates_append_only BEFORE DELETE OR UPDATE ON public.model_price_rates FOR EACH ROW EXECUTE FUNCTION public.forbid_append_only_change();
+
+--
+-- Name: model_price_rates model_price_rates_no_truncate; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER model_price_rates_no_truncate BEFORE TRUNCATE ON public.model_price_rates FOR EACH STATEMENT EXECUTE FUNCTION public.forbid_append_only_change();
+
+--
 -- Name: model_prices model_prices_append_only; Type: TRIGGER; Schema: public; Owner: -
 --
 
@@ -2161,6 +2311,13 @@ ALTER TABLE ONLY public.budget_months
     ADD CONSTRAINT budget_months_time_zone_fkey FOREIGN KEY (time_zone) REFERENCES public.budget_zones(time_zone);
 
 --
+-- Name: model_price_rates model_price_rates_price_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.model_price_rates
+    ADD CONSTRAINT model_price_rates_price_id_fkey FOREIGN KEY (price_id) REFERENCES public.model_prices(id);
+
+--
 -- Name: rollup_months rollup_months_zone_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -2260,12 +2417,19 @@ GRANT ALL ON FUNCTION public.budget_month_figures(p_user_id text, p_zone text, p
 GRANT ALL ON FUNCTION public.budget_month_figures(p_user_id text, p_zone text, p_month date, p_at timestamp with time zone, OUT spent numeric, OUT reserved numeric) TO cronledger_readonly;
 
 --
--- Name: FUNCTION call_cost(p_kind text, p_prompt bigint, p_cached bigint, p_completion bigint, p_input numeric, p_cached_input numeric, p_output numeric, p_embedding_input numeric); Type: ACL; Schema: public; Owner: -
+-- Name: TABLE model_price_rates; Type: ACL; Schema: public; Owner: -
 --
 
-REVOKE ALL ON FUNCTION public.call_cost(p_kind text, p_prompt bigint, p_cached bigint, p_completion bigint, p_input numeric, p_cached_input numeric, p_output numeric, p_embedding_input numeric) FROM PUBLIC;
-GRANT ALL ON FUNCTION public.call_cost(p_kind text, p_prompt bigint, p_cached bigint, p_completion bigint, p_input numeric, p_cached_input numeric, p_output numeric, p_embedding_input numeric) TO cronledger_app;
-GRANT ALL ON FUNCTION public.call_cost(p_kind text, p_prompt bigint, p_cached bigint, p_completion bigint, p_input numeric, p_cached_input numeric, p_output numeric, p_embedding_input numeric) TO cronledger_readonly;
+GRANT SELECT,INSERT ON TABLE public.model_price_rates TO cronledger_app;
+GRANT SELECT ON TABLE public.model_price_rates TO cronledger_readonly;
+
+--
+-- Name: FUNCTION call_cost(p_kind text, p_prompt bigint, p_cached bigint, p_write_5m bigint, p_write_1h bigint, p_completion bigint, r public.model_price_rates); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.call_cost(p_kind text, p_prompt bigint, p_cached bigint, p_write_5m bigint, p_write_1h bigint, p_completion bigint, r public.model_price_rates) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.call_cost(p_kind text, p_prompt bigint, p_cached bigint, p_write_5m bigint, p_write_1h bigint, p_completion bigint, r public.model_price_rates) TO cronledger_app;
+GRANT ALL ON FUNCTION public.call_cost(p_kind text, p_prompt bigint, p_cached bigint, p_write_5m bigint, p_write_1h bigint, p_completion bigint, r public.model_price_rates) TO cronledger_readonly;
 
 --
 -- Name: FUNCTION claim_and_reserve(p_key text, p_task_id text, p_user_id text, p_workflow_id text, p_run_id text, p_scheduled_minute timestamp with time zone, p_worker_id text, p_manual boolean, p_supersedes_run_id text, p_calls jsonb, p_expiry_seconds integer, p_at timestamp with time zone); Type: ACL; Schema: public; Owner: -
@@ -2280,6 +2444,21 @@ GRANT ALL ON FUNCTION public.claim_and_reserve(p_key text, p_task_id text, p_use
 
 REVOKE ALL ON FUNCTION public.claim_run(p_key text, p_task_id text, p_user_id text, p_workflow_id text, p_run_id text, p_scheduled_minute timestamp with time zone, p_worker_id text, p_manual boolean, p_supersedes_run_id text) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.claim_run(p_key text, p_task_id text, p_user_id text, p_workflow_id text, p_run_id text, p_scheduled_minute timestamp with time zone, p_worker_id text, p_manual boolean, p_supersedes_run_id text) TO cronledger_app;
+
+--
+-- Name: TABLE model_prices; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT ON TABLE public.model_prices TO cronledger_app;
+GRANT SELECT ON TABLE public.model_prices TO cronledger_readonly;
+
+--
+-- Name: FUNCTION is_long_context(p public.model_prices, p_prompt bigint); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.is_long_context(p public.model_prices, p_prompt bigint) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.is_long_context(p public.model_prices, p_prompt bigint) TO cronledger_app;
+GRANT ALL ON FUNCTION public.is_long_context(p public.model_prices, p_prompt bigint) TO cronledger_readonly;
 
 --
 -- Name: FUNCTION metric_add_run(p_status text, p_tier text, p_duration_ms bigint, p_sign integer); Type: ACL; Schema: public; Owner: -
@@ -2300,11 +2479,12 @@ REVOKE ALL ON FUNCTION public.metric_observe(p_histogram text, p_ms bigint, p_si
 REVOKE ALL ON FUNCTION public.metric_rebuild() FROM PUBLIC;
 
 --
--- Name: TABLE model_prices; Type: ACL; Schema: public; Owner: -
+-- Name: FUNCTION price_call(p_kind text, p_prompt bigint, p_cached bigint, p_write_5m bigint, p_write_1h bigint, p_completion bigint, p_tier text, p public.model_prices); Type: ACL; Schema: public; Owner: -
 --
 
-GRANT SELECT,INSERT ON TABLE public.model_prices TO cronledger_app;
-GRANT SELECT ON TABLE public.model_prices TO cronledger_readonly;
+REVOKE ALL ON FUNCTION public.price_call(p_kind text, p_prompt bigint, p_cached bigint, p_write_5m bigint, p_write_1h bigint, p_completion bigint, p_tier text, p public.model_prices) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.price_call(p_kind text, p_prompt bigint, p_cached bigint, p_write_5m bigint, p_write_1h bigint, p_completion bigint, p_tier text, p public.model_prices) TO cronledger_app;
+GRANT ALL ON FUNCTION public.price_call(p_kind text, p_prompt bigint, p_cached bigint, p_write_5m bigint, p_write_1h bigint, p_completion bigint, p_tier text, p public.model_prices) TO cronledger_readonly;
 
 --
 -- Name: FUNCTION price_class(p_rate numeric, p public.model_prices, p_at timestamp with time zone, what text); Type: ACL; Schema: public; Owner: -
@@ -2320,6 +2500,30 @@ GRANT ALL ON FUNCTION public.price_class(p_rate numeric, p public.model_prices, 
 
 REVOKE ALL ON FUNCTION public.price_in_force(p_model text, p_at timestamp with time zone) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.price_in_force(p_model text, p_at timestamp with time zone) TO cronledger_app;
+
+--
+-- Name: FUNCTION price_rates(p public.model_prices, p_tier text, p_long boolean); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.price_rates(p public.model_prices, p_tier text, p_long boolean) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.price_rates(p public.model_prices, p_tier text, p_long boolean) TO cronledger_app;
+GRANT ALL ON FUNCTION public.price_rates(p public.model_prices, p_tier text, p_long boolean) TO cronledger_readonly;
+
+--
+-- Name: FUNCTION price_tier(p_tier text); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.price_tier(p_tier text) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.price_tier(p_tier text) TO cronledger_app;
+GRANT ALL ON FUNCTION public.price_tier(p_tier text) TO cronledger_readonly;
+
+--
+-- Name: FUNCTION price_version_at(p_model text, p_at timestamp with time zone); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.price_version_at(p_model text, p_at timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.price_version_at(p_model text, p_at timestamp with time zone) TO cronledger_app;
+GRANT ALL ON FUNCTION public.price_version_at(p_model text, p_at timestamp with time zone) TO cronledger_readonly;
 
 --
 -- Name: FUNCTION rate_limit_acquire(p_model text, p_tokens bigint, p_waited_us bigint); Type: ACL; Schema: public; Owner: -
@@ -2357,12 +2561,26 @@ REVOKE ALL ON FUNCTION public.reserve_budget(p_user_id text, p_run_id text, p_wo
 GRANT ALL ON FUNCTION public.reserve_budget(p_user_id text, p_run_id text, p_workflow_id text, p_calls jsonb, p_may_downgrade boolean, p_expiry_seconds integer, p_at timestamp with time zone) TO cronledger_app;
 
 --
--- Name: FUNCTION usage_cost(p_kind text, p_prompt bigint, p_cached bigint, p_completion bigint, p public.model_prices, p_at timestamp with time zone); Type: ACL; Schema: public; Owner: -
+-- Name: FUNCTION usage_cost(p_kind text, p_prompt bigint, p_cached bigint, p_write_5m bigint, p_write_1h bigint, p_completion bigint, p_tier text, p public.model_prices, p_at timestamp with time zone); Type: ACL; Schema: public; Owner: -
 --
 
-REVOKE ALL ON FUNCTION public.usage_cost(p_kind text, p_prompt bigint, p_cached bigint, p_completion bigint, p public.model_prices, p_at timestamp with time zone) FROM PUBLIC;
-GRANT ALL ON FUNCTION public.usage_cost(p_kind text, p_prompt bigint, p_cached bigint, p_completion bigint, p public.model_prices, p_at timestamp with time zone) TO cronledger_app;
-GRANT ALL ON FUNCTION public.usage_cost(p_kind text, p_prompt bigint, p_cached bigint, p_completion bigint, p public.model_prices, p_at timestamp with time zone) TO cronledger_readonly;
+REVOKE ALL ON FUNCTION public.usage_cost(p_kind text, p_prompt bigint, p_cached bigint, p_write_5m bigint, p_write_1h bigint, p_completion bigint, p_tier text, p public.model_prices, p_at timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.usage_cost(p_kind text, p_prompt bigint, p_cached bigint, p_write_5m bigint, p_write_1h bigint, p_completion bigint, p_tier text, p public.model_prices, p_at timestamp with time zone) TO cronledger_app;
+GRANT ALL ON FUNCTION public.usage_cost(p_kind text, p_prompt bigint, p_cached bigint, p_write_5m bigint, p_write_1h bigint, p_completion bigint, p_tier text, p public.model_prices, p_at timestamp with time zone) TO cronledger_readonly;
+
+--
+-- Name: FUNCTION worst_case_at_rates(p_kind text, p_prompt bigint, p_completion bigint, r public.model_price_rates); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.worst_case_at_rates(p_kind text, p_prompt bigint, p_completion bigint, r public.model_price_rates) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.worst_case_at_rates(p_kind text, p_prompt bigint, p_completion bigint, r public.model_price_rates) TO cronledger_app;
+
+--
+-- Name: FUNCTION worst_case_call_cost(p_kind text, p_prompt bigint, p_completion bigint, p_tier text, p public.model_prices); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.worst_case_call_cost(p_kind text, p_prompt bigint, p_completion bigint, p_tier text, p public.model_prices) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.worst_case_call_cost(p_kind text, p_prompt bigint, p_completion bigint, p_tier text, p public.model_prices) TO cronledger_app;
 
 --
 -- Name: FUNCTION worst_case_cost(p_call jsonb, p_model text, p_at timestamp with time zone); Type: ACL; Schema: public; Owner: -

@@ -27,6 +27,13 @@ export const BUDGETS_FILE: InputFileKind = {
   maxBytes: 16 * MiB,
   fix: 'give the users without a budget of their own the "default" budget instead of one entry each',
 };
+/** LiteLLM's whole price table (several MB), read by `prices import --litellm`. */
+export const LITELLM_FILE: InputFileKind = {
+  name: 'LiteLLM prices file',
+  maxBytes: 64 * MiB,
+  fix: "give LiteLLM's model_prices_and_context_window.json",
+};
+
 export const PRICES_FILE: InputFileKind = {
   name: 'prices file',
   maxBytes: 1 * MiB,

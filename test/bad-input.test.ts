@@ -84,6 +84,7 @@ async function state(): Promise<unknown> {
     ledger: await table('select * from usage_ledger order by id'),
     runs: await table('select * from runs order by id'),
     prices: await table('select * from model_prices order by id'),
+    priceRates: await table('select * from model_price_rates order by price_id, service_tier, long_context'),
     budgets: await table('select * from budgets order by id'),
   };
 }
@@ -277,6 +278,61 @@ const cases: BadInput[] = [
     args: () => ['prices', 'apply', file('p2.json', prices({ 'm/x': { input: '0.0000000000001', output: '1' } }))],
     names: 'input',
     fix: /at most 12 decimals/,
+  },
+  {
+    what: 'a negative price',
+    args: () => ['prices', 'apply', file('p5.json', prices({ 'm/x': { input: '1', cacheWrite5m: '-1.25', output: '1' } }))],
+    names: 'models.m/x.cacheWrite5m: must be a decimal string such as "0.15" (at most 12 decimals) (got "-1.25")',
+    fix: /prices\/standard\.json/,
+  },
+  {
+    what: 'a price version that ends before it starts',
+    args: () => [
+      'prices',
+      'apply',
+      file('p6.json', {
+        ...prices({}),
+        versions: [{ ...prices({ 'm/x': { input: '1', output: '1' } }).versions[0], effectiveTo: '2029-12-31T00:00:00Z' }],
+      }),
+    ],
+    names: 'versions.0.effectiveTo: must be after effectiveFrom (got "2029-12-31T00:00:00Z")',
+    fix: /prices\/standard\.json/,
+  },
+  {
+    what: 'an unknown service tier',
+    args: () => [
+      'prices',
+      'apply',
+      file('p7.json', prices({ 'm/x': { input: '1', output: '1', tiers: { turbo: { input: '2', output: '2' } } } })),
+    ],
+    names: '"turbo"',
+    fix: /prices\/standard\.json/,
+  },
+  {
+    what: 'a long-context threshold that is no whole number of tokens',
+    args: () => [
+      'prices',
+      'apply',
+      file('p8.json', prices({ 'm/x': { input: '1', output: '1', longContext: { aboveInputTokens: 200000.5, input: '2', output: '2' } } })),
+    ],
+    names: 'models.m/x.longContext.aboveInputTokens: must be a whole number of prompt tokens (got 200000.5)',
+    fix: /prices\/standard\.json/,
+  },
+  {
+    what: 'a long-context threshold written as text',
+    args: () => [
+      'prices',
+      'apply',
+      file('p9.json', prices({ 'm/x': { input: '1', output: '1', longContext: { aboveInputTokens: '200k', input: '2', output: '2' } } })),
+    ],
+    names: '(got "200k")',
+    fix: /prices\/standard\.json/,
+  },
+  {
+    what: 'a tasks file asking for a service tier that is none',
+    args: () => ['tasks', 'apply', file('t-tier.json', task({ serviceTier: 'turbo' }))],
+    names: 'serviceTier',
+    fix: /"standard"\|"batch"\|"flex"\|"priority"/,
   },
   {
     what: 'a prices file that is not JSON',

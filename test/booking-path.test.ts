@@ -5,11 +5,12 @@ import { applyBudgets } from '../src/budgets/budgets-store';
 import { worstCaseOf } from '../src/budgets/worst-case';
 import { MAX_TOKENS_PER_CALL } from '../src/constants';
 import { bookingLags } from '../src/ledger/entries';
-import { applyPrices, NoPriceError, priceInForce, type PricesFile } from '../src/ledger/prices';
+import { refuseUnpricedCall } from '../src/ledger/price-check';
+import { applyPrices, loadPricesFile, NoPriceError, priceInForce, type PricesFile } from '../src/ledger/prices';
 import { recordUsage } from '../src/ledger/record-usage';
 import { fullUsage, type TokenUsage } from '../src/models/provider';
 import type { TestContext } from './support/context';
-import { oracleCost } from './support/cost-oracle';
+import { oracleCost, oracleCostAt, oracleWorstCase } from './support/cost-oracle';
 import { atto, booking, ledgerContext, prng, randomPrice } from './support/ledger';
 
 /**
@@ -187,5 +188,72 @@ describe('reserve_budget', () => {
       oracleCost('chat', worst.chat, await priceInForce(ctx.pool, 'openai/gpt-4o-mini', now)) +
       oracleCost('embedding', worst.embedding, await priceInForce(ctx.pool, 'openai/text-embedding-3-small', now));
     expect(atto(decision.worstCaseUsd)).toBe(expected);
+  });
+});
+
+describe('the worst case of a priced tier', () => {
+  const sonnet = loadPricesFile('prices/standard.json').versions.find((v) => v.version === 'v3')!.models['anthropic/claude-sonnet-4-5'];
+  const decide = async (runId: string, promptTokens: number, completionTokens: number, serviceTier: string | null) => {
+    await applyBudgets(ctx.pool, { budgets: [{ userId: 'tier-user', monthlyLimitUsd: '1000', timeZone: 'UTC' }] }, 'test');
+    return reserveBudget(ctx.pool, {
+      userId: 'tier-user',
+      runId,
+      workflowId: runId,
+      calls: [
+        {
+          step: 'chat',
+          attempt: 1,
+          kind: 'chat',
+          model: 'anthropic/claude-sonnet-4-5',
+          worstCase: fullUsage({ promptTokens, completionTokens, serviceTier }),
+        },
+      ],
+      mayDowngrade: false,
+      expirySeconds: 600,
+    });
+  };
+
+  it.each([
+    ['standard, every prompt token at the 1-hour cache write', 1_000, 500, null],
+    ['batch, every prompt token at its 5-minute cache write', 1_000, 500, 'batch'],
+    ['above 200,000 prompt tokens, the dearer context (long)', 250_000, 4_000, null],
+    ['a prompt just above the threshold, the dearer context', 200_001, 64_000, 'standard'],
+  ])("%s: the oracle's worst case, and no split of that prompt books more", async (_what, prompt, completion, tier) => {
+    const decision = await decide(`worst-${prompt}-${tier}`, prompt, completion, tier);
+    const worst = oracleWorstCase('chat', prompt, completion, tier, sonnet);
+    expect(atto(decision.worstCaseUsd)).toBe(worst);
+    // every way the provider can bill that prompt (any prompt up to it, any cache split, reply up to the cap) costs no more
+    const rand = prng(prompt + completion);
+    for (let i = 0; i < 500; i++) {
+      const promptTokens = i === 0 ? prompt : rand(prompt + 1);
+      const cachedPromptTokens = rand(promptTokens + 1);
+      const cacheWrite5mTokens = rand(promptTokens - cachedPromptTokens + 1);
+      const cacheWrite1hTokens = i % 2 === 0 ? promptTokens - cachedPromptTokens - cacheWrite5mTokens : 0;
+      const usage = fullUsage({
+        promptTokens,
+        cachedPromptTokens,
+        cacheWrite5mTokens,
+        cacheWrite1hTokens,
+        completionTokens: completion,
+        serviceTier: tier,
+      });
+      expect(oracleCostAt('chat', usage, sonnet)).toBeLessThanOrEqual(worst);
+    }
+    // all of it written to the 1-hour cache (standard) is exactly the worst case below the threshold
+    if (prompt <= 200_000 && tier === null) {
+      expect(
+        oracleCostAt('chat', fullUsage({ promptTokens: prompt, cacheWrite1hTokens: prompt, completionTokens: completion }), sonnet),
+      ).toBe(worst);
+    }
+  });
+
+  it('refuses a tier the version gives no rates for, naming it, before any call', async () => {
+    await expect(decide('worst-flex', 1_000, 500, 'flex')).rejects.toThrow(
+      /no flex tier input price \(version v3\) in force for model "anthropic\/claude-sonnet-4-5"/,
+    );
+    await expect(refuseUnpricedCall(ctx.pool, 'anthropic/claude-sonnet-4-5', 'chat', 'priority')).rejects.toThrow(
+      /no priority tier input price \(version v3\)/,
+    );
+    await expect(refuseUnpricedCall(ctx.pool, 'anthropic/claude-sonnet-4-5', 'chat', 'batch')).resolves.toMatchObject({ version: 'v3' });
   });
 });

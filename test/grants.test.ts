@@ -129,6 +129,7 @@ const PRIVILEGES = ['SELECT', 'INSERT', 'UPDATE', 'DELETE', 'TRUNCATE', 'REFEREN
 const ALLOWED: Record<string, string[]> = {
   usage_ledger: ['SELECT', 'INSERT'],
   model_prices: ['SELECT', 'INSERT'],
+  model_price_rates: ['SELECT', 'INSERT'], // 029: a version's rates for other tiers and long context, appended with it
   runs: ['SELECT', 'INSERT', 'UPDATE'],
   run_duplicates: ['SELECT', 'INSERT'],
   memories: ['SELECT', 'INSERT'],

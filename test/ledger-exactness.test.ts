@@ -1,9 +1,12 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { applyPrices, type PricesFile } from '../src/ledger/prices';
+import { randomUUID } from 'node:crypto';
+import type { LedgerEntry } from '../src/ledger/entries';
+import { applyPrices, NoPriceError, type ModelPrices, type PricesFile, type Rates } from '../src/ledger/prices';
 import { recordUsage } from '../src/ledger/record-usage';
 import { fullUsage, type TokenUsage } from '../src/models/provider';
 import { parseUsd, sumMoney, toExactString } from '../src/money';
 import { createTestContext, type TestContext } from './support/context';
+import { oracleCostAt } from './support/cost-oracle';
 import { atto, booking, prng, randomPrice } from './support/ledger';
 
 /**
@@ -142,5 +145,151 @@ it(`${ROWS.toLocaleString('en')} random calls booked through recordUsage: every 
       `float sum off by ${floatError} × 10^-18 USD; over ${ROWS * REPEAT} calls the float total ${floatYear.toFixed(6)} ` +
       `differs from the exact ${(exactYear / 10n ** 18n).toString()}.${(exactYear % 10n ** 18n).toString().padStart(18, '0').slice(0, 6)}… ` +
       `by ${micro(atto(floatYear.toFixed(18))) - micro(exactYear)} × 10^-6 USD at display precision`,
+  );
+}, 180_000);
+
+it('every price dimension booked exactly: cache reads and writes (5 minutes, 1 hour), service tiers, long context, a promotional version that ends; each row equals the oracle to the last digit', async () => {
+  const rand = prng(20261203);
+  const rates = (max: number): Rates => ({
+    input: randomPrice(rand, max),
+    cachedInput: randomPrice(rand, max),
+    cacheWrite5m: randomPrice(rand, 2 * max),
+    cacheWrite1h: randomPrice(rand, 3 * max),
+    output: randomPrice(rand, 5 * max),
+  });
+  // d1: every dimension (flex without long-context rates); d2: a promotion in force for two weeks of February, after
+  // which d1 is in force again; the embedding model has tiers and a threshold too.
+  const d1: ModelPrices = {
+    ...rates(9),
+    longContext: { aboveInputTokens: 200_000, ...rates(18) },
+    tiers: { batch: { ...rates(4), longContext: rates(9) }, flex: rates(4), priority: { ...rates(20), longContext: rates(30) } },
+  };
+  const d2: ModelPrices = { ...rates(5), longContext: { aboveInputTokens: 272_000, ...rates(9) } };
+  const e1: ModelPrices = {
+    embeddingInput: randomPrice(rand, 1),
+    longContext: { aboveInputTokens: 8_000, embeddingInput: randomPrice(rand, 2) },
+    tiers: { batch: { embeddingInput: randomPrice(rand, 1), longContext: { embeddingInput: randomPrice(rand, 1) } } },
+  };
+  const file: PricesFile = {
+    currency: 'USD',
+    unit: 'per_million_tokens',
+    versions: [
+      { version: 'd1', effectiveFrom: '2025-01-01T00:00:00Z', models: { 'test/dim-chat': d1, 'test/dim-embed': e1 } },
+      { version: 'd2', effectiveFrom: '2025-02-01T00:00:00Z', effectiveTo: '2025-02-15T00:00:00Z', models: { 'test/dim-chat': d2 } },
+      { version: 'o1', effectiveFrom: '2025-01-01T00:00:00Z', effectiveTo: '2025-01-10T00:00:00Z', models: { 'test/dim-ended': d2 } },
+    ],
+  };
+  expect((await applyPrices(ctx.pool, file, 'dimensions test')).added).toHaveLength(4);
+  // applying it again adds nothing: the stored version, tiers and contexts included, equals the file's
+  expect((await applyPrices(ctx.pool, file, 'dimensions test')).unchanged).toHaveLength(4);
+
+  const from = Date.parse('2025-01-01T00:00:00Z');
+  const until = Date.parse('2025-03-01T00:00:00Z');
+  const inPromotion = (at: Date) => at >= new Date('2025-02-01T00:00:00Z') && at < new Date('2025-02-15T00:00:00Z');
+  const planned = Array.from({ length: 1_500 }, (_, i) => {
+    const embedding = rand(5) === 0;
+    const at = new Date(from + rand(until - from));
+    const version = embedding ? 'd1' : inPromotion(at) ? 'd2' : 'd1';
+    const prices = embedding ? e1 : version === 'd2' ? d2 : d1;
+    const tiers: (string | null)[] = embedding
+      ? [null, 'standard', 'batch']
+      : version === 'd2'
+        ? [null, 'standard']
+        : [null, 'standard', 'batch', 'flex', 'priority'];
+    const serviceTier = tiers[rand(tiers.length)];
+    // flex has no long-context rates: its prompts stay at or below the threshold
+    const promptTokens = embedding ? rand(16_001) : serviceTier === 'flex' ? rand(200_001) : rand(400_001);
+    const cachedPromptTokens = embedding ? 0 : rand(promptTokens + 1);
+    const cacheWrite5mTokens = embedding ? 0 : rand(promptTokens - cachedPromptTokens + 1);
+    const cacheWrite1hTokens = embedding ? 0 : rand(promptTokens - cachedPromptTokens - cacheWrite5mTokens + 1);
+    const completionTokens = embedding ? 0 : rand(100_001);
+    const usage: TokenUsage = {
+      promptTokens,
+      cachedPromptTokens,
+      cacheWrite5mTokens,
+      cacheWrite1hTokens,
+      completionTokens,
+      reasoningTokens: rand(completionTokens + 1),
+      serviceTier,
+    };
+    const kind = embedding ? ('embedding' as const) : ('chat' as const);
+    return {
+      i,
+      kind,
+      model: embedding ? 'test/dim-embed' : 'test/dim-chat',
+      version,
+      usage,
+      at,
+      expected: oracleCostAt(kind, usage, prices),
+    };
+  });
+  const longCalls = planned.filter((p) => p.usage.promptTokens > (p.kind === 'embedding' ? 8_000 : p.version === 'd2' ? 272_000 : 200_000));
+  const byTier = new Set(planned.map((p) => `${p.kind}:${p.usage.serviceTier ?? 'standard'}`));
+  expect(longCalls.length).toBeGreaterThan(300);
+  expect([...byTier].sort()).toEqual(
+    ['chat:batch', 'chat:flex', 'chat:priority', 'chat:standard', 'embedding:batch', 'embedding:standard'].sort(),
+  );
+
+  const booked: LedgerEntry[] = [];
+  for (let start = 0; start < planned.length; start += 10) {
+    booked.push(
+      ...(await Promise.all(
+        planned.slice(start, start + 10).map((p) =>
+          recordUsage(
+            ctx.ownerPool,
+            booking({
+              runId: `dim-run-${p.i}`,
+              userId: 'dimensions-user',
+              model: p.model,
+              kind: p.kind,
+              usage: p.usage,
+              occurredAt: p.at,
+            }),
+          ),
+        ),
+      )),
+    );
+  }
+  const wrong = planned.filter((p, i) => {
+    const row = booked[i];
+    return (
+      row.price_version !== p.version ||
+      atto(row.cost_usd) !== p.expected ||
+      row.service_tier !== p.usage.serviceTier ||
+      row.cache_write_5m_tokens !== String(p.usage.cacheWrite5mTokens) ||
+      row.cache_write_1h_tokens !== String(p.usage.cacheWrite1hTokens) ||
+      row.reasoning_tokens !== String(p.usage.reasoningTokens)
+    );
+  });
+  expect(wrong).toEqual([]);
+  const total = await ctx.pool.query<{ total: string }>(
+    `select sum(cost_usd)::text as total from usage_ledger where user_id = 'dimensions-user'`,
+  );
+  expect(atto(total.rows[0].total)).toBe(planned.reduce((sum, p) => sum + p.expected, 0n));
+
+  // No price: a tier the version gives no rates for, a context its tier has no rates for, a version that has ended.
+  const noPrice = async (model: string, usage: TokenUsage, at: string) =>
+    recordUsage(
+      ctx.ownerPool,
+      booking({ runId: `dim-none-${randomUUID()}`, userId: 'dimensions-user', model, usage, occurredAt: new Date(at) }),
+    );
+  await expect(
+    noPrice('test/dim-chat', fullUsage({ promptTokens: 10, completionTokens: 1, serviceTier: 'scale' }), '2025-01-20T00:00:00Z'),
+  ).rejects.toThrow(/no scale tier input price \(version d1\) in force for model "test\/dim-chat"/);
+  await expect(
+    noPrice('test/dim-chat', fullUsage({ promptTokens: 200_001, completionTokens: 1, serviceTier: 'flex' }), '2025-01-20T00:00:00Z'),
+  ).rejects.toThrow(/no flex tier long-context input price \(version d1\)/);
+  await expect(
+    noPrice('test/dim-chat', fullUsage({ promptTokens: 10, completionTokens: 1, serviceTier: 'batch' }), '2025-02-02T00:00:00Z'),
+  ).rejects.toThrow(/no batch tier input price \(version d2\)/);
+  await expect(
+    noPrice('test/dim-ended', fullUsage({ promptTokens: 10, completionTokens: 1 }), '2025-01-05T00:00:00Z'),
+  ).resolves.toMatchObject({ price_version: 'o1' });
+  await expect(
+    noPrice('test/dim-ended', fullUsage({ promptTokens: 10, completionTokens: 1 }), '2025-01-10T00:00:00Z'),
+  ).rejects.toBeInstanceOf(NoPriceError);
+  console.log(
+    `dimensions: ${planned.length} rows (${longCalls.length} above a long-context threshold, tiers ${[...byTier].sort().join(', ')}), ` +
+      `every row equal to the BigInt oracle; total ${total.rows[0].total} USD`,
   );
 }, 180_000);

@@ -18,7 +18,7 @@ import { budgetEvent, recordEventDelivery, undeliveredEvents } from '../budgets/
 import { cheapModelsEverNamed } from '../budgets/downgrades';
 import { worstCaseOf } from '../budgets/worst-case';
 import { DEFAULT_MAX_OUTPUT_TOKENS } from '../constants';
-import { ProviderRejectedError, type PromptCountRequest } from '../models/provider';
+import { ProviderRejectedError, type PromptCountRequest, type ServiceTier } from '../models/provider';
 import type { SimulateProfile } from '../models/simulate-profile';
 import { UserError } from '../errors';
 import { budgetWebhookFromEnv, postJson, readWebhook, webhookId, WebhookRejectedError, webhookTarget } from '../reports/delivery';
@@ -33,6 +33,8 @@ export interface RunDefinition {
   maxOutputTokens?: number;
   /** Only when the worker's provider is the mock: a real provider bills real tokens, whatever a profile says. */
   simulate?: SimulateProfile;
+  /** The service tier the chat call asks for; unset: standard. */
+  serviceTier?: ServiceTier;
 }
 
 /** The run's first step: which applied version to load, and the claim it makes (its user comes from the version). */
@@ -90,6 +92,7 @@ export interface ReserveRunInput {
   prompt: string;
   maxOutputTokens?: number;
   simulate?: SimulateProfile;
+  serviceTier?: ServiceTier;
   /** A call made again after a billed failure: reserve that one call, on the run's models, never downgrading. */
   again?: { step: 'chat' | 'embed'; attempt: number };
 }
@@ -101,6 +104,7 @@ async function plannedCalls(deps: BudgetActivityDeps, input: ReserveRunInput): P
     maxOutputTokens: input.maxOutputTokens ?? DEFAULT_MAX_OUTPUT_TOKENS,
     simulate: input.simulate,
     providerPromptTokens: await providerPromptTokens(deps, input),
+    serviceTier: input.serviceTier,
   });
   return [
     { step: 'chat', attempt: 1, kind: 'chat', model: input.model, worstCase: worst.chat },
@@ -252,6 +256,7 @@ export const createBudgetActivities = (deps: BudgetActivityDeps) => {
         model: version.model,
         embeddingModel: version.embeddingModel,
         maxOutputTokens: version.maxOutputTokens,
+        ...(version.serviceTier ? { serviceTier: version.serviceTier } : {}),
         ...(version.simulate && deps.simulateHonoured ? { simulate: version.simulate } : {}),
       };
       const budget: ReserveRunInput = { workflowId, runId, ...definition, prompt: definition.input };

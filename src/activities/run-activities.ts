@@ -15,6 +15,7 @@ import {
   ProviderUnavailableError,
   type CallKind,
   type ModelProvider,
+  type ServiceTier,
   type TokenUsage,
   type UsageInHistory,
   usageForHistory,
@@ -57,6 +58,8 @@ export interface ModelCallInput {
    * neither call can be billed beyond the worst case reserved for it.
    */
   maxOutputTokens?: number;
+  /** The service tier a chat call asks for: refused before the call when the price gives it no rates. */
+  serviceTier?: ServiceTier;
 }
 
 /**
@@ -142,9 +145,11 @@ export const createRunActivities = (deps: RunActivityDeps) => ({
     // As providers count a request against tokens per minute: its prompt and its output cap.
     const tokens = () =>
       encodeChat([{ role: 'user', content: input.text }], 'gpt-4o-mini', PLAIN_TEXT_TOKENS).length + (input.maxOutputTokens ?? 0);
-    return callProvider(deps.pool, capacityOf(deps.pool), { model: input.model, kind: 'chat', tokens }, async (signal) => {
+    const call = { model: input.model, kind: 'chat' as const, tokens, serviceTier: input.serviceTier ?? null };
+    return callProvider(deps.pool, capacityOf(deps.pool), call, async (signal) => {
       const cap = input.maxOutputTokens === undefined ? {} : { maxOutputTokens: input.maxOutputTokens };
-      const r = await deps.provider.chat({ ...context(input), signal, model: input.model, prompt: input.text, ...cap });
+      const tier = input.serviceTier === undefined ? {} : { serviceTier: input.serviceTier };
+      const r = await deps.provider.chat({ ...context(input), signal, model: input.model, prompt: input.text, ...cap, ...tier });
       return { outcome: 'answered', usage: r.usage, providerModel: r.providerModel, requestId: r.requestId, text: r.text };
     });
   },
@@ -260,7 +265,8 @@ async function stageVector(pool: pg.Pool, callKey: string, vector: number[]): Pr
 async function callProvider(
   pool: pg.Pool,
   capacity: Capacity,
-  call: { model: string; kind: CallKind; tokens: () => number },
+  /** serviceTier: the tier a chat call asks for, refused before the call when its price gives no rates. */
+  call: { model: string; kind: CallKind; tokens: () => number; serviceTier?: ServiceTier | null },
   request: (signal: AbortSignal) => Promise<ModelCallOutcome & { usage: TokenUsage }>,
 ): Promise<ModelCallOutcome> {
   const { model, kind } = call;
@@ -272,7 +278,7 @@ async function callProvider(
   try {
     // Inside the heartbeats: a price check slowed by a struggling database must not outlive the heartbeat timeout,
     // or Temporal starts another attempt while this one goes on to call (and pay) the provider.
-    await nonRetryableWhenFinal(() => refuseUnpricedCall(pool, model, kind));
+    await nonRetryableWhenFinal(() => refuseUnpricedCall(pool, model, kind, call.serviceTier ?? null));
     // The server gave up on this attempt (timed out, or the run was cancelled): spend nothing.
     if (ctx.cancellationSignal.aborted) throw new CancelledFailure('model call cancelled before the request was sent');
     const waitedMs = await capacity.acquire(model, call.tokens, {

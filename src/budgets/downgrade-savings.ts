@@ -6,8 +6,8 @@ import { parseUsd, toExactString } from '../money';
 /**
  * What downgrades saved in [from, to): for every usage row of a run that ran at the `cheap` tier under a cheap model,
  * the default model's price for the same tokens (in force at the row's moment) minus what was paid. Exact decimal
- * strings. Rows whose default model has no price any more are counted apart, not guessed. The default model's cost is
- * the booking's own (usage_cost), so what a downgrade saved and what a booking costs can never follow two rules.
+ * strings. Rows whose default model has no price (for the row's tier and context) are counted apart, not guessed. The
+ * default model's cost is the booking's own (price_call, what usage_cost books), so what a downgrade saved and what a booking costs can never follow two rules.
  *
  * One statement, and no join of the month's ledger to its runs: only the rows under a model that is some downgrade's
  * cheap model are read (usage_ledger_model_created), and only those are checked against the runs that ran cheap; a
@@ -25,16 +25,13 @@ export async function downgradeSavings(
               coalesce(sum(c.at_default), 0)::text as at_default,
               count(c.at_default)::int as entries, count(*) filter (where c.at_default is null)::int as unpriced
          from (select l.cost_usd as paid,
-                      case when p.id is not null
-                           then usage_cost(l.kind, l.prompt_tokens, l.cached_prompt_tokens, l.completion_tokens, p::model_prices, l.created_at)
-                      end as at_default
+                      price_call(l.kind, l.prompt_tokens, l.cached_prompt_tokens, l.cache_write_5m_tokens, l.cache_write_1h_tokens,
+                                 l.completion_tokens, l.service_tier, p) as at_default
                  from usage_ledger l
                  cross join lateral (select d.model as default_model from model_downgrades d
                                       where d.cheap_model = l.model and d.effective_from <= l.created_at
                                       order by d.effective_from desc limit 1) dm
-                 left join lateral (select * from model_prices p
-                                     where p.model = dm.default_model and p.effective_from <= l.created_at
-                                     order by p.effective_from desc limit 1) p on true
+                 left join lateral price_version_at(dm.default_model, l.created_at) p on true
                 where l.model in (select d.cheap_model from model_downgrades d where d.effective_from < $2)
                   and l.entry_type = 'usage' and l.created_at >= $1 and l.created_at < $2
                   and exists (select from runs r where r.workflow_id = l.workflow_id and r.tier = 'cheap')) c`,

@@ -129,8 +129,8 @@ export const callsJson = (calls: PlannedCall[]): string =>
       kind: c.kind,
       model: c.model,
       prompt: c.worstCase.promptTokens,
-      cached: c.worstCase.cachedPromptTokens,
       completion: c.worstCase.completionTokens,
+      tier: c.worstCase.serviceTier,
     })),
   );
 

@@ -1,7 +1,7 @@
 import { encodeChat } from 'gpt-tokenizer/model/gpt-4o-mini';
 import { PLAIN_TEXT_TOKENS } from '../models/plain-text-tokens';
 import type { SimulateProfile } from '../models/simulate-profile';
-import type { TokenUsage } from '../models/provider';
+import type { ServiceTier, TokenUsage } from '../models/provider';
 
 /**
  * The most a run's calls can be billed, in tokens, before they are made:
@@ -9,6 +9,9 @@ import type { TokenUsage } from '../models/provider';
  *   format's per-message and reply-priming overhead), all of it at the uncached input price, plus maxOutputTokens of
  *   reply, which the provider is told as max_completion_tokens and never exceeds;
  * - embedding: the reply, which the embedding step cuts to at most maxOutputTokens tokens of the embedding model.
+ * Both are priced in SQL (worst_case_call_cost, migrations/031_price_dimensions.sql): every prompt token at the dearest
+ * prompt class of the chat's service tier (a cache write costs more than plain input), in either context when the count
+ * is above the long-context threshold.
  * A task's `simulate` profile tells the mock provider what to report instead of counting, so it is part of the bound.
  * The chat encoding is o200k_base (gpt-4o-mini, gpt-4.1-nano). A model whose tokenizer differs (Claude's gives more
  * tokens for the same text) is counted by its provider (providerPromptTokens: Anthropic's count_tokens), and the
@@ -24,6 +27,7 @@ export function worstCaseOf(input: {
   maxOutputTokens: number;
   simulate?: SimulateProfile;
   providerPromptTokens?: number;
+  serviceTier?: ServiceTier;
 }): WorstCase {
   const s = input.simulate ?? {};
   const promptTokens = Math.max(chatPromptTokens(input.prompt), s.promptTokens ?? 0, input.providerPromptTokens ?? 0);
@@ -35,7 +39,7 @@ export function worstCaseOf(input: {
       cacheWrite1hTokens: 0,
       completionTokens: input.maxOutputTokens,
       reasoningTokens: 0,
-      serviceTier: null,
+      serviceTier: input.serviceTier ?? null,
     },
     embedding: {
       promptTokens: Math.max(input.maxOutputTokens, s.embeddingTokens ?? 0),

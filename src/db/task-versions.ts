@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import type { ServiceTier } from '../models/provider';
 import type { SimulateProfile } from '../models/simulate-profile';
 
 /** What a run reads of an applied task: the tasks file's entry, stored whole as applied (defaults filled in). */
@@ -9,6 +10,7 @@ export interface AppliedTask {
   embeddingModel: string;
   maxOutputTokens: number;
   simulate?: SimulateProfile;
+  serviceTier?: ServiceTier;
 }
 
 /** One applied version of a task: what `tasks apply` recorded under the fingerprint its schedule names. */

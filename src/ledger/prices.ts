@@ -13,17 +13,61 @@ export const DEFAULT_PRICES_FILE = 'prices/standard.json';
 // Per-million-token prices as exact decimal strings (never JSON numbers), at most 12 fractional digits.
 const price = z.string().regex(/^\d{1,12}(\.\d{1,12})?$/, 'must be a decimal string such as "0.15" (at most 12 decimals)');
 
+/** The price classes of one set of rates, by the price file's names. */
+const rateClasses = {
+  input: price.optional(),
+  cachedInput: price.optional(),
+  cacheWrite5m: price.optional(),
+  cacheWrite1h: price.optional(),
+  output: price.optional(),
+  embeddingInput: price.optional(),
+};
+export type Rates = { [K in keyof typeof rateClasses]?: string };
+
+const CHAT_OR_EMBEDDING = {
+  message: 'a chat model needs "input" and "output"; an embedding model needs "embeddingInput"',
+};
+const pricesACall = (r: Rates): boolean => r.embeddingInput !== undefined || (r.input !== undefined && r.output !== undefined);
+
+const longContextRates = z.object(rateClasses).strict().refine(pricesACall, CHAT_OR_EMBEDDING);
+const tierRates = z
+  .object({ ...rateClasses, longContext: longContextRates.optional() })
+  .strict()
+  .refine(pricesACall, CHAT_OR_EMBEDDING);
+
+/**
+ * A model's prices in one version: the standard tier's rates; optionally a long-context threshold (prompt tokens above
+ * which the whole request takes the longContext rates); optionally the rates of other service tiers, each with its own
+ * long-context rates.
+ */
 const modelPricesSchema = z
   .object({
-    input: price.optional(),
-    cachedInput: price.optional(),
-    output: price.optional(),
-    embeddingInput: price.optional(),
+    ...rateClasses,
+    longContext: z
+      .object({
+        aboveInputTokens: z.number().int('must be a whole number of prompt tokens').positive('must be above 0'),
+        ...rateClasses,
+      })
+      .strict()
+      .refine(pricesACall, CHAT_OR_EMBEDDING)
+      .optional(),
+    tiers: z.object({ batch: tierRates.optional(), flex: tierRates.optional(), priority: tierRates.optional() }).strict().optional(),
   })
   .strict()
-  .refine((p) => p.embeddingInput !== undefined || (p.input !== undefined && p.output !== undefined), {
-    message: 'a chat model needs "input" and "output"; an embedding model needs "embeddingInput"',
+  .refine(pricesACall, CHAT_OR_EMBEDDING)
+  .superRefine((p, ctx) => {
+    for (const [tier, rates] of Object.entries(p.tiers ?? {})) {
+      if (rates?.longContext && !p.longContext) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['tiers', tier, 'longContext'],
+          message: 'long-context rates need the model\'s own "longContext" with its "aboveInputTokens" threshold',
+        });
+      }
+    }
   });
+
+export type ModelPrices = z.infer<typeof modelPricesSchema>;
 
 const pricesFileSchema = z
   .object({
@@ -35,10 +79,16 @@ const pricesFileSchema = z
           .object({
             version: z.string().regex(/^[A-Za-z0-9._-]{1,64}$/, 'must be letters, digits, ".", "_" or "-"'),
             effectiveFrom: z.iso.datetime({ offset: true }),
+            /** When the version stops (a promotional price); the newest older version still in force applies after it. */
+            effectiveTo: z.iso.datetime({ offset: true }).optional(),
             source: z.string().optional(),
             models: z.record(z.string().min(1), modelPricesSchema),
           })
-          .strict(),
+          .strict()
+          .refine((v) => v.effectiveTo === undefined || Date.parse(v.effectiveTo) > Date.parse(v.effectiveFrom), {
+            path: ['effectiveTo'],
+            message: 'must be after effectiveFrom',
+          }),
       )
       .min(1),
   })
@@ -57,6 +107,11 @@ export interface PriceRow {
   output_per_million: string | null;
   embedding_input_per_million: string | null;
   source: string;
+  effective_to: Date | null;
+  cache_write_5m_per_million: string | null;
+  cache_write_1h_per_million: string | null;
+  /** Prompt tokens above which the whole request takes the long-context rates (model_price_rates); null: none. */
+  long_context_above: string | null;
 }
 
 /** Model prices in one file, over all its versions. */
@@ -70,9 +125,14 @@ export function loadPricesFile(path: string): PricesFile {
   } catch (err) {
     throw new UserError(`prices file ${path} is not valid JSON: ${(err as Error).message}`);
   }
+  return checkPricesFile(json, path);
+}
+
+/** A prices file's content, checked as `prices apply` checks it; every problem named with the value given. */
+export function checkPricesFile(json: unknown, path: string): PricesFile {
   const parsed = pricesFileSchema.safeParse(json);
   if (!parsed.success) {
-    const issues = parsed.error.issues.map((i) => `  - ${i.path.join('.') || '(file)'}: ${i.message}`).join('\n');
+    const issues = parsed.error.issues.map((i) => `  - ${i.path.join('.') || '(file)'}: ${i.message}${given(json, i.path)}`).join('\n');
     throw new UserError(`prices file ${path} is invalid:\n${issues}\nSee ${DEFAULT_PRICES_FILE} for the format.`);
   }
   const prices = parsed.data.versions.reduce((n, v) => n + Object.keys(v.models).length, 0);
@@ -80,14 +140,71 @@ export function loadPricesFile(path: string): PricesFile {
   return parsed.data;
 }
 
+/** The value a file gave at an issue's path, when it is a plain value, so the message names it: ` (got "-1")`. */
+function given(json: unknown, path: PropertyKey[]): string {
+  let at: unknown = json;
+  for (const key of path) at = at !== null && typeof at === 'object' ? (at as Record<PropertyKey, unknown>)[key] : undefined;
+  return at === undefined || (at !== null && typeof at === 'object') ? '' : ` (got ${JSON.stringify(at)})`;
+}
+
 export interface ApplyPricesResult {
   added: { model: string; version: string }[];
   unchanged: { model: string; version: string }[];
 }
 
+/** One (tier, context) of a model's prices in a version, as model_price_rates (and the base columns) hold it. */
+interface RateSet extends Rates {
+  tier: 'standard' | 'batch' | 'flex' | 'priority';
+  long: boolean;
+}
+
+/** Every (tier, context) a model's prices give: the standard base first, then long context, then the other tiers. */
+function rateSetsOf(p: ModelPrices): RateSet[] {
+  const only = (r: Rates): Rates => ({
+    input: r.input,
+    cachedInput: r.cachedInput,
+    cacheWrite5m: r.cacheWrite5m,
+    cacheWrite1h: r.cacheWrite1h,
+    output: r.output,
+    embeddingInput: r.embeddingInput,
+  });
+  const sets: RateSet[] = [{ tier: 'standard', long: false, ...only(p) }];
+  if (p.longContext) sets.push({ tier: 'standard', long: true, ...only(p.longContext) });
+  for (const tier of ['batch', 'flex', 'priority'] as const) {
+    const t = p.tiers?.[tier];
+    if (!t) continue;
+    sets.push({ tier, long: false, ...only(t) });
+    if (t.longContext) sets.push({ tier, long: true, ...only(t.longContext) });
+  }
+  return sets;
+}
+
+/** A rate set as SQL reads it from JSON: each rate an exact decimal string or null. */
+const rateSetJson = (sets: RateSet[]): string =>
+  JSON.stringify(
+    sets.map((r) => ({
+      tier: r.tier,
+      long: r.long,
+      input: r.input ?? null,
+      cachedInput: r.cachedInput ?? null,
+      cacheWrite5m: r.cacheWrite5m ?? null,
+      cacheWrite1h: r.cacheWrite1h ?? null,
+      output: r.output ?? null,
+      embeddingInput: r.embeddingInput ?? null,
+    })),
+  );
+
+/** Whether the rate set `e` (JSON) equals rates `x` (a model_price_rates value), class by class, as numbers. */
+const SAME_RATES = ['input', 'cached_input', 'cache_write_5m', 'cache_write_1h', 'output', 'embedding_input']
+  .map(
+    (c) => `(x).${c}_per_million is not distinct from (e ->> '${c.replace(/_([a-z0-9])/g, (_m, l: string) => l.toUpperCase())}')::numeric`,
+  )
+  .join(' and ');
+
 /**
- * Adds every (model, version) of the file that the table lacks, in one transaction. A version that exists with
- * different prices or date is refused and nothing is written: published prices are history.
+ * Adds every (model, version) of the file that the table lacks, in one transaction: the version's row (standard
+ * rates, cache writes, long-context threshold, end) and a model_price_rates row for each other tier and context. A
+ * version that exists with different prices or dates is refused and nothing is written: published prices are history.
  */
 export async function applyPrices(pool: pg.Pool, file: PricesFile, source: string): Promise<ApplyPricesResult> {
   return inTransaction(pool, async (db) => {
@@ -96,38 +213,45 @@ export async function applyPrices(pool: pg.Pool, file: PricesFile, source: strin
     const result: ApplyPricesResult = { added: [], unchanged: [] };
     for (const v of file.versions) {
       for (const [model, p] of Object.entries(v.models)) {
-        const inserted = await db.query(
-          `insert into model_prices (model, version, effective_from, input_per_million, cached_input_per_million,
+        const sets = rateSetJson(rateSetsOf(p));
+        const at = [model, v.version, v.effectiveFrom, v.effectiveTo ?? null, p.longContext?.aboveInputTokens ?? null];
+        const inserted = await db.query<{ id: string }>(
+          `insert into model_prices (model, version, effective_from, effective_to, long_context_above, input_per_million,
+                                     cached_input_per_million, cache_write_5m_per_million, cache_write_1h_per_million,
                                      output_per_million, embedding_input_per_million, source)
-           values ($1, $2, $3, $4, $5, $6, $7, $8)
+           select $1, $2, $3, $4, $5, (e ->> 'input')::numeric, (e ->> 'cachedInput')::numeric, (e ->> 'cacheWrite5m')::numeric,
+                  (e ->> 'cacheWrite1h')::numeric, (e ->> 'output')::numeric, (e ->> 'embeddingInput')::numeric, $7
+             from jsonb_array_elements($6::jsonb) with ordinality s(e, n) where n = 1
            on conflict do nothing returning id`,
-          [
-            model,
-            v.version,
-            v.effectiveFrom,
-            p.input ?? null,
-            p.cachedInput ?? null,
-            p.output ?? null,
-            p.embeddingInput ?? null,
-            v.source ?? source,
-          ],
+          [...at, sets, v.source ?? source],
         );
         if (inserted.rowCount === 1) {
+          await db.query(
+            `insert into model_price_rates (price_id, service_tier, long_context, input_per_million, cached_input_per_million,
+                                            cache_write_5m_per_million, cache_write_1h_per_million, output_per_million,
+                                            embedding_input_per_million)
+             select $1, e ->> 'tier', (e ->> 'long')::boolean, (e ->> 'input')::numeric, (e ->> 'cachedInput')::numeric,
+                    (e ->> 'cacheWrite5m')::numeric, (e ->> 'cacheWrite1h')::numeric, (e ->> 'output')::numeric,
+                    (e ->> 'embeddingInput')::numeric
+               from jsonb_array_elements($2::jsonb) with ordinality s(e, n) where n > 1`,
+            [inserted.rows[0].id, sets],
+          );
           result.added.push({ model, version: v.version });
           continue;
         }
         const same = await db.query(
-          `select 1 from model_prices
-            where model = $1 and version = $2 and effective_from = $3
-              and input_per_million is not distinct from $4::numeric
-              and cached_input_per_million is not distinct from $5::numeric
-              and output_per_million is not distinct from $6::numeric
-              and embedding_input_per_million is not distinct from $7::numeric`,
-          [model, v.version, v.effectiveFrom, p.input ?? null, p.cachedInput ?? null, p.output ?? null, p.embeddingInput ?? null],
+          `select 1 from model_prices p
+            where p.model = $1 and p.version = $2 and p.effective_from = $3 and p.effective_to is not distinct from $4
+              and p.long_context_above is not distinct from $5
+              and (select count(*) from model_price_rates r where r.price_id = p.id) + 1 = jsonb_array_length($6::jsonb)
+              and not exists (select from jsonb_array_elements($6::jsonb) e
+                               cross join lateral (select price_rates(p, e ->> 'tier', (e ->> 'long')::boolean) as x) r
+                               where not coalesce(${SAME_RATES}, false))`,
+          [...at, sets],
         );
         if (same.rowCount === 0) {
           throw new UserError(
-            `price version "${v.version}" of ${model} already exists with different prices or date (or another version ` +
+            `price version "${v.version}" of ${model} already exists with different prices or dates (or another version ` +
               `starts at ${v.effectiveFrom}); prices are never edited: add a new version with a later effectiveFrom`,
           );
         }
@@ -167,13 +291,9 @@ export function fromDatabaseError(err: unknown): unknown {
   return new NoPriceError(d.model, new Date(d.at), d.what);
 }
 
-/** The newest price version of `model` whose effective_from is at or before `at`. */
-/** The price of model `$1` in force at `at` (an SQL expression): its newest version that took effect by then. */
-export const priceInForceSql = (at: string): string =>
-  `select * from model_prices where model = $1 and effective_from <= ${at} order by effective_from desc limit 1`;
-
+/** The price version of `model` in force at `at`: the newest that has started and not ended (price_version_at). */
 export async function priceInForce(db: pg.Pool | pg.PoolClient, model: string, at: Date): Promise<PriceRow> {
-  const { rows } = await db.query<PriceRow>(priceInForceSql('$2'), [model, at]);
+  const { rows } = await db.query<PriceRow>('select * from price_version_at($1, $2)', [model, at]);
   if (rows.length === 0) throw new NoPriceError(model, at);
   return rows[0];
 }

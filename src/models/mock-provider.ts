@@ -36,7 +36,7 @@ export class MockProvider implements ModelProvider {
       cacheWrite1hTokens: s.cacheWrite1hTokens ?? 0,
       completionTokens: cap(s.completionTokens ?? countChatTokens(text, PLAIN_TEXT_TOKENS)),
       reasoningTokens: cap(s.reasoningTokens ?? 0),
-      serviceTier: s.serviceTier ?? null,
+      serviceTier: s.serviceTier ?? req.serviceTier ?? null,
     };
     const requestId = `mock-chat-${sha256(`${digest}:${req.attempt}`).slice(0, 16)}`;
     failIfAsked(req.attempt, req.simulate?.failFirstAttempts, usage, bareModel(req.model), requestId);

@@ -76,6 +76,8 @@ export interface ChatRequest extends CallContext {
   prompt: string;
   /** The reply's token cap, sent as max_completion_tokens: the provider never bills more completion tokens. */
   maxOutputTokens?: number;
+  /** The service tier the task asks for, for providers that take one; unset: the provider's default. */
+  serviceTier?: ServiceTier;
 }
 
 export interface ChatResult {

@@ -7,6 +7,7 @@ import { quoted } from '../text-table';
 import { validateTimeZone } from '../time-zone';
 import { validateCron } from './cron';
 import { parseDuration } from './duration';
+import { SERVICE_TIERS } from '../models/provider';
 import { simulateSchema } from '../models/simulate-profile';
 import { budgetChangesOf, budgetsSectionSchema, downgradeSectionSchema } from '../budgets/budget-file';
 
@@ -32,6 +33,11 @@ export const taskSchema = z
     simulate: simulateSchema.optional(),
     /** The reply's token cap, sent to the provider (max_completion_tokens): the output part of the budget guard's worst case. */
     maxOutputTokens: z.number().int().min(1).max(128_000).default(DEFAULT_MAX_OUTPUT_TOKENS),
+    /**
+     * The service tier the chat call asks for (priced at its rates, and refused before the call when the model's price
+     * gives none); unset: the provider's default, priced as standard.
+     */
+    serviceTier: z.enum(SERVICE_TIERS).optional(),
   })
   .strict();
 

@@ -115,9 +115,9 @@ export async function scheduledRun(task: ScheduledRunInput): Promise<ScheduledRu
       log.info('slot already claimed by another execution; stopping as duplicate', { idempotencyKey, owner: claim.ownerWorkflowRunId });
       return { status: 'duplicate', ...head, generation: claim.generation, ownerRunId: claim.ownerWorkflowRunId };
     }
-    const { userId, model, embeddingModel, maxOutputTokens, simulate, input: prompt } = definition;
+    const { userId, model, embeddingModel, maxOutputTokens, simulate, serviceTier, input: prompt } = definition;
     // (undefined fields never reach an activity: payloads are JSON)
-    const budget: ReserveRunInput = { workflowId, runId, userId, model, embeddingModel, prompt, maxOutputTokens, simulate };
+    const budget: ReserveRunInput = { workflowId, runId, userId, model, embeddingModel, prompt, maxOutputTokens, simulate, serviceTier };
     reserved = true;
     upsertSearchAttributes([{ key: { name: SEARCH_ATTRIBUTES.tier, type: 'KEYWORD' }, value: decision.tier }]);
     const who = { workflowId, runId, taskId, userId };
@@ -128,7 +128,7 @@ export async function scheduledRun(task: ScheduledRunInput): Promise<ScheduledRu
     // 2. and 3. Call and book the chat, then the embedding of its reply. The embedding's booking is the last step: it
     // also stores the memory (its embedding read from where the embed step stored it) and closes the claim.
     const step = { simulate, maxOutputTokens: maxOutputTokens ?? DEFAULT_MAX_OUTPUT_TOKENS };
-    const chat = await callAndBook(run, 'chat', { ...step, step: 'chat', model: run.budget.model, text: prompt });
+    const chat = await callAndBook(run, 'chat', { ...step, step: 'chat', model: run.budget.model, text: prompt, serviceTier });
     if ('blocked' in chat) return await endBlocked(run, chat.blocked);
     const text = chat.outcome.text ?? '';
     const completion = ({ vector, inputTruncatedFrom }: ModelCallOutcome): CompletedRunInput => ({

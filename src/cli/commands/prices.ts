@@ -1,5 +1,9 @@
 import type { Command } from 'commander';
-import { applyPrices, listPrices, loadPricesFile } from '../../ledger/prices';
+import { writeFileSync } from 'node:fs';
+import { UserError } from '../../errors';
+import { LITELLM_FILE, readInputFile } from '../../input-file';
+import { importLitellm } from '../../ledger/litellm-import';
+import { applyPrices, checkPricesFile, listPrices, loadPricesFile } from '../../ledger/prices';
 import { withConnections } from '../connect';
 import { printJson, printTable } from '../output';
 
@@ -21,6 +25,33 @@ export function registerPricesCommands(program: Command): void {
         for (const u of result.unchanged) process.stdout.write(`unchanged  ${u.model} ${u.version}\n`);
         process.stdout.write(`${result.added.length} added, ${result.unchanged.length} unchanged\n`);
       });
+    });
+
+  prices
+    .command('import')
+    .description("turn entries of LiteLLM's model_prices_and_context_window.json into a new price version (a prices file)")
+    .requiredOption('--litellm <file>', "LiteLLM's model_prices_and_context_window.json (or its _backup copy)")
+    .requiredOption('--models <names>', 'LiteLLM entry names, comma-separated, e.g. claude-sonnet-4-5,gpt-4o-mini')
+    .option('--version <name>', "the new version's name", `litellm-${new Date().toISOString().slice(0, 10)}`)
+    .option('--effective-from <instant>', 'when the version takes effect (ISO 8601); default now')
+    .option('--out <file>', 'write the prices file here instead of printing it')
+    .action((opts: { litellm: string; models: string; version: string; effectiveFrom?: string; out?: string }) => {
+      const models = opts.models
+        .split(',')
+        .map((m) => m.trim())
+        .filter((m) => m !== '');
+      if (models.length === 0)
+        throw new UserError('--models names no model; give LiteLLM entry names, e.g. --models claude-sonnet-4-5,gpt-4o-mini');
+      const effectiveFrom = opts.effectiveFrom ?? `${new Date().toISOString().slice(0, 19)}Z`;
+      const text = readInputFile(opts.litellm, LITELLM_FILE);
+      const { file, leftOut } = importLitellm(text, opts.litellm, models, { version: opts.version, effectiveFrom });
+      const checked = checkPricesFile(file, `imported from ${opts.litellm}`); // exactly what \`prices apply\` accepts
+      const json = `${JSON.stringify(checked, null, 2)}\n`;
+      if (opts.out) writeOnce(opts.out, json);
+      else process.stdout.write(json);
+      for (const l of leftOut) process.stderr.write(`left out (not a token rate): ${l}\n`);
+      if (opts.out)
+        process.stderr.write(`wrote ${opts.out}: ${models.length} models; apply it with \`cronledger prices apply ${opts.out}\`\n`);
     });
 
   prices
@@ -66,4 +97,16 @@ export function registerPricesCommands(program: Command): void {
 function trim(value: string | null): string | null {
   if (value === null || !value.includes('.')) return value;
   return value.replace(/0+$/, '').replace(/\.$/, '');
+}
+
+/** Writes a new file; one already there is left alone (a prices file is history once applied). */
+function writeOnce(path: string, content: string): void {
+  try {
+    writeFileSync(path, content, { flag: 'wx' });
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    throw new UserError(
+      `cannot write ${path}: ${code === 'EEXIST' ? 'it exists already; give a new --out file' : (code ?? (err as Error).message)}`,
+    );
+  }
 }
