@@ -124,7 +124,7 @@ async function measure(db: ScratchDatabase, superuser: pg.Client, postmaster: nu
 function pgbench(db: ScratchDatabase, mode: Mode, script: string, clients: number): () => Promise<number> {
   return async () => {
     const bin = join(findPostgresBinDir() ?? '/usr/lib/postgresql/15/bin', 'pgbench');
-    const url = new URL(db.urlAs('app'));
+    const url = new URL(db.urlAs('worker'));
     const dir = mkdtempSync(join(tmpdir(), 'cronledger-pgbench-'));
     try {
       writeFileSync(join(dir, 'script.sql'), script);
@@ -227,7 +227,8 @@ async function main(): Promise<void> {
     await owner.query('grant select, insert on raw_ledger to cronledger_app');
     const lines = [`$ ${command}`, `PostgreSQL 127.0.0.1:${db.port}, ${ROUNDS} rounds of ${SECONDS} s per phase, one user per client`];
     for (const [m, mode] of MODES.entries()) {
-      const pool = m === 0 ? db.pool : createPool(`${db.urlAs('app')}?options=${encodeURIComponent(mode.options)}`, Math.max(...CLIENTS));
+      const pool =
+        m === 0 ? db.pool : createPool(`${db.urlAs('worker')}?options=${encodeURIComponent(mode.options)}`, Math.max(...CLIENTS));
       const results = new Map<string, Phase[]>();
       const add = (path: Path, clients: number, phase: Phase) => {
         const key = `${path}@${clients}`;

@@ -23,6 +23,7 @@
 import { performance } from 'node:perf_hooks';
 import pg from 'pg';
 import { applyBudgets } from '../src/budgets/budgets-store';
+import { createPool } from '../src/db/pool';
 import { claimAndReserve, releaseReservations, reserveBudget, type PlannedCall } from '../src/budgets/reserve';
 import { claimRun, completeRun } from '../src/db/runs';
 import { recordUsage } from '../src/ledger/record-usage';
@@ -224,14 +225,15 @@ async function main(): Promise<void> {
     await superuser.connect();
     const monthStart = (await pool.query<{ m: Date }>(`select date_trunc('month', now()) as m`)).rows[0].m;
     const guarded = [USER, SMALL_USER, 'rate-on', ...Array.from({ length: CONCURRENCY }, (_, i) => `rate-on-${i}`)];
+    const operatorPool = createPool(db.urlAs('operator'), 1);
     await applyBudgets(
-      pool,
+      operatorPool,
       {
         budgets: guarded.map((userId) => ({ userId, monthlyLimitUsd: '1000000', timeZone: 'UTC', effectiveFrom: monthStart })),
         downgrade: { 'openai/gpt-4o-mini': 'openai/gpt-4.1-nano' },
       },
       'bench',
-    );
+    ).finally(() => operatorPool.end());
 
     await owner.query(ledgerRows(1, SMALL));
     await owner.query(ledgerRows(SMALL + 1, SMALL, SMALL_USER));

@@ -64,14 +64,16 @@ async function main(): Promise<void> {
   await server.start();
   const client = await connectClient({ temporalAddress: server.address, namespace: 'default' });
   const pool = createPool(postgres.databaseUrl);
+  const operatorPool = createPool(postgres.operatorDatabaseUrl, 2);
   const fake = await startFakeOpenAI({ billedLogFile: join(dir, 'billed.jsonl') });
   const results: { figures: ChaosFigures; notes: string[] }[] = [];
   process.stdout.write(`$ ${command}\n\n`);
   try {
-    await applyPrices(pool, loadPricesFile('prices/standard.json'), 'bench');
+    await applyPrices(operatorPool, loadPricesFile('prices/standard.json'), 'bench');
     const env: ChaosEnv = {
       client,
       pool,
+      operatorPool,
       temporalAddress: server.address,
       namespace: 'default',
       databaseUrl: postgres.databaseUrl,
@@ -136,6 +138,7 @@ async function main(): Promise<void> {
     await fake.close();
     await client.connection.close();
     await pool.end();
+    await operatorPool.end();
     await server.stop();
     await postgres.destroy();
     rmSync(dir, { recursive: true, force: true });

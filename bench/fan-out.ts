@@ -98,6 +98,8 @@ interface Stack {
   dir: string;
   client: Client;
   pool: pg.Pool;
+  /** The operator role's pool: prices, budgets and the applied task versions. */
+  operatorPool: pg.Pool;
   temporalAddress: string;
   namespace: string;
   databaseUrl: string;
@@ -116,7 +118,8 @@ async function main(): Promise<void> {
     const up = await startStack({ dataDir: dir, workers: 0, admin: false, log, temporal: temporalMode });
     const s = up.stack;
     const pool = createPool(s.postgres.databaseUrl);
-    await applyPrices(pool, loadPricesFile('prices/standard.json'), 'bench');
+    const operatorPool = createPool(s.postgres.operatorDatabaseUrl ?? '', 2);
+    await applyPrices(operatorPool, loadPricesFile('prices/standard.json'), 'bench');
     // the guarded phase's users (g1..g100) have a budget; the other phases' (u1..u100) have none
     const monthStart = (await pool.query<{ m: Date }>(`select date_trunc('month', now()) as m`)).rows[0].m;
     const budgets = Array.from({ length: 100 }, (_, i) => ({
@@ -125,13 +128,14 @@ async function main(): Promise<void> {
       timeZone: 'UTC',
       effectiveFrom: monthStart,
     }));
-    await applyBudgets(pool, { budgets }, 'bench');
+    await applyBudgets(operatorPool, { budgets }, 'bench');
     const fake = await startFakeOpenAI();
     fake.setLatency(callMs);
     stack = {
       dir,
       client: await connectClient({ temporalAddress: s.temporal.address, namespace: s.namespace }),
       pool,
+      operatorPool,
       temporalAddress: s.temporal.address,
       namespace: s.namespace,
       databaseUrl: s.postgres.databaseUrl,
@@ -154,6 +158,7 @@ async function main(): Promise<void> {
   } finally {
     await stack?.fake.close();
     await stack?.pool.end();
+    await stack?.operatorPool.end();
     await stack?.client.connection.close();
     await stopStack(dir);
     rmSync(dir, { recursive: true, force: true });
@@ -288,7 +293,7 @@ async function createSchedules(stack: Stack, phase: Phase, id: string, taskQueue
   });
   // the versions the schedules name, recorded first as `tasks apply` does
   const versions = tasks.map((task) => ({ taskId: task.id, fingerprint: taskFingerprint(task, taskQueue), definition: task }));
-  await recordTaskVersions(stack.pool, versions);
+  await recordTaskVersions(stack.operatorPool, versions);
   const started = Date.now();
   let next = 0;
   const createNext = async (): Promise<void> => {

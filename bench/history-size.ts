@@ -49,7 +49,8 @@ async function main(): Promise<void> {
   try {
     const { stack } = await startStack({ dataDir: dir, workers: 0, admin: false, log });
     const pool = createPool(stack.postgres.databaseUrl);
-    await applyPrices(pool, loadPricesFile('prices/standard.json'), 'bench');
+    const operatorPool = createPool(stack.postgres.operatorDatabaseUrl ?? '', 2);
+    await applyPrices(operatorPool, loadPricesFile('prices/standard.json'), 'bench');
     const client = await connectClient({ temporalAddress: stack.temporal.address, namespace: stack.namespace });
     const workflowBundle = await bundleWorkflowCode({
       workflowsPath,
@@ -76,7 +77,7 @@ async function main(): Promise<void> {
       });
       const task = taskSchema.parse({ id: `size-${i}`, cron: '0 9 * * *', userId: 'u1', input: 'Summarise the day.' });
       const fingerprint = taskFingerprint(task, taskQueue);
-      await recordTaskVersions(pool, [{ taskId: task.id, fingerprint, definition: task }]);
+      await recordTaskVersions(operatorPool, [{ taskId: task.id, fingerprint, definition: task }]);
       const handle = await worker.runUntil(async () => {
         const h = await client.workflow.start(scheduledRun, {
           workflowId: `cron-size-${i}-2026-11-02T09:00:00Z`,
@@ -108,6 +109,7 @@ async function main(): Promise<void> {
     }
     await client.connection.close();
     await pool.end();
+    await operatorPool.end();
     console.log(`History of one completed scheduledRun (temporal workflow show --output json | wc -c)\n${rows.join('\n')}\n\n  ${command}`);
   } finally {
     await fake.close();

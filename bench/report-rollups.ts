@@ -124,7 +124,7 @@ async function main(): Promise<void> {
   const { big, loadMs, rebuildMs, lateBefore } = await bigDatabase();
   const small = await scratchDatabase('cronledger_bench_p3_small', 4);
   const readonly = createPool(readOnlySessionUrl(big.urlAs('readonly')), 4);
-  const rawPool = new pg.Pool({ connectionString: big.urlAs('app'), max: 1 });
+  const rawPool = new pg.Pool({ connectionString: big.urlAs('worker'), max: 1 });
   try {
     if (keep) await markKept(big, lateBefore);
     await loaded(small, SMALL);

@@ -11,7 +11,7 @@ import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { backfill } from '../src/schedules/backfill';
 import { connectClient } from '../src/client';
-import { resolveConnections } from '../src/config';
+import { resolveConnections, resolveOperatorDatabaseUrl } from '../src/config';
 import { createPool } from '../src/db/pool';
 import { applyPrices, loadPricesFile } from '../src/ledger/prices';
 import { MockProvider } from '../src/models/mock-provider';
@@ -29,7 +29,8 @@ async function main(): Promise<void> {
   const conn = resolveConnections();
   const client = await connectClient(conn);
   const pool = createPool(conn.databaseUrl);
-  await applyPrices(pool, loadPricesFile('prices/standard.json'), 'bench');
+  const operatorPool = createPool(resolveOperatorDatabaseUrl(), 2);
+  await applyPrices(operatorPool, loadPricesFile('prices/standard.json'), 'bench');
   const results: { workers: number; ms: number }[] = [];
   try {
     for (const [round, workers] of [1, 3, 1].entries()) {
@@ -45,7 +46,7 @@ async function main(): Promise<void> {
           budgetSweep: false,
         }),
         taskQueue,
-        pool,
+        operatorPool,
       );
       const from = new Date(Date.UTC(2026, 0, 1 + round, 0, 0));
       const to = new Date(from.getTime() + (slots - 1) * 60_000);
@@ -76,6 +77,7 @@ async function main(): Promise<void> {
     }
   } finally {
     await pool.end();
+    await operatorPool.end();
     await client.connection.close();
   }
   process.stdout.write(`$ ${command}\n${slots} slots backfilled, each a full scheduledRun (claim, chat, embed, complete)\n\n`);

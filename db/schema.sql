@@ -4,12 +4,44 @@
 --
 
 --
--- Name: backdating_skew(); Type: FUNCTION; Schema: public; Owner: -
+-- Name: budgets; Type: TABLE; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.backdating_skew() RETURNS interval
-    LANGUAGE sql IMMUTABLE
-    AS $$ select interval '5 minutes' $$;
+CREATE TABLE public.budgets (
+    id bigint NOT NULL,
+    user_id text,
+    monthly_limit_usd numeric(38,18) NOT NULL,
+    time_zone text DEFAULT 'UTC'::text NOT NULL,
+    effective_from timestamp with time zone DEFAULT now() NOT NULL,
+    source text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    created_by text,
+    CONSTRAINT budgets_monthly_limit_usd_check CHECK ((monthly_limit_usd >= (0)::numeric))
+);
+
+--
+-- Name: add_budget(text, numeric, text, timestamp with time zone, text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.add_budget(p_user_id text, p_monthly_limit_usd numeric, p_time_zone text, p_effective_from timestamp with time zone, p_source text) RETURNS SETOF public.budgets
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $$
+  insert into budgets (user_id, monthly_limit_usd, time_zone, effective_from, source)
+  values (p_user_id, p_monthly_limit_usd, p_time_zone, p_effective_from, p_source)
+  returning *;
+$$;
+
+--
+-- Name: add_downgrade(text, text, timestamp with time zone, text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.add_downgrade(p_model text, p_cheap_model text, p_effective_from timestamp with time zone, p_source text) RETURNS void
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $$
+  insert into model_downgrades (model, cheap_model, effective_from, source) values (p_model, p_cheap_model, p_effective_from, p_source);
+$$;
 
 --
 -- Name: usage_ledger; Type: TABLE; Schema: public; Owner: -
@@ -64,11 +96,53 @@ CREATE TABLE public.usage_ledger (
 );
 
 --
+-- Name: adjust_entry(text, bigint, text, numeric); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.adjust_entry(p_key text, p_entry_id bigint, p_reason text, p_amount numeric) RETURNS SETOF public.usage_ledger
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $$
+  insert into usage_ledger (idempotency_key, entry_type, original_entry_id, reason, user_id, run_id, task_id, model, kind, cost_usd)
+  select p_key, 'adjustment', o.id, p_reason, o.user_id, o.run_id, o.task_id, o.model, o.kind, p_amount
+    from usage_ledger o where o.id = p_entry_id
+  on conflict (idempotency_key) do nothing
+  returning *;
+$$;
+
+--
+-- Name: apply_rate_limits(text[], integer[], bigint[]); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.apply_rate_limits(p_models text[], p_requests_per_minute integer[], p_tokens_per_minute bigint[]) RETURNS SETOF text
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $$
+  with removed as (delete from rate_limits where model <> all(p_models) returning model),
+  applied as (
+    insert into rate_limits (model, requests_per_minute, tokens_per_minute)
+    select * from unnest(p_models, p_requests_per_minute, p_tokens_per_minute)
+    on conflict (model) do update set requests_per_minute = excluded.requests_per_minute,
+      tokens_per_minute = excluded.tokens_per_minute, applied_at = now(), applied_by = session_user
+  )
+  select model from removed;
+$$;
+
+--
+-- Name: backdating_skew(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.backdating_skew() RETURNS interval
+    LANGUAGE sql IMMUTABLE
+    AS $$ select interval '5 minutes' $$;
+
+--
 -- Name: book_usage(text, text, text, text, text, text, text, text, text, integer, bigint, bigint, bigint, bigint, bigint, bigint, text, text, text, bigint, timestamp with time zone, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
 --
 
 CREATE FUNCTION public.book_usage(p_key text, p_user_id text, p_run_id text, p_workflow_id text, p_task_id text, p_model text, p_provider_model text, p_kind text, p_status text, p_attempt integer, p_prompt bigint, p_cached bigint, p_completion bigint, p_reasoning bigint, p_cache_write_5m bigint, p_cache_write_1h bigint, p_service_tier text, p_provider_request_id text, p_worker_id text, p_input_truncated_from bigint, p_occurred_at timestamp with time zone, p_usage_received_at timestamp with time zone) RETURNS public.usage_ledger
-    LANGUAGE plpgsql
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
     AS $$
 declare
   v_at timestamptz := coalesce(p_occurred_at, now());
@@ -144,22 +218,6 @@ CREATE FUNCTION public.budget_choice(p_used numeric, p_limit numeric, p_default_
               else 'blocked' end
     from (select budget_tier(p_used, p_limit) as band) b
 $$;
-
---
--- Name: budgets; Type: TABLE; Schema: public; Owner: -
---
-
-CREATE TABLE public.budgets (
-    id bigint NOT NULL,
-    user_id text,
-    monthly_limit_usd numeric(38,18) NOT NULL,
-    time_zone text DEFAULT 'UTC'::text NOT NULL,
-    effective_from timestamp with time zone DEFAULT now() NOT NULL,
-    source text NOT NULL,
-    created_at timestamp with time zone DEFAULT now() NOT NULL,
-    created_by text,
-    CONSTRAINT budgets_monthly_limit_usd_check CHECK ((monthly_limit_usd >= (0)::numeric))
-);
 
 --
 -- Name: budget_in_force(text, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
@@ -274,7 +332,8 @@ $$;
 --
 
 CREATE FUNCTION public.claim_and_reserve(p_key text, p_task_id text, p_user_id text, p_workflow_id text, p_run_id text, p_scheduled_minute timestamp with time zone, p_worker_id text, p_manual boolean, p_supersedes_run_id text, p_calls jsonb, p_expiry_seconds integer, p_at timestamp with time zone) RETURNS jsonb
-    LANGUAGE plpgsql
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
     AS $$
 declare
   v_claim jsonb := claim_run(p_key, p_task_id, p_user_id, p_workflow_id, p_run_id, p_scheduled_minute, p_worker_id, p_manual,
@@ -293,7 +352,8 @@ $$;
 --
 
 CREATE FUNCTION public.claim_run(p_key text, p_task_id text, p_user_id text, p_workflow_id text, p_run_id text, p_scheduled_minute timestamp with time zone, p_worker_id text, p_manual boolean, p_supersedes_run_id text) RETURNS jsonb
-    LANGUAGE plpgsql
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
     AS $$
 declare
   v_generation integer;
@@ -328,6 +388,48 @@ begin
   return jsonb_build_object('claimed', false, 'ownerWorkflowRunId', v_owner.temporal_run_id, 'generation', v_owner.generation,
                             'ownerStatus', v_owner.status);
 end
+$$;
+
+--
+-- Name: complete_run(text, text, text, text, text, jsonb); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.complete_run(p_key text, p_run_id text, p_status text, p_error text, p_tier text, p_budget jsonb) RETURNS void
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $$
+  update runs set status = p_status, error = p_error, finished_at = now(), tier = coalesce(p_tier, tier),
+         budget = coalesce(p_budget, budget), duration_ms = (extract(epoch from (now() - claimed_at)) * 1000)::bigint
+   where idempotency_key = p_key and temporal_run_id = p_run_id and status = 'running';
+  update run_attempts set status = p_status, error = p_error, finished_at = now() where temporal_run_id = p_run_id and status = 'running';
+$$;
+
+--
+-- Name: credit_user(text, bigint, text, text, numeric); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.credit_user(p_key text, p_original_entry_id bigint, p_reason text, p_user_id text, p_cost_usd numeric) RETURNS SETOF public.usage_ledger
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $$
+  insert into usage_ledger (idempotency_key, entry_type, original_entry_id, reason, user_id, cost_usd)
+  values (p_key, 'credit', p_original_entry_id, p_reason, p_user_id, p_cost_usd)
+  on conflict (idempotency_key) do nothing
+  returning *;
+$$;
+
+--
+-- Name: expire_reservations(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.expire_reservations() RETURNS integer
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $$
+  with closed as (
+    update budget_reservations set status = 'expired', closed_at = now() where status = 'open' and expires_at <= now() returning 1
+  )
+  select count(*)::integer from closed;
 $$;
 
 --
@@ -639,7 +741,7 @@ $$;
 
 CREATE FUNCTION public.rate_limit_acquire(p_model text, p_tokens bigint, p_waited_us bigint) RETURNS bigint
     LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'public'
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
     AS $$
 declare
   v_limit rate_limits;
@@ -694,7 +796,7 @@ $$;
 
 CREATE FUNCTION public.rate_limit_hold(p_model text, p_after_ms bigint, p_throttled boolean) RETURNS void
     LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'public'
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
     AS $$
 begin
   insert into rate_limit_state (model) values (p_model) on conflict do nothing;
@@ -713,6 +815,59 @@ CREATE FUNCTION public.rate_limit_now_us() RETURNS bigint
     LANGUAGE sql
     AS $$
   select (extract(epoch from clock_timestamp()) * 1000000)::bigint
+$$;
+
+--
+-- Name: record_applied_tasks(text[]); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.record_applied_tasks(p_task_ids text[]) RETURNS void
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $$
+  delete from applied_tasks where not (task_id = any(p_task_ids));
+  insert into applied_tasks (task_id) select unnest(p_task_ids) on conflict (task_id) do update set applied_at = now();
+$$;
+
+--
+-- Name: record_budget_event_delivery(text, boolean, text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.record_budget_event_delivery(p_event_id text, p_ok boolean, p_error text) RETURNS void
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $$
+  update budget_events set attempts = attempts + 1, last_attempt_at = now(),
+         delivered_at = case when p_ok then coalesce(delivered_at, now()) else delivered_at end,
+         last_error = case when p_ok then last_error else p_error end
+   where event_id = p_event_id;
+$$;
+
+--
+-- Name: record_rejected_run(text, text, text, timestamp with time zone, text, boolean, text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.record_rejected_run(p_task_id text, p_workflow_id text, p_run_id text, p_scheduled_minute timestamp with time zone, p_worker_id text, p_manual boolean, p_reason text) RETURNS void
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $$
+  insert into runs (idempotency_key, task_id, user_id, workflow_id, temporal_run_id, scheduled_minute, claimed_by, manual,
+                    status, finished_at, error)
+  values ('rejected:' || p_run_id, p_task_id, '', p_workflow_id, p_run_id, p_scheduled_minute, p_worker_id, p_manual,
+          'rejected', now(), p_reason)
+  on conflict (idempotency_key) do nothing;
+$$;
+
+--
+-- Name: record_report_delivery(text, text, boolean, text, text, text, integer, integer); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.record_report_delivery(p_month text, p_time_zone text, p_complete boolean, p_report_sha256 text, p_target text, p_workflow_id text, p_attempt integer, p_response_status integer) RETURNS void
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $$
+  insert into report_deliveries (month, time_zone, complete, report_sha256, target, workflow_id, attempt, response_status)
+  values (p_month, p_time_zone, p_complete, p_report_sha256, p_target, p_workflow_id, p_attempt, p_response_status);
 $$;
 
 --
@@ -743,6 +898,67 @@ CREATE FUNCTION public.record_rollup_verification(p_months integer, p_rows_check
   insert into rollup_verifications (created_by, months, rows_checked, differences, sample)
   values (session_user, p_months, p_rows_checked, p_differences, coalesce(p_sample, '[]'))
   returning *
+$$;
+
+--
+-- Name: record_task_versions(jsonb); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.record_task_versions(p_versions jsonb) RETURNS void
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $$
+  insert into task_versions (task_id, fingerprint, definition)
+  select v.task_id, v.fingerprint, v.definition from jsonb_to_recordset(p_versions) as v(task_id text, fingerprint text, definition jsonb)
+  on conflict (task_id, fingerprint) do nothing;
+$$;
+
+--
+-- Name: usage_exceptions; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.usage_exceptions (
+    id bigint NOT NULL,
+    idempotency_key text NOT NULL,
+    user_id text NOT NULL,
+    workflow_id text,
+    run_id text,
+    task_id text,
+    model text NOT NULL,
+    provider_model text,
+    kind text NOT NULL,
+    status text NOT NULL,
+    attempt integer NOT NULL,
+    raw_usage jsonb NOT NULL,
+    reason text NOT NULL,
+    provider_request_id text,
+    worker_id text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT usage_exceptions_attempt_check CHECK ((attempt >= 1)),
+    CONSTRAINT usage_exceptions_kind_check CHECK ((kind = ANY (ARRAY['chat'::text, 'embedding'::text]))),
+    CONSTRAINT usage_exceptions_status_check CHECK ((status = ANY (ARRAY['ok'::text, 'failed'::text])))
+);
+
+--
+-- Name: record_usage_exception(text, text, text, text, text, text, text, text, text, integer, jsonb, text, text, text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.record_usage_exception(p_key text, p_user_id text, p_workflow_id text, p_run_id text, p_task_id text, p_model text, p_provider_model text, p_kind text, p_status text, p_attempt integer, p_raw_usage jsonb, p_reason text, p_provider_request_id text, p_worker_id text) RETURNS SETOF public.usage_exceptions
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $$
+begin
+  return query
+    insert into usage_exceptions (idempotency_key, user_id, workflow_id, run_id, task_id, model, provider_model, kind, status,
+                                  attempt, raw_usage, reason, provider_request_id, worker_id)
+    values (p_key, p_user_id, p_workflow_id, p_run_id, p_task_id, p_model, p_provider_model, p_kind, p_status, p_attempt,
+            p_raw_usage, p_reason, p_provider_request_id, p_worker_id)
+    on conflict (idempotency_key) do nothing
+    returning *;
+  if not found then
+    return query select * from usage_exceptions where idempotency_key = p_key;
+  end if;
+end
 $$;
 
 --
@@ -782,11 +998,26 @@ end
 $$;
 
 --
+-- Name: release_reservations(text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.release_reservations(p_run_id text) RETURNS integer
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $$
+  with closed as (
+    update budget_reservations set status = 'released', closed_at = now() where run_id = p_run_id and status = 'open' returning 1
+  )
+  select count(*)::integer from closed;
+$$;
+
+--
 -- Name: reserve_budget(text, text, text, jsonb, boolean, integer, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
 --
 
 CREATE FUNCTION public.reserve_budget(p_user_id text, p_run_id text, p_workflow_id text, p_calls jsonb, p_may_downgrade boolean, p_expiry_seconds integer, p_at timestamp with time zone) RETURNS jsonb
-    LANGUAGE plpgsql
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
     AS $$
 declare
   v_at timestamptz := coalesce(p_at, now());
@@ -932,6 +1163,248 @@ end
 $$;
 
 --
+-- Name: rollup_add_to_buckets(text, text[], text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.rollup_add_to_buckets(p_table text, p_bucket text[], p_delta text) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $_$
+declare
+  v_sums text[] := array['entries', 'prompt_tokens', 'cached_prompt_tokens', 'completion_tokens', 'reasoning_tokens', 'cost_usd'];
+begin
+  execute format('create temp table %I on commit drop as
+                    with gone as (delete from public.%I r using pg_temp.%I t where %s returning r.*) select * from gone',
+                 p_table || '_old', p_table, p_delta, rollup_same_bucket(p_bucket, 'r', 't'));
+  execute format('insert into public.%I (%s, %s, first_entry_id, last_entry_id)
+                  select %s, %s, least(t.first_entry_id, o.first_entry_id), greatest(t.last_entry_id, o.last_entry_id)
+                    from pg_temp.%I t left join pg_temp.%I o on %s',
+                 p_table, array_to_string(p_bucket, ', '), array_to_string(v_sums, ', '),
+                 (select string_agg('t.' || quote_ident(k), ', ') from unnest(p_bucket) k),
+                 (select string_agg(format('t.%1$I + coalesce(o.%1$I, 0)', k), ', ') from unnest(v_sums) k),
+                 p_delta, p_table || '_old', rollup_same_bucket(p_bucket, 'o', 't'));
+end
+$_$;
+
+--
+-- Name: rollup_coarser_bucket(text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.rollup_coarser_bucket(p_table text) RETURNS text[]
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $$
+  select case p_table
+           when 'usage_month_rollups' then array['zone', 'month', 'user_id', 'model', 'kind', 'entry_type', 'status']
+           when 'usage_day_totals' then array['zone', 'day', 'model', 'kind', 'entry_type', 'status']
+           when 'usage_day_users' then array['zone', 'day', 'user_id', 'task_id', 'entry_type']
+         end
+$$;
+
+--
+-- Name: rollup_coarser_select(text, text, text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.rollup_coarser_select(p_table text, p_source text, p_where text) RETURNS text
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $$
+  select format(
+    'select %s, sum(entries)::bigint as entries, sum(prompt_tokens)::bigint as prompt_tokens, '
+      'sum(cached_prompt_tokens)::bigint as cached_prompt_tokens, sum(completion_tokens)::bigint as completion_tokens, '
+      'sum(reasoning_tokens)::bigint as reasoning_tokens, sum(cost_usd) as cost_usd, '
+      'min(first_entry_id) as first_entry_id, max(last_entry_id) as last_entry_id from %s where %s group by %s',
+    (select string_agg(case when k = 'month' then 'to_char(day, ''YYYY-MM'') as month' else quote_ident(k) end, ', ' order by n)
+       from unnest(rollup_coarser_bucket(p_table)) with ordinality b(k, n)),
+    p_source, p_where,
+    (select string_agg(n::text, ', ') from generate_series(1, cardinality(rollup_coarser_bucket(p_table))) n))
+$$;
+
+--
+-- Name: rollup_same_bucket(text[], text, text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.rollup_same_bucket(p_bucket text[], a text, b text) RETURNS text
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $$
+  select string_agg(case when k in ('task_id', 'model', 'kind') then format('%s.%I is not distinct from %s.%I', a, k, b, k)
+                         else format('%s.%I = %s.%I', a, k, b, k) end, ' and ')
+    from unnest(p_bucket) k
+$$;
+
+--
+-- Name: rollups_clear_month(text, text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.rollups_clear_month(p_zone text, p_month text) RETURNS void
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $$
+  delete from usage_rollups
+   where zone = p_zone and day between to_date(p_month || '-01', 'YYYY-MM-DD') and ((to_date(p_month || '-01', 'YYYY-MM-DD') + interval '1 month')::date - 1);
+  delete from run_rollups
+   where zone = p_zone and day between to_date(p_month || '-01', 'YYYY-MM-DD') and ((to_date(p_month || '-01', 'YYYY-MM-DD') + interval '1 month')::date - 1);
+$$;
+
+--
+-- Name: rollups_finish_month(text, text, bigint); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.rollups_finish_month(p_zone text, p_month text, p_last_entry_id bigint) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $$
+declare
+  v_month_days text := format('zone = %L and day between to_date(%L, ''YYYY-MM-DD'') and ((to_date(%L, ''YYYY-MM-DD'') + interval ''1 month'')::date - 1)',
+                              p_zone, p_month || '-01', p_month || '-01');
+  v_table text;
+begin
+  foreach v_table in array array['usage_month_rollups', 'usage_day_totals', 'usage_day_users'] loop
+    execute format('delete from public.%I where %s', v_table,
+                   case when v_table = 'usage_month_rollups' then format('zone = %L and month = %L', p_zone, p_month) else v_month_days end);
+    execute format('insert into public.%I (%s, entries, prompt_tokens, cached_prompt_tokens, completion_tokens, reasoning_tokens, cost_usd, first_entry_id, last_entry_id) %s',
+                   v_table, array_to_string(rollup_coarser_bucket(v_table), ', '), rollup_coarser_select(v_table, 'public.usage_rollups', v_month_days));
+  end loop;
+  insert into rollup_months (zone, month) values (p_zone, p_month) on conflict (zone, month) do update set built_at = now();
+  -- rows rebuilt from the raw ledger are as current as a refresh would make them
+  update rollup_zones set refreshed_at = now(), last_entry_id = greatest(last_entry_id, p_last_entry_id) where zone = p_zone;
+end
+$$;
+
+--
+-- Name: rollups_fold_queues(integer); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.rollups_fold_queues(p_limit integer) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $$
+declare
+  v_entries integer;
+  v_run_changes integer;
+  v_zones jsonb;
+  v_table text;
+begin
+  drop table if exists pg_temp.picked, pg_temp.picked_runs, pg_temp.delta, pg_temp.touched_runs, pg_temp.usage_rollups_old,
+    pg_temp.usage_month_rollups_delta, pg_temp.usage_month_rollups_old, pg_temp.usage_day_totals_delta, pg_temp.usage_day_totals_old,
+    pg_temp.usage_day_users_delta, pg_temp.usage_day_users_old;
+  create temp table picked on commit drop as
+    with taken as (
+      delete from rollup_queue where entry_id in (select q.entry_id from rollup_queue q order by q.entry_id limit p_limit) returning entry_id)
+    select entry_id from taken;
+  get diagnostics v_entries = row_count;
+  create temp table picked_runs on commit drop as
+    with taken as (
+      delete from run_rollup_queue where id in (select q.id from run_rollup_queue q order by q.id limit p_limit) returning claimed_at, user_id, task_id)
+    select distinct claimed_at, user_id, task_id from taken;
+  get diagnostics v_run_changes = row_count;
+  v_zones := (select coalesce(jsonb_agg(jsonb_build_object('zone', z.zone, 'buckets', 0, 'reopened', 0) order by z.zone), '[]')
+                from rollup_zones z);
+  if v_entries > 0 then
+    create temp table delta on commit drop as
+      select z.zone, (l.created_at at time zone z.zone)::date as day, l.user_id, l.task_id, l.model, l.kind, l.entry_type, l.status,
+             count(*) as entries, sum(l.prompt_tokens)::bigint as prompt_tokens, sum(l.cached_prompt_tokens)::bigint as cached_prompt_tokens,
+             sum(l.completion_tokens)::bigint as completion_tokens, sum(l.reasoning_tokens)::bigint as reasoning_tokens,
+             sum(l.cost_usd) as cost_usd, min(l.id) as first_entry_id, max(l.id) as last_entry_id
+        from pg_temp.picked p join usage_ledger l on l.id = p.entry_id cross join rollup_zones z
+       group by 1, 2, 3, 4, 5, 6, 7, 8;
+    perform rollup_add_to_buckets('usage_rollups', array['zone', 'day', 'user_id', 'task_id', 'model', 'kind', 'entry_type', 'status'], 'delta');
+    -- The coarser rollups take the same additions, summed once more, in the same transaction: never apart.
+    foreach v_table in array array['usage_month_rollups', 'usage_day_totals', 'usage_day_users'] loop
+      execute format('create temp table %I on commit drop as %s', v_table || '_delta', rollup_coarser_select(v_table, 'pg_temp.delta', 'true'));
+      perform rollup_add_to_buckets(v_table, rollup_coarser_bucket(v_table), v_table || '_delta');
+    end loop;
+    v_zones := (select coalesce(jsonb_agg(jsonb_build_object('zone', z.zone, 'buckets', coalesce(d.buckets, 0), 'reopened', coalesce(d.reopened, 0))
+                                          order by z.zone), '[]')
+                  from rollup_zones z
+                  left join (select t.zone, count(*) as buckets, (select count(*) from pg_temp.usage_rollups_old o where o.zone = t.zone) as reopened
+                               from pg_temp.delta t group by t.zone) d on d.zone = z.zone);
+  end if;
+  if v_run_changes > 0 then
+    create temp table touched_runs on commit drop as
+      select distinct z.zone, (p.claimed_at at time zone z.zone)::date as day, p.user_id, p.task_id
+        from pg_temp.picked_runs p cross join rollup_zones z;
+    delete from run_rollups r using pg_temp.touched_runs t
+     where r.zone = t.zone and r.day = t.day and r.user_id = t.user_id and r.task_id = t.task_id;
+    -- the claimed runs of each touched bucket, found through the runs_user_task_claimed index (src/reports/rollups-write.ts dayRange)
+    insert into run_rollups (zone, day, user_id, task_id, status, tier, runs)
+    select t.zone, t.day, t.user_id, t.task_id, r.status, r.tier, count(*)
+      from pg_temp.touched_runs t join runs r
+        on r.user_id = t.user_id and r.task_id = t.task_id
+       and r.claimed_at >= ((t.day)::timestamp at time zone t.zone) - interval '3 hours'
+       and r.claimed_at < (((t.day) + 1)::timestamp at time zone t.zone) + interval '3 hours'
+       and (r.claimed_at at time zone t.zone)::date between (t.day) and (t.day)
+     group by t.zone, t.day, t.user_id, t.task_id, r.status, r.tier;
+  end if;
+  update rollup_zones
+     set refreshed_at = now(),
+         last_entry_id = greatest(last_entry_id, coalesce((select max(entry_id) from pg_temp.picked), 0)),
+         entries_folded = entries_folded + v_entries;
+  return jsonb_build_object('entries', v_entries, 'runChanges', v_run_changes, 'zones', v_zones);
+end
+$$;
+
+--
+-- Name: rollups_rebuild_day(text, date); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.rollups_rebuild_day(p_zone text, p_day date) RETURNS TABLE(entries bigint, last_entry_id bigint)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $$
+begin
+  return query
+    with inserted as (
+      insert into usage_rollups (zone, day, user_id, task_id, model, kind, entry_type, status, entries, prompt_tokens,
+                                 cached_prompt_tokens, completion_tokens, reasoning_tokens, cost_usd, first_entry_id, last_entry_id)
+      select p_zone, (l.created_at at time zone p_zone)::date, l.user_id, l.task_id, l.model, l.kind, l.entry_type, l.status,
+             count(*), sum(l.prompt_tokens)::bigint, sum(l.cached_prompt_tokens)::bigint, sum(l.completion_tokens)::bigint,
+             sum(l.reasoning_tokens)::bigint, sum(l.cost_usd), min(l.id), max(l.id)
+        from usage_ledger l
+       where l.created_at >= (p_day::timestamp at time zone p_zone) - interval '3 hours'
+         and l.created_at < ((p_day + 1)::timestamp at time zone p_zone) + interval '3 hours'
+         and (l.created_at at time zone p_zone)::date between p_day and p_day
+       group by 2, 3, 4, 5, 6, 7, 8
+      returning usage_rollups.entries, usage_rollups.last_entry_id
+    )
+    select i.entries, i.last_entry_id from inserted i;
+  insert into run_rollups (zone, day, user_id, task_id, status, tier, runs)
+  select p_zone, (r.claimed_at at time zone p_zone)::date, r.user_id, r.task_id, r.status, r.tier, count(*)
+    from runs r
+   where r.claimed_at >= (p_day::timestamp at time zone p_zone) - interval '3 hours'
+     and r.claimed_at < ((p_day + 1)::timestamp at time zone p_zone) + interval '3 hours'
+     and (r.claimed_at at time zone p_zone)::date between p_day and p_day
+   group by 2, 3, 4, 5, 6;
+end
+$$;
+
+--
+-- Name: rollups_register_zone(text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.rollups_register_zone(p_zone text) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $$
+begin
+  insert into rollup_zones (zone) values (p_zone) on conflict do nothing;
+  return found;
+end
+$$;
+
+--
+-- Name: stage_embedding(text, jsonb); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.stage_embedding(p_call_key text, p_embedding jsonb) RETURNS void
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $$
+  insert into call_embeddings (call_key, embedding) values (p_call_key, p_embedding) on conflict (call_key) do nothing;
+$$;
+
+--
 -- Name: stamp_created_by(); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -942,6 +1415,21 @@ begin
   new.created_by := session_user;
   return new;
 end
+$$;
+
+--
+-- Name: store_memory_and_complete_run(text, text, text, text, text, jsonb, text, text, text, text, text, jsonb, text, bigint); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.store_memory_and_complete_run(p_key text, p_run_id text, p_status text, p_error text, p_tier text, p_budget jsonb, p_workflow_id text, p_memory_run_id text, p_task_id text, p_user_id text, p_content text, p_embedding jsonb, p_embedding_key text, p_input_truncated_from bigint) RETURNS void
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $$
+  insert into memories (run_workflow_id, temporal_run_id, task_id, user_id, content, embedding, input_truncated_from)
+  values (p_workflow_id, p_memory_run_id, p_task_id, p_user_id, p_content,
+          coalesce(p_embedding, (select embedding from call_embeddings where call_key = p_embedding_key)), p_input_truncated_from)
+  on conflict do nothing;
+  select complete_run(p_key, p_run_id, p_status, p_error, p_tier, p_budget);
 $$;
 
 --
@@ -1538,32 +2026,6 @@ CREATE TABLE public.usage_day_users (
     cost_usd numeric(38,18) NOT NULL,
     first_entry_id bigint NOT NULL,
     last_entry_id bigint NOT NULL
-);
-
---
--- Name: usage_exceptions; Type: TABLE; Schema: public; Owner: -
---
-
-CREATE TABLE public.usage_exceptions (
-    id bigint NOT NULL,
-    idempotency_key text NOT NULL,
-    user_id text NOT NULL,
-    workflow_id text,
-    run_id text,
-    task_id text,
-    model text NOT NULL,
-    provider_model text,
-    kind text NOT NULL,
-    status text NOT NULL,
-    attempt integer NOT NULL,
-    raw_usage jsonb NOT NULL,
-    reason text NOT NULL,
-    provider_request_id text,
-    worker_id text,
-    created_at timestamp with time zone DEFAULT now() NOT NULL,
-    CONSTRAINT usage_exceptions_attempt_check CHECK ((attempt >= 1)),
-    CONSTRAINT usage_exceptions_kind_check CHECK ((kind = ANY (ARRAY['chat'::text, 'embedding'::text]))),
-    CONSTRAINT usage_exceptions_status_check CHECK ((status = ANY (ARRAY['ok'::text, 'failed'::text])))
 );
 
 --
@@ -2384,81 +2846,135 @@ ALTER TABLE ONLY public.usage_rollups
 -- Name: SCHEMA public; Type: ACL; Schema: -; Owner: -
 --
 
-GRANT USAGE ON SCHEMA public TO cronledger_app;
 GRANT USAGE ON SCHEMA public TO cronledger_readonly;
+GRANT USAGE ON SCHEMA public TO cronledger_worker;
+GRANT USAGE ON SCHEMA public TO cronledger_operator;
+
+--
+-- Name: TABLE budgets; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT ON TABLE public.budgets TO cronledger_readonly;
+GRANT SELECT ON TABLE public.budgets TO cronledger_worker;
+GRANT SELECT ON TABLE public.budgets TO cronledger_operator;
+
+--
+-- Name: FUNCTION add_budget(p_user_id text, p_monthly_limit_usd numeric, p_time_zone text, p_effective_from timestamp with time zone, p_source text); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.add_budget(p_user_id text, p_monthly_limit_usd numeric, p_time_zone text, p_effective_from timestamp with time zone, p_source text) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.add_budget(p_user_id text, p_monthly_limit_usd numeric, p_time_zone text, p_effective_from timestamp with time zone, p_source text) TO cronledger_operator;
+
+--
+-- Name: FUNCTION add_downgrade(p_model text, p_cheap_model text, p_effective_from timestamp with time zone, p_source text); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.add_downgrade(p_model text, p_cheap_model text, p_effective_from timestamp with time zone, p_source text) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.add_downgrade(p_model text, p_cheap_model text, p_effective_from timestamp with time zone, p_source text) TO cronledger_operator;
 
 --
 -- Name: TABLE usage_ledger; Type: ACL; Schema: public; Owner: -
 --
 
-GRANT SELECT,INSERT ON TABLE public.usage_ledger TO cronledger_app;
 GRANT SELECT ON TABLE public.usage_ledger TO cronledger_readonly;
+GRANT SELECT ON TABLE public.usage_ledger TO cronledger_worker;
+GRANT SELECT ON TABLE public.usage_ledger TO cronledger_operator;
+
+--
+-- Name: FUNCTION adjust_entry(p_key text, p_entry_id bigint, p_reason text, p_amount numeric); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.adjust_entry(p_key text, p_entry_id bigint, p_reason text, p_amount numeric) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.adjust_entry(p_key text, p_entry_id bigint, p_reason text, p_amount numeric) TO cronledger_operator;
+
+--
+-- Name: FUNCTION apply_rate_limits(p_models text[], p_requests_per_minute integer[], p_tokens_per_minute bigint[]); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.apply_rate_limits(p_models text[], p_requests_per_minute integer[], p_tokens_per_minute bigint[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.apply_rate_limits(p_models text[], p_requests_per_minute integer[], p_tokens_per_minute bigint[]) TO cronledger_operator;
 
 --
 -- Name: FUNCTION book_usage(p_key text, p_user_id text, p_run_id text, p_workflow_id text, p_task_id text, p_model text, p_provider_model text, p_kind text, p_status text, p_attempt integer, p_prompt bigint, p_cached bigint, p_completion bigint, p_reasoning bigint, p_cache_write_5m bigint, p_cache_write_1h bigint, p_service_tier text, p_provider_request_id text, p_worker_id text, p_input_truncated_from bigint, p_occurred_at timestamp with time zone, p_usage_received_at timestamp with time zone); Type: ACL; Schema: public; Owner: -
 --
 
 REVOKE ALL ON FUNCTION public.book_usage(p_key text, p_user_id text, p_run_id text, p_workflow_id text, p_task_id text, p_model text, p_provider_model text, p_kind text, p_status text, p_attempt integer, p_prompt bigint, p_cached bigint, p_completion bigint, p_reasoning bigint, p_cache_write_5m bigint, p_cache_write_1h bigint, p_service_tier text, p_provider_request_id text, p_worker_id text, p_input_truncated_from bigint, p_occurred_at timestamp with time zone, p_usage_received_at timestamp with time zone) FROM PUBLIC;
-GRANT ALL ON FUNCTION public.book_usage(p_key text, p_user_id text, p_run_id text, p_workflow_id text, p_task_id text, p_model text, p_provider_model text, p_kind text, p_status text, p_attempt integer, p_prompt bigint, p_cached bigint, p_completion bigint, p_reasoning bigint, p_cache_write_5m bigint, p_cache_write_1h bigint, p_service_tier text, p_provider_request_id text, p_worker_id text, p_input_truncated_from bigint, p_occurred_at timestamp with time zone, p_usage_received_at timestamp with time zone) TO cronledger_app;
-
---
--- Name: TABLE budgets; Type: ACL; Schema: public; Owner: -
---
-
-GRANT SELECT,INSERT ON TABLE public.budgets TO cronledger_app;
-GRANT SELECT ON TABLE public.budgets TO cronledger_readonly;
+GRANT ALL ON FUNCTION public.book_usage(p_key text, p_user_id text, p_run_id text, p_workflow_id text, p_task_id text, p_model text, p_provider_model text, p_kind text, p_status text, p_attempt integer, p_prompt bigint, p_cached bigint, p_completion bigint, p_reasoning bigint, p_cache_write_5m bigint, p_cache_write_1h bigint, p_service_tier text, p_provider_request_id text, p_worker_id text, p_input_truncated_from bigint, p_occurred_at timestamp with time zone, p_usage_received_at timestamp with time zone) TO cronledger_worker;
 
 --
 -- Name: FUNCTION budget_month_figures(p_user_id text, p_zone text, p_month date, p_at timestamp with time zone, OUT spent numeric, OUT reserved numeric); Type: ACL; Schema: public; Owner: -
 --
 
 REVOKE ALL ON FUNCTION public.budget_month_figures(p_user_id text, p_zone text, p_month date, p_at timestamp with time zone, OUT spent numeric, OUT reserved numeric) FROM PUBLIC;
-GRANT ALL ON FUNCTION public.budget_month_figures(p_user_id text, p_zone text, p_month date, p_at timestamp with time zone, OUT spent numeric, OUT reserved numeric) TO cronledger_app;
 GRANT ALL ON FUNCTION public.budget_month_figures(p_user_id text, p_zone text, p_month date, p_at timestamp with time zone, OUT spent numeric, OUT reserved numeric) TO cronledger_readonly;
+GRANT ALL ON FUNCTION public.budget_month_figures(p_user_id text, p_zone text, p_month date, p_at timestamp with time zone, OUT spent numeric, OUT reserved numeric) TO cronledger_worker;
 
 --
 -- Name: TABLE model_price_rates; Type: ACL; Schema: public; Owner: -
 --
 
-GRANT SELECT,INSERT ON TABLE public.model_price_rates TO cronledger_app;
 GRANT SELECT ON TABLE public.model_price_rates TO cronledger_readonly;
+GRANT SELECT ON TABLE public.model_price_rates TO cronledger_worker;
+GRANT SELECT,INSERT ON TABLE public.model_price_rates TO cronledger_operator;
 
 --
 -- Name: FUNCTION call_cost(p_kind text, p_prompt bigint, p_cached bigint, p_write_5m bigint, p_write_1h bigint, p_completion bigint, r public.model_price_rates); Type: ACL; Schema: public; Owner: -
 --
 
 REVOKE ALL ON FUNCTION public.call_cost(p_kind text, p_prompt bigint, p_cached bigint, p_write_5m bigint, p_write_1h bigint, p_completion bigint, r public.model_price_rates) FROM PUBLIC;
-GRANT ALL ON FUNCTION public.call_cost(p_kind text, p_prompt bigint, p_cached bigint, p_write_5m bigint, p_write_1h bigint, p_completion bigint, r public.model_price_rates) TO cronledger_app;
 GRANT ALL ON FUNCTION public.call_cost(p_kind text, p_prompt bigint, p_cached bigint, p_write_5m bigint, p_write_1h bigint, p_completion bigint, r public.model_price_rates) TO cronledger_readonly;
+GRANT ALL ON FUNCTION public.call_cost(p_kind text, p_prompt bigint, p_cached bigint, p_write_5m bigint, p_write_1h bigint, p_completion bigint, r public.model_price_rates) TO cronledger_worker;
 
 --
 -- Name: FUNCTION claim_and_reserve(p_key text, p_task_id text, p_user_id text, p_workflow_id text, p_run_id text, p_scheduled_minute timestamp with time zone, p_worker_id text, p_manual boolean, p_supersedes_run_id text, p_calls jsonb, p_expiry_seconds integer, p_at timestamp with time zone); Type: ACL; Schema: public; Owner: -
 --
 
 REVOKE ALL ON FUNCTION public.claim_and_reserve(p_key text, p_task_id text, p_user_id text, p_workflow_id text, p_run_id text, p_scheduled_minute timestamp with time zone, p_worker_id text, p_manual boolean, p_supersedes_run_id text, p_calls jsonb, p_expiry_seconds integer, p_at timestamp with time zone) FROM PUBLIC;
-GRANT ALL ON FUNCTION public.claim_and_reserve(p_key text, p_task_id text, p_user_id text, p_workflow_id text, p_run_id text, p_scheduled_minute timestamp with time zone, p_worker_id text, p_manual boolean, p_supersedes_run_id text, p_calls jsonb, p_expiry_seconds integer, p_at timestamp with time zone) TO cronledger_app;
+GRANT ALL ON FUNCTION public.claim_and_reserve(p_key text, p_task_id text, p_user_id text, p_workflow_id text, p_run_id text, p_scheduled_minute timestamp with time zone, p_worker_id text, p_manual boolean, p_supersedes_run_id text, p_calls jsonb, p_expiry_seconds integer, p_at timestamp with time zone) TO cronledger_worker;
 
 --
 -- Name: FUNCTION claim_run(p_key text, p_task_id text, p_user_id text, p_workflow_id text, p_run_id text, p_scheduled_minute timestamp with time zone, p_worker_id text, p_manual boolean, p_supersedes_run_id text); Type: ACL; Schema: public; Owner: -
 --
 
 REVOKE ALL ON FUNCTION public.claim_run(p_key text, p_task_id text, p_user_id text, p_workflow_id text, p_run_id text, p_scheduled_minute timestamp with time zone, p_worker_id text, p_manual boolean, p_supersedes_run_id text) FROM PUBLIC;
-GRANT ALL ON FUNCTION public.claim_run(p_key text, p_task_id text, p_user_id text, p_workflow_id text, p_run_id text, p_scheduled_minute timestamp with time zone, p_worker_id text, p_manual boolean, p_supersedes_run_id text) TO cronledger_app;
+GRANT ALL ON FUNCTION public.claim_run(p_key text, p_task_id text, p_user_id text, p_workflow_id text, p_run_id text, p_scheduled_minute timestamp with time zone, p_worker_id text, p_manual boolean, p_supersedes_run_id text) TO cronledger_worker;
+
+--
+-- Name: FUNCTION complete_run(p_key text, p_run_id text, p_status text, p_error text, p_tier text, p_budget jsonb); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.complete_run(p_key text, p_run_id text, p_status text, p_error text, p_tier text, p_budget jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.complete_run(p_key text, p_run_id text, p_status text, p_error text, p_tier text, p_budget jsonb) TO cronledger_worker;
+
+--
+-- Name: FUNCTION credit_user(p_key text, p_original_entry_id bigint, p_reason text, p_user_id text, p_cost_usd numeric); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.credit_user(p_key text, p_original_entry_id bigint, p_reason text, p_user_id text, p_cost_usd numeric) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.credit_user(p_key text, p_original_entry_id bigint, p_reason text, p_user_id text, p_cost_usd numeric) TO cronledger_operator;
+
+--
+-- Name: FUNCTION expire_reservations(); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.expire_reservations() FROM PUBLIC;
+GRANT ALL ON FUNCTION public.expire_reservations() TO cronledger_worker;
 
 --
 -- Name: TABLE model_prices; Type: ACL; Schema: public; Owner: -
 --
 
-GRANT SELECT,INSERT ON TABLE public.model_prices TO cronledger_app;
 GRANT SELECT ON TABLE public.model_prices TO cronledger_readonly;
+GRANT SELECT ON TABLE public.model_prices TO cronledger_worker;
+GRANT SELECT,INSERT ON TABLE public.model_prices TO cronledger_operator;
 
 --
 -- Name: FUNCTION is_long_context(p public.model_prices, p_prompt bigint); Type: ACL; Schema: public; Owner: -
 --
 
 REVOKE ALL ON FUNCTION public.is_long_context(p public.model_prices, p_prompt bigint) FROM PUBLIC;
-GRANT ALL ON FUNCTION public.is_long_context(p public.model_prices, p_prompt bigint) TO cronledger_app;
 GRANT ALL ON FUNCTION public.is_long_context(p public.model_prices, p_prompt bigint) TO cronledger_readonly;
+GRANT ALL ON FUNCTION public.is_long_context(p public.model_prices, p_prompt bigint) TO cronledger_worker;
 
 --
 -- Name: FUNCTION metric_add_run(p_status text, p_tier text, p_duration_ms bigint, p_sign integer); Type: ACL; Schema: public; Owner: -
@@ -2483,383 +2999,450 @@ REVOKE ALL ON FUNCTION public.metric_rebuild() FROM PUBLIC;
 --
 
 REVOKE ALL ON FUNCTION public.price_call(p_kind text, p_prompt bigint, p_cached bigint, p_write_5m bigint, p_write_1h bigint, p_completion bigint, p_tier text, p public.model_prices) FROM PUBLIC;
-GRANT ALL ON FUNCTION public.price_call(p_kind text, p_prompt bigint, p_cached bigint, p_write_5m bigint, p_write_1h bigint, p_completion bigint, p_tier text, p public.model_prices) TO cronledger_app;
 GRANT ALL ON FUNCTION public.price_call(p_kind text, p_prompt bigint, p_cached bigint, p_write_5m bigint, p_write_1h bigint, p_completion bigint, p_tier text, p public.model_prices) TO cronledger_readonly;
+GRANT ALL ON FUNCTION public.price_call(p_kind text, p_prompt bigint, p_cached bigint, p_write_5m bigint, p_write_1h bigint, p_completion bigint, p_tier text, p public.model_prices) TO cronledger_worker;
 
 --
 -- Name: FUNCTION price_class(p_rate numeric, p public.model_prices, p_at timestamp with time zone, what text); Type: ACL; Schema: public; Owner: -
 --
 
 REVOKE ALL ON FUNCTION public.price_class(p_rate numeric, p public.model_prices, p_at timestamp with time zone, what text) FROM PUBLIC;
-GRANT ALL ON FUNCTION public.price_class(p_rate numeric, p public.model_prices, p_at timestamp with time zone, what text) TO cronledger_app;
 GRANT ALL ON FUNCTION public.price_class(p_rate numeric, p public.model_prices, p_at timestamp with time zone, what text) TO cronledger_readonly;
+GRANT ALL ON FUNCTION public.price_class(p_rate numeric, p public.model_prices, p_at timestamp with time zone, what text) TO cronledger_worker;
 
 --
 -- Name: FUNCTION price_in_force(p_model text, p_at timestamp with time zone); Type: ACL; Schema: public; Owner: -
 --
 
 REVOKE ALL ON FUNCTION public.price_in_force(p_model text, p_at timestamp with time zone) FROM PUBLIC;
-GRANT ALL ON FUNCTION public.price_in_force(p_model text, p_at timestamp with time zone) TO cronledger_app;
+GRANT ALL ON FUNCTION public.price_in_force(p_model text, p_at timestamp with time zone) TO cronledger_worker;
+GRANT ALL ON FUNCTION public.price_in_force(p_model text, p_at timestamp with time zone) TO cronledger_operator;
 
 --
 -- Name: FUNCTION price_rates(p public.model_prices, p_tier text, p_long boolean); Type: ACL; Schema: public; Owner: -
 --
 
 REVOKE ALL ON FUNCTION public.price_rates(p public.model_prices, p_tier text, p_long boolean) FROM PUBLIC;
-GRANT ALL ON FUNCTION public.price_rates(p public.model_prices, p_tier text, p_long boolean) TO cronledger_app;
 GRANT ALL ON FUNCTION public.price_rates(p public.model_prices, p_tier text, p_long boolean) TO cronledger_readonly;
+GRANT ALL ON FUNCTION public.price_rates(p public.model_prices, p_tier text, p_long boolean) TO cronledger_worker;
 
 --
 -- Name: FUNCTION price_tier(p_tier text); Type: ACL; Schema: public; Owner: -
 --
 
 REVOKE ALL ON FUNCTION public.price_tier(p_tier text) FROM PUBLIC;
-GRANT ALL ON FUNCTION public.price_tier(p_tier text) TO cronledger_app;
 GRANT ALL ON FUNCTION public.price_tier(p_tier text) TO cronledger_readonly;
+GRANT ALL ON FUNCTION public.price_tier(p_tier text) TO cronledger_worker;
 
 --
 -- Name: FUNCTION price_version_at(p_model text, p_at timestamp with time zone); Type: ACL; Schema: public; Owner: -
 --
 
 REVOKE ALL ON FUNCTION public.price_version_at(p_model text, p_at timestamp with time zone) FROM PUBLIC;
-GRANT ALL ON FUNCTION public.price_version_at(p_model text, p_at timestamp with time zone) TO cronledger_app;
 GRANT ALL ON FUNCTION public.price_version_at(p_model text, p_at timestamp with time zone) TO cronledger_readonly;
+GRANT ALL ON FUNCTION public.price_version_at(p_model text, p_at timestamp with time zone) TO cronledger_worker;
 
 --
 -- Name: FUNCTION rate_limit_acquire(p_model text, p_tokens bigint, p_waited_us bigint); Type: ACL; Schema: public; Owner: -
 --
 
 REVOKE ALL ON FUNCTION public.rate_limit_acquire(p_model text, p_tokens bigint, p_waited_us bigint) FROM PUBLIC;
-GRANT ALL ON FUNCTION public.rate_limit_acquire(p_model text, p_tokens bigint, p_waited_us bigint) TO cronledger_app;
+GRANT ALL ON FUNCTION public.rate_limit_acquire(p_model text, p_tokens bigint, p_waited_us bigint) TO cronledger_worker;
 
 --
 -- Name: FUNCTION rate_limit_hold(p_model text, p_after_ms bigint, p_throttled boolean); Type: ACL; Schema: public; Owner: -
 --
 
 REVOKE ALL ON FUNCTION public.rate_limit_hold(p_model text, p_after_ms bigint, p_throttled boolean) FROM PUBLIC;
-GRANT ALL ON FUNCTION public.rate_limit_hold(p_model text, p_after_ms bigint, p_throttled boolean) TO cronledger_app;
+GRANT ALL ON FUNCTION public.rate_limit_hold(p_model text, p_after_ms bigint, p_throttled boolean) TO cronledger_worker;
+
+--
+-- Name: FUNCTION record_applied_tasks(p_task_ids text[]); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.record_applied_tasks(p_task_ids text[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.record_applied_tasks(p_task_ids text[]) TO cronledger_operator;
+
+--
+-- Name: FUNCTION record_budget_event_delivery(p_event_id text, p_ok boolean, p_error text); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.record_budget_event_delivery(p_event_id text, p_ok boolean, p_error text) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.record_budget_event_delivery(p_event_id text, p_ok boolean, p_error text) TO cronledger_worker;
+
+--
+-- Name: FUNCTION record_rejected_run(p_task_id text, p_workflow_id text, p_run_id text, p_scheduled_minute timestamp with time zone, p_worker_id text, p_manual boolean, p_reason text); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.record_rejected_run(p_task_id text, p_workflow_id text, p_run_id text, p_scheduled_minute timestamp with time zone, p_worker_id text, p_manual boolean, p_reason text) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.record_rejected_run(p_task_id text, p_workflow_id text, p_run_id text, p_scheduled_minute timestamp with time zone, p_worker_id text, p_manual boolean, p_reason text) TO cronledger_worker;
+
+--
+-- Name: FUNCTION record_report_delivery(p_month text, p_time_zone text, p_complete boolean, p_report_sha256 text, p_target text, p_workflow_id text, p_attempt integer, p_response_status integer); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.record_report_delivery(p_month text, p_time_zone text, p_complete boolean, p_report_sha256 text, p_target text, p_workflow_id text, p_attempt integer, p_response_status integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.record_report_delivery(p_month text, p_time_zone text, p_complete boolean, p_report_sha256 text, p_target text, p_workflow_id text, p_attempt integer, p_response_status integer) TO cronledger_worker;
 
 --
 -- Name: TABLE rollup_verifications; Type: ACL; Schema: public; Owner: -
 --
 
-GRANT SELECT ON TABLE public.rollup_verifications TO cronledger_app;
 GRANT SELECT ON TABLE public.rollup_verifications TO cronledger_readonly;
+GRANT SELECT ON TABLE public.rollup_verifications TO cronledger_worker;
 
 --
 -- Name: FUNCTION record_rollup_verification(p_months integer, p_rows_checked bigint, p_differences bigint, p_sample jsonb); Type: ACL; Schema: public; Owner: -
 --
 
 REVOKE ALL ON FUNCTION public.record_rollup_verification(p_months integer, p_rows_checked bigint, p_differences bigint, p_sample jsonb) FROM PUBLIC;
-GRANT ALL ON FUNCTION public.record_rollup_verification(p_months integer, p_rows_checked bigint, p_differences bigint, p_sample jsonb) TO cronledger_app;
+GRANT ALL ON FUNCTION public.record_rollup_verification(p_months integer, p_rows_checked bigint, p_differences bigint, p_sample jsonb) TO cronledger_worker;
+
+--
+-- Name: FUNCTION record_task_versions(p_versions jsonb); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.record_task_versions(p_versions jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.record_task_versions(p_versions jsonb) TO cronledger_operator;
+
+--
+-- Name: TABLE usage_exceptions; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT ON TABLE public.usage_exceptions TO cronledger_readonly;
+GRANT SELECT ON TABLE public.usage_exceptions TO cronledger_worker;
+
+--
+-- Name: FUNCTION record_usage_exception(p_key text, p_user_id text, p_workflow_id text, p_run_id text, p_task_id text, p_model text, p_provider_model text, p_kind text, p_status text, p_attempt integer, p_raw_usage jsonb, p_reason text, p_provider_request_id text, p_worker_id text); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.record_usage_exception(p_key text, p_user_id text, p_workflow_id text, p_run_id text, p_task_id text, p_model text, p_provider_model text, p_kind text, p_status text, p_attempt integer, p_raw_usage jsonb, p_reason text, p_provider_request_id text, p_worker_id text) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.record_usage_exception(p_key text, p_user_id text, p_workflow_id text, p_run_id text, p_task_id text, p_model text, p_provider_model text, p_kind text, p_status text, p_attempt integer, p_raw_usage jsonb, p_reason text, p_provider_request_id text, p_worker_id text) TO cronledger_worker;
+
+--
+-- Name: FUNCTION release_reservations(p_run_id text); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.release_reservations(p_run_id text) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.release_reservations(p_run_id text) TO cronledger_worker;
 
 --
 -- Name: FUNCTION reserve_budget(p_user_id text, p_run_id text, p_workflow_id text, p_calls jsonb, p_may_downgrade boolean, p_expiry_seconds integer, p_at timestamp with time zone); Type: ACL; Schema: public; Owner: -
 --
 
 REVOKE ALL ON FUNCTION public.reserve_budget(p_user_id text, p_run_id text, p_workflow_id text, p_calls jsonb, p_may_downgrade boolean, p_expiry_seconds integer, p_at timestamp with time zone) FROM PUBLIC;
-GRANT ALL ON FUNCTION public.reserve_budget(p_user_id text, p_run_id text, p_workflow_id text, p_calls jsonb, p_may_downgrade boolean, p_expiry_seconds integer, p_at timestamp with time zone) TO cronledger_app;
+GRANT ALL ON FUNCTION public.reserve_budget(p_user_id text, p_run_id text, p_workflow_id text, p_calls jsonb, p_may_downgrade boolean, p_expiry_seconds integer, p_at timestamp with time zone) TO cronledger_worker;
+
+--
+-- Name: FUNCTION rollup_add_to_buckets(p_table text, p_bucket text[], p_delta text); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.rollup_add_to_buckets(p_table text, p_bucket text[], p_delta text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION rollup_coarser_bucket(p_table text); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.rollup_coarser_bucket(p_table text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION rollup_coarser_select(p_table text, p_source text, p_where text); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.rollup_coarser_select(p_table text, p_source text, p_where text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION rollup_same_bucket(p_bucket text[], a text, b text); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.rollup_same_bucket(p_bucket text[], a text, b text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION rollups_clear_month(p_zone text, p_month text); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.rollups_clear_month(p_zone text, p_month text) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.rollups_clear_month(p_zone text, p_month text) TO cronledger_worker;
+
+--
+-- Name: FUNCTION rollups_finish_month(p_zone text, p_month text, p_last_entry_id bigint); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.rollups_finish_month(p_zone text, p_month text, p_last_entry_id bigint) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.rollups_finish_month(p_zone text, p_month text, p_last_entry_id bigint) TO cronledger_worker;
+
+--
+-- Name: FUNCTION rollups_fold_queues(p_limit integer); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.rollups_fold_queues(p_limit integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.rollups_fold_queues(p_limit integer) TO cronledger_worker;
+
+--
+-- Name: FUNCTION rollups_rebuild_day(p_zone text, p_day date); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.rollups_rebuild_day(p_zone text, p_day date) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.rollups_rebuild_day(p_zone text, p_day date) TO cronledger_worker;
+
+--
+-- Name: FUNCTION rollups_register_zone(p_zone text); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.rollups_register_zone(p_zone text) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.rollups_register_zone(p_zone text) TO cronledger_worker;
+
+--
+-- Name: FUNCTION stage_embedding(p_call_key text, p_embedding jsonb); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.stage_embedding(p_call_key text, p_embedding jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.stage_embedding(p_call_key text, p_embedding jsonb) TO cronledger_worker;
+
+--
+-- Name: FUNCTION store_memory_and_complete_run(p_key text, p_run_id text, p_status text, p_error text, p_tier text, p_budget jsonb, p_workflow_id text, p_memory_run_id text, p_task_id text, p_user_id text, p_content text, p_embedding jsonb, p_embedding_key text, p_input_truncated_from bigint); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.store_memory_and_complete_run(p_key text, p_run_id text, p_status text, p_error text, p_tier text, p_budget jsonb, p_workflow_id text, p_memory_run_id text, p_task_id text, p_user_id text, p_content text, p_embedding jsonb, p_embedding_key text, p_input_truncated_from bigint) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.store_memory_and_complete_run(p_key text, p_run_id text, p_status text, p_error text, p_tier text, p_budget jsonb, p_workflow_id text, p_memory_run_id text, p_task_id text, p_user_id text, p_content text, p_embedding jsonb, p_embedding_key text, p_input_truncated_from bigint) TO cronledger_worker;
 
 --
 -- Name: FUNCTION usage_cost(p_kind text, p_prompt bigint, p_cached bigint, p_write_5m bigint, p_write_1h bigint, p_completion bigint, p_tier text, p public.model_prices, p_at timestamp with time zone); Type: ACL; Schema: public; Owner: -
 --
 
 REVOKE ALL ON FUNCTION public.usage_cost(p_kind text, p_prompt bigint, p_cached bigint, p_write_5m bigint, p_write_1h bigint, p_completion bigint, p_tier text, p public.model_prices, p_at timestamp with time zone) FROM PUBLIC;
-GRANT ALL ON FUNCTION public.usage_cost(p_kind text, p_prompt bigint, p_cached bigint, p_write_5m bigint, p_write_1h bigint, p_completion bigint, p_tier text, p public.model_prices, p_at timestamp with time zone) TO cronledger_app;
 GRANT ALL ON FUNCTION public.usage_cost(p_kind text, p_prompt bigint, p_cached bigint, p_write_5m bigint, p_write_1h bigint, p_completion bigint, p_tier text, p public.model_prices, p_at timestamp with time zone) TO cronledger_readonly;
+GRANT ALL ON FUNCTION public.usage_cost(p_kind text, p_prompt bigint, p_cached bigint, p_write_5m bigint, p_write_1h bigint, p_completion bigint, p_tier text, p public.model_prices, p_at timestamp with time zone) TO cronledger_worker;
 
 --
 -- Name: FUNCTION worst_case_at_rates(p_kind text, p_prompt bigint, p_completion bigint, r public.model_price_rates); Type: ACL; Schema: public; Owner: -
 --
 
 REVOKE ALL ON FUNCTION public.worst_case_at_rates(p_kind text, p_prompt bigint, p_completion bigint, r public.model_price_rates) FROM PUBLIC;
-GRANT ALL ON FUNCTION public.worst_case_at_rates(p_kind text, p_prompt bigint, p_completion bigint, r public.model_price_rates) TO cronledger_app;
+GRANT ALL ON FUNCTION public.worst_case_at_rates(p_kind text, p_prompt bigint, p_completion bigint, r public.model_price_rates) TO cronledger_worker;
 
 --
 -- Name: FUNCTION worst_case_call_cost(p_kind text, p_prompt bigint, p_completion bigint, p_tier text, p public.model_prices); Type: ACL; Schema: public; Owner: -
 --
 
 REVOKE ALL ON FUNCTION public.worst_case_call_cost(p_kind text, p_prompt bigint, p_completion bigint, p_tier text, p public.model_prices) FROM PUBLIC;
-GRANT ALL ON FUNCTION public.worst_case_call_cost(p_kind text, p_prompt bigint, p_completion bigint, p_tier text, p public.model_prices) TO cronledger_app;
+GRANT ALL ON FUNCTION public.worst_case_call_cost(p_kind text, p_prompt bigint, p_completion bigint, p_tier text, p public.model_prices) TO cronledger_worker;
 
 --
 -- Name: FUNCTION worst_case_cost(p_call jsonb, p_model text, p_at timestamp with time zone); Type: ACL; Schema: public; Owner: -
 --
 
 REVOKE ALL ON FUNCTION public.worst_case_cost(p_call jsonb, p_model text, p_at timestamp with time zone) FROM PUBLIC;
-GRANT ALL ON FUNCTION public.worst_case_cost(p_call jsonb, p_model text, p_at timestamp with time zone) TO cronledger_app;
+GRANT ALL ON FUNCTION public.worst_case_cost(p_call jsonb, p_model text, p_at timestamp with time zone) TO cronledger_worker;
 
 --
 -- Name: TABLE applied_tasks; Type: ACL; Schema: public; Owner: -
 --
 
-GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE public.applied_tasks TO cronledger_app;
 GRANT SELECT ON TABLE public.applied_tasks TO cronledger_readonly;
+GRANT SELECT ON TABLE public.applied_tasks TO cronledger_worker;
+GRANT SELECT ON TABLE public.applied_tasks TO cronledger_operator;
 
 --
 -- Name: TABLE budget_events; Type: ACL; Schema: public; Owner: -
 --
 
-GRANT SELECT,INSERT,UPDATE ON TABLE public.budget_events TO cronledger_app;
 GRANT SELECT ON TABLE public.budget_events TO cronledger_readonly;
+GRANT SELECT ON TABLE public.budget_events TO cronledger_worker;
 
 --
 -- Name: TABLE budget_months; Type: ACL; Schema: public; Owner: -
 --
 
-GRANT SELECT,INSERT,UPDATE ON TABLE public.budget_months TO cronledger_app;
 GRANT SELECT ON TABLE public.budget_months TO cronledger_readonly;
+GRANT SELECT ON TABLE public.budget_months TO cronledger_worker;
 
 --
 -- Name: TABLE budget_reservations; Type: ACL; Schema: public; Owner: -
 --
 
-GRANT SELECT,INSERT,UPDATE ON TABLE public.budget_reservations TO cronledger_app;
 GRANT SELECT ON TABLE public.budget_reservations TO cronledger_readonly;
+GRANT SELECT ON TABLE public.budget_reservations TO cronledger_worker;
 
 --
 -- Name: TABLE budget_zones; Type: ACL; Schema: public; Owner: -
 --
 
-GRANT SELECT,INSERT ON TABLE public.budget_zones TO cronledger_app;
 GRANT SELECT ON TABLE public.budget_zones TO cronledger_readonly;
-
---
--- Name: SEQUENCE budgets_id_seq; Type: ACL; Schema: public; Owner: -
---
-
-GRANT USAGE ON SEQUENCE public.budgets_id_seq TO cronledger_app;
+GRANT SELECT ON TABLE public.budget_zones TO cronledger_worker;
 
 --
 -- Name: TABLE call_embeddings; Type: ACL; Schema: public; Owner: -
 --
 
-GRANT SELECT,INSERT ON TABLE public.call_embeddings TO cronledger_app;
+GRANT SELECT ON TABLE public.call_embeddings TO cronledger_worker;
 
 --
 -- Name: TABLE memories; Type: ACL; Schema: public; Owner: -
 --
 
-GRANT SELECT,INSERT ON TABLE public.memories TO cronledger_app;
+GRANT SELECT ON TABLE public.memories TO cronledger_worker;
 
 --
 -- Name: TABLE metric_histograms; Type: ACL; Schema: public; Owner: -
 --
 
-GRANT SELECT ON TABLE public.metric_histograms TO cronledger_app;
 GRANT SELECT ON TABLE public.metric_histograms TO cronledger_readonly;
+GRANT SELECT ON TABLE public.metric_histograms TO cronledger_worker;
 
 --
 -- Name: TABLE metric_ledger_totals; Type: ACL; Schema: public; Owner: -
 --
 
-GRANT SELECT ON TABLE public.metric_ledger_totals TO cronledger_app;
 GRANT SELECT ON TABLE public.metric_ledger_totals TO cronledger_readonly;
+GRANT SELECT ON TABLE public.metric_ledger_totals TO cronledger_worker;
 
 --
 -- Name: TABLE metric_run_counts; Type: ACL; Schema: public; Owner: -
 --
 
-GRANT SELECT ON TABLE public.metric_run_counts TO cronledger_app;
 GRANT SELECT ON TABLE public.metric_run_counts TO cronledger_readonly;
+GRANT SELECT ON TABLE public.metric_run_counts TO cronledger_worker;
 
 --
 -- Name: TABLE model_downgrades; Type: ACL; Schema: public; Owner: -
 --
 
-GRANT SELECT,INSERT ON TABLE public.model_downgrades TO cronledger_app;
 GRANT SELECT ON TABLE public.model_downgrades TO cronledger_readonly;
-
---
--- Name: SEQUENCE model_downgrades_id_seq; Type: ACL; Schema: public; Owner: -
---
-
-GRANT USAGE ON SEQUENCE public.model_downgrades_id_seq TO cronledger_app;
+GRANT SELECT ON TABLE public.model_downgrades TO cronledger_worker;
+GRANT SELECT ON TABLE public.model_downgrades TO cronledger_operator;
 
 --
 -- Name: SEQUENCE model_prices_id_seq; Type: ACL; Schema: public; Owner: -
 --
 
-GRANT USAGE ON SEQUENCE public.model_prices_id_seq TO cronledger_app;
+GRANT USAGE ON SEQUENCE public.model_prices_id_seq TO cronledger_operator;
 
 --
 -- Name: TABLE rate_limit_state; Type: ACL; Schema: public; Owner: -
 --
 
-GRANT SELECT ON TABLE public.rate_limit_state TO cronledger_app;
 GRANT SELECT ON TABLE public.rate_limit_state TO cronledger_readonly;
+GRANT SELECT ON TABLE public.rate_limit_state TO cronledger_worker;
 
 --
 -- Name: TABLE rate_limits; Type: ACL; Schema: public; Owner: -
 --
 
-GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE public.rate_limits TO cronledger_app;
 GRANT SELECT ON TABLE public.rate_limits TO cronledger_readonly;
+GRANT SELECT ON TABLE public.rate_limits TO cronledger_worker;
+GRANT SELECT ON TABLE public.rate_limits TO cronledger_operator;
 
 --
 -- Name: TABLE report_deliveries; Type: ACL; Schema: public; Owner: -
 --
 
-GRANT SELECT,INSERT ON TABLE public.report_deliveries TO cronledger_app;
 GRANT SELECT ON TABLE public.report_deliveries TO cronledger_readonly;
-
---
--- Name: SEQUENCE report_deliveries_id_seq; Type: ACL; Schema: public; Owner: -
---
-
-GRANT USAGE ON SEQUENCE public.report_deliveries_id_seq TO cronledger_app;
+GRANT SELECT ON TABLE public.report_deliveries TO cronledger_worker;
 
 --
 -- Name: TABLE rollup_months; Type: ACL; Schema: public; Owner: -
 --
 
-GRANT SELECT,INSERT,UPDATE ON TABLE public.rollup_months TO cronledger_app;
 GRANT SELECT ON TABLE public.rollup_months TO cronledger_readonly;
+GRANT SELECT ON TABLE public.rollup_months TO cronledger_worker;
 
 --
 -- Name: TABLE rollup_queue; Type: ACL; Schema: public; Owner: -
 --
 
-GRANT SELECT,INSERT,DELETE ON TABLE public.rollup_queue TO cronledger_app;
 GRANT SELECT ON TABLE public.rollup_queue TO cronledger_readonly;
-
---
--- Name: SEQUENCE rollup_verifications_id_seq; Type: ACL; Schema: public; Owner: -
---
-
-GRANT USAGE ON SEQUENCE public.rollup_verifications_id_seq TO cronledger_app;
+GRANT SELECT ON TABLE public.rollup_queue TO cronledger_worker;
 
 --
 -- Name: TABLE rollup_zones; Type: ACL; Schema: public; Owner: -
 --
 
-GRANT SELECT,INSERT,UPDATE ON TABLE public.rollup_zones TO cronledger_app;
 GRANT SELECT ON TABLE public.rollup_zones TO cronledger_readonly;
+GRANT SELECT ON TABLE public.rollup_zones TO cronledger_worker;
 
 --
 -- Name: TABLE run_attempts; Type: ACL; Schema: public; Owner: -
 --
 
-GRANT SELECT,INSERT,UPDATE ON TABLE public.run_attempts TO cronledger_app;
 GRANT SELECT ON TABLE public.run_attempts TO cronledger_readonly;
-
---
--- Name: SEQUENCE run_attempts_id_seq; Type: ACL; Schema: public; Owner: -
---
-
-GRANT USAGE ON SEQUENCE public.run_attempts_id_seq TO cronledger_app;
+GRANT SELECT ON TABLE public.run_attempts TO cronledger_worker;
 
 --
 -- Name: TABLE run_duplicates; Type: ACL; Schema: public; Owner: -
 --
 
-GRANT SELECT,INSERT ON TABLE public.run_duplicates TO cronledger_app;
 GRANT SELECT ON TABLE public.run_duplicates TO cronledger_readonly;
+GRANT SELECT ON TABLE public.run_duplicates TO cronledger_worker;
 
 --
 -- Name: TABLE run_rollup_queue; Type: ACL; Schema: public; Owner: -
 --
 
-GRANT SELECT,INSERT,DELETE ON TABLE public.run_rollup_queue TO cronledger_app;
 GRANT SELECT ON TABLE public.run_rollup_queue TO cronledger_readonly;
-
---
--- Name: SEQUENCE run_rollup_queue_id_seq; Type: ACL; Schema: public; Owner: -
---
-
-GRANT USAGE ON SEQUENCE public.run_rollup_queue_id_seq TO cronledger_app;
+GRANT SELECT ON TABLE public.run_rollup_queue TO cronledger_worker;
 
 --
 -- Name: TABLE run_rollups; Type: ACL; Schema: public; Owner: -
 --
 
-GRANT SELECT,INSERT,DELETE ON TABLE public.run_rollups TO cronledger_app;
 GRANT SELECT ON TABLE public.run_rollups TO cronledger_readonly;
+GRANT SELECT ON TABLE public.run_rollups TO cronledger_worker;
 
 --
 -- Name: TABLE runs; Type: ACL; Schema: public; Owner: -
 --
 
-GRANT SELECT,INSERT,UPDATE ON TABLE public.runs TO cronledger_app;
 GRANT SELECT ON TABLE public.runs TO cronledger_readonly;
-
---
--- Name: SEQUENCE runs_id_seq; Type: ACL; Schema: public; Owner: -
---
-
-GRANT USAGE ON SEQUENCE public.runs_id_seq TO cronledger_app;
+GRANT SELECT ON TABLE public.runs TO cronledger_worker;
 
 --
 -- Name: TABLE schema_migrations; Type: ACL; Schema: public; Owner: -
 --
 
-GRANT SELECT ON TABLE public.schema_migrations TO cronledger_app;
 GRANT SELECT ON TABLE public.schema_migrations TO cronledger_readonly;
+GRANT SELECT ON TABLE public.schema_migrations TO cronledger_worker;
 
 --
 -- Name: TABLE task_versions; Type: ACL; Schema: public; Owner: -
 --
 
-GRANT SELECT,INSERT ON TABLE public.task_versions TO cronledger_app;
+GRANT SELECT ON TABLE public.task_versions TO cronledger_worker;
+GRANT SELECT ON TABLE public.task_versions TO cronledger_operator;
 
 --
 -- Name: TABLE usage_day_totals; Type: ACL; Schema: public; Owner: -
 --
 
-GRANT SELECT,INSERT,DELETE ON TABLE public.usage_day_totals TO cronledger_app;
 GRANT SELECT ON TABLE public.usage_day_totals TO cronledger_readonly;
+GRANT SELECT ON TABLE public.usage_day_totals TO cronledger_worker;
 
 --
 -- Name: TABLE usage_day_users; Type: ACL; Schema: public; Owner: -
 --
 
-GRANT SELECT,INSERT,DELETE ON TABLE public.usage_day_users TO cronledger_app;
 GRANT SELECT ON TABLE public.usage_day_users TO cronledger_readonly;
-
---
--- Name: TABLE usage_exceptions; Type: ACL; Schema: public; Owner: -
---
-
-GRANT SELECT,INSERT ON TABLE public.usage_exceptions TO cronledger_app;
-GRANT SELECT ON TABLE public.usage_exceptions TO cronledger_readonly;
-
---
--- Name: SEQUENCE usage_exceptions_id_seq; Type: ACL; Schema: public; Owner: -
---
-
-GRANT USAGE ON SEQUENCE public.usage_exceptions_id_seq TO cronledger_app;
-
---
--- Name: SEQUENCE usage_ledger_id_seq; Type: ACL; Schema: public; Owner: -
---
-
-GRANT USAGE ON SEQUENCE public.usage_ledger_id_seq TO cronledger_app;
+GRANT SELECT ON TABLE public.usage_day_users TO cronledger_worker;
 
 --
 -- Name: TABLE usage_month_rollups; Type: ACL; Schema: public; Owner: -
 --
 
-GRANT SELECT,INSERT,DELETE ON TABLE public.usage_month_rollups TO cronledger_app;
 GRANT SELECT ON TABLE public.usage_month_rollups TO cronledger_readonly;
+GRANT SELECT ON TABLE public.usage_month_rollups TO cronledger_worker;
 
 --
 -- Name: TABLE usage_rollups; Type: ACL; Schema: public; Owner: -
 --
 
-GRANT SELECT,INSERT,DELETE ON TABLE public.usage_rollups TO cronledger_app;
 GRANT SELECT ON TABLE public.usage_rollups TO cronledger_readonly;
-
---
--- Name: DEFAULT PRIVILEGES FOR SEQUENCES; Type: DEFAULT ACL; Schema: public; Owner: -
---
-
-ALTER DEFAULT PRIVILEGES FOR ROLE cronledger_owner IN SCHEMA public GRANT USAGE ON SEQUENCES  TO cronledger_app;
+GRANT SELECT ON TABLE public.usage_rollups TO cronledger_worker;
 
 --
 -- Name: DEFAULT PRIVILEGES FOR TABLES; Type: DEFAULT ACL; Schema: public; Owner: -
 --
 
-ALTER DEFAULT PRIVILEGES FOR ROLE cronledger_owner IN SCHEMA public GRANT SELECT ON TABLES  TO cronledger_app;
+ALTER DEFAULT PRIVILEGES FOR ROLE cronledger_owner IN SCHEMA public GRANT SELECT ON TABLES  TO cronledger_worker;
 ALTER DEFAULT PRIVILEGES FOR ROLE cronledger_owner IN SCHEMA public GRANT SELECT ON TABLES  TO cronledger_readonly;
 
 --

@@ -37,7 +37,7 @@ const profiles: string[] = [];
 
 beforeAll(async () => {
   ctx = await createTestContext(import.meta.url);
-  await applyPrices(ctx.pool, loadPricesFile('prices/standard.json'), 'test');
+  await applyPrices(ctx.operatorPool, loadPricesFile('prices/standard.json'), 'test');
   await seedMonth(ctx.ownerPool, { month: MONTH, users: 6, callsPerUser: 8 });
   // Limits around what the seeded users spent: one far under, one in the cheap band, one over, the rest by default.
   const spent = await ctx.pool.query<{ user_id: string; spent: string }>(

@@ -139,10 +139,10 @@ it(
   { timeout: 300_000 },
   async () => {
     const versions = TASKS.map((task) => ({ taskId: task.id, fingerprint: taskFingerprint(task, NOBODY_POLLS), definition: task }));
-    await recordTaskVersions(ctx.pool, versions);
+    await recordTaskVersions(ctx.operatorPool, versions);
     for (const task of TASKS) await ctx.client.schedule.create(scheduleOptionsFor(task, NOBODY_POLLS));
     await recordAppliedTasks(
-      ctx.pool,
+      ctx.operatorPool,
       TASKS.map((t) => t.id),
     );
     const created = (await ctx.client.schedule.getHandle('cron-every-minute').describe()).info.createdAt.getTime();

@@ -45,7 +45,7 @@ const POLLED = new Set(['claimed', 'claimed-jitter']);
 
 beforeAll(async () => {
   ctx = await createTestContext(import.meta.url);
-  await applyPrices(ctx.pool, loadPricesFile('prices/standard.json'), 'test');
+  await applyPrices(ctx.operatorPool, loadPricesFile('prices/standard.json'), 'test');
   readonly = createPool(readOnlySessionUrl(ctx.readonlyDatabaseUrl), 4);
   admin = await startAdminServer({
     pool: readonly,
@@ -95,10 +95,10 @@ it(
     // The same schedules `tasks apply` makes, two on a queue a worker polls and three on one nobody polls.
     const queueOf = (task: (typeof TASKS)[number]) => (POLLED.has(task.id) ? ctx.taskQueue : NOBODY_POLLS);
     const versions = TASKS.map((task) => ({ taskId: task.id, fingerprint: taskFingerprint(task, queueOf(task)), definition: task }));
-    await recordTaskVersions(ctx.pool, versions);
+    await recordTaskVersions(ctx.operatorPool, versions);
     for (const task of TASKS) await ctx.client.schedule.create(scheduleOptionsFor(task, queueOf(task)));
     await recordAppliedTasks(
-      ctx.pool,
+      ctx.operatorPool,
       TASKS.map((t) => t.id),
     );
     const created = (await ctx.client.schedule.getHandle('cron-unpolled').describe()).info.createdAt.getTime();

@@ -48,7 +48,7 @@ let realRun: { workflowId: string; runId: string };
 
 beforeAll(async () => {
   ctx = await createTestContext(import.meta.url);
-  await applyPrices(ctx.pool, loadPricesFile('prices/standard.json'), 'test');
+  await applyPrices(ctx.operatorPool, loadPricesFile('prices/standard.json'), 'test');
   await seedMonth(ctx.ownerPool, { month: MONTH, users: 6, callsPerUser: 8 });
   await seedHostileUser();
   await seedAnomaly();
@@ -64,7 +64,7 @@ beforeAll(async () => {
       embeddingModel: 'openai/text-embedding-3-small',
     };
     const handle = await ctx.client.workflow.start(scheduledRun, {
-      args: [await appliedInput(ctx.pool, input)],
+      args: [await appliedInput(ctx.operatorPool, input)],
       workflowId: 'cron-admin-real-2026-06-20T09:00:00Z',
       taskQueue: ctx.taskQueue,
     });
@@ -116,7 +116,7 @@ async function seedHostileUser(): Promise<void> {
     workerId: 'seed',
     occurredAt: at,
   });
-  await ctx.pool.query(
+  await ctx.ownerPool.query(
     `insert into runs (idempotency_key, task_id, user_id, workflow_id, temporal_run_id, scheduled_minute, status, claimed_by, claimed_at, finished_at)
      values ('cron:hostile', 'hostile-task', $1, $2, 'hostile-run', $3, 'completed', 'seed', $3, $3)`,
     [HOSTILE, `cron-hostile-${MONTH}-10T12:00:00Z`, at],
@@ -147,7 +147,7 @@ async function seedAnomaly(): Promise<void> {
       workerId: 'seed',
       occurredAt: at,
     });
-    await ctx.pool.query(
+    await ctx.ownerPool.query(
       `insert into runs (idempotency_key, task_id, user_id, workflow_id, temporal_run_id, scheduled_minute, status, claimed_by, claimed_at, finished_at, duration_ms)
        values ($1, 'steady', 'steady-user', $2, $3, $4, 'completed', 'seed', $4, $4, 1500)`,
       [`cron:steady:${at.toISOString()}`, workflowId, `${workflowId}-run`, at],
@@ -262,7 +262,7 @@ describe('budgets', () => {
       providerRequestId: null,
       workerId: 'seed',
     });
-    await ctx.pool.query(
+    await ctx.ownerPool.query(
       `insert into runs (idempotency_key, task_id, user_id, workflow_id, temporal_run_id, scheduled_minute, status, claimed_by, tier)
        values ('cron:budget-now', 'budget-task', 'budget-user', $1, $2, date_trunc('minute', now()), 'completed', 'seed', 'cheap')`,
       [workflowId, `${workflowId}-run`],
@@ -503,14 +503,14 @@ describe('doors', () => {
     try {
       const before = await runsTotal(cached.url);
       expect(await runsTotal(fresh.url)).toBe(before);
-      await ctx.pool.query(
+      await ctx.ownerPool.query(
         `insert into runs (idempotency_key, task_id, user_id, workflow_id, temporal_run_id, scheduled_minute, status, claimed_by)
          values ('cron:metrics-cache', 'metrics-cache', 'metrics-cache-user', 'cron-metrics-cache', 'metrics-cache-run', date_trunc('minute', now()), 'running', 'seed')`,
       );
       expect(await runsTotal(cached.url)).toBe(before);
       expect(await runsTotal(fresh.url)).toBe(before + 1n);
     } finally {
-      await ctx.pool.query(`delete from runs where idempotency_key = 'cron:metrics-cache'`).catch(() => undefined);
+      await ctx.ownerPool.query(`delete from runs where idempotency_key = 'cron:metrics-cache'`).catch(() => undefined);
       await cached.close();
       await fresh.close();
     }
@@ -608,20 +608,20 @@ describe('metrics', () => {
 
   it('stay equal to SQL over the raw rows as runs are claimed, completed, re-tiered, deleted and found duplicate, and as the ledger grows', async () => {
     const key = 'cron:metrics-counters';
-    await ctx.pool.query(
+    await ctx.ownerPool.query(
       `insert into runs (idempotency_key, task_id, user_id, workflow_id, temporal_run_id, scheduled_minute, status, claimed_by)
        values ($1, 'metrics-counters', 'metrics-counters-user', 'cron-metrics-counters', 'metrics-counters-run', date_trunc('minute', now()), 'running', 'seed')`,
       [key],
     );
     await expectMetricsMatchRawRows(admin.url);
-    await ctx.pool.query(
+    await ctx.ownerPool.query(
       `update runs set status = 'completed', tier = 'default', duration_ms = 2001, finished_at = now() where idempotency_key = $1`,
       [key],
     );
     await expectMetricsMatchRawRows(admin.url);
-    await ctx.pool.query(`update runs set tier = 'cheap', duration_ms = 100 where idempotency_key = $1`, [key]);
+    await ctx.ownerPool.query(`update runs set tier = 'cheap', duration_ms = 100 where idempotency_key = $1`, [key]);
     await expectMetricsMatchRawRows(admin.url);
-    await ctx.pool.query(
+    await ctx.ownerPool.query(
       `insert into run_duplicates (temporal_run_id, workflow_id, idempotency_key, task_id, user_id, detected_by)
          values ('metrics-counters-dup', 'cron-metrics-counters', $1, 'metrics-counters', 'metrics-counters-user', 'claim')`,
       [key],

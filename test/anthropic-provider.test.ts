@@ -31,11 +31,11 @@ let fakeOpenAI: FakeOpenAI;
 
 beforeAll(async () => {
   ctx = await createTestContext(import.meta.url);
-  await applyPrices(ctx.pool, loadPricesFile('prices/standard.json'), 'test');
+  await applyPrices(ctx.operatorPool, loadPricesFile('prices/standard.json'), 'test');
   // Anthropic's list price of Claude Sonnet 4.6 per 1M tokens (input, cache read, output), for these tests' runs.
   const sonnet = { [MODEL]: { input: '3', cachedInput: '0.30', output: '15' } };
   const version = { version: 'test-anthropic', effectiveFrom: '2026-01-01T00:00:00Z', source: 'anthropic-provider test', models: sonnet };
-  await applyPrices(ctx.pool, { currency: 'USD', unit: 'per_million_tokens', versions: [version] }, 'test');
+  await applyPrices(ctx.operatorPool, { currency: 'USD', unit: 'per_million_tokens', versions: [version] }, 'test');
   fake = await startFakeAnthropic();
   fakeOpenAI = await startFakeOpenAI();
 }, 60_000);
@@ -281,7 +281,7 @@ describe('through a real worker and the scheduledRun workflow', () => {
     const fleet = await startWorkers({ ...ctx, taskQueue }, 1, { provider: routed('true') });
     const pending = await fleet.runWhile(async () => {
       const handle = await ctx.client.workflow.start(scheduledRun, {
-        args: [await appliedInput(ctx.pool, runInput('an-429'))],
+        args: [await appliedInput(ctx.operatorPool, runInput('an-429'))],
         workflowId,
         taskQueue,
       });
@@ -346,7 +346,7 @@ describe('through a real worker and the scheduledRun workflow', () => {
       const monthStart = (await ctx.pool.query<{ m: Date }>(`select date_trunc('month', now() at time zone 'UTC') at time zone 'UTC' as m`))
         .rows[0].m;
       await applyBudgets(
-        ctx.pool,
+        ctx.operatorPool,
         { budgets: [{ userId, monthlyLimitUsd: usd(limit), timeZone: 'UTC', effectiveFrom: monthStart }] },
         'test',
       );

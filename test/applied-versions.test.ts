@@ -34,11 +34,11 @@ const file = (input: string) =>
 
 beforeAll(async () => {
   ctx = await createTestContext(import.meta.url);
-  await applyPrices(ctx.pool, loadPricesFile('prices/standard.json'), 'test');
+  await applyPrices(ctx.operatorPool, loadPricesFile('prices/standard.json'), 'test');
   // budgets, so that every run that gets as far as its decision reserves
   const budgets = ['u-legit', 'u-other', 'victim'].map((userId) => ({ userId, monthlyLimitUsd: '100', timeZone: 'UTC' }));
-  await applyBudgets(ctx.pool, { budgets }, 'test');
-  await applyTasks(ctx.client, file(PROMPT), ctx.taskQueue, ctx.pool);
+  await applyBudgets(ctx.operatorPool, { budgets }, 'test');
+  await applyTasks(ctx.client, file(PROMPT), ctx.taskQueue, ctx.operatorPool);
 });
 
 afterAll(async () => ctx?.close());
@@ -188,7 +188,7 @@ describe('a run spends only what was applied', () => {
 
   it('runs a re-applied task at its new version, and an older applied version still runs', async () => {
     const changed = 'Summarise the alerts, shorter.';
-    await applyTasks(ctx.client, file(changed), ctx.taskQueue, ctx.pool);
+    await applyTasks(ctx.client, file(changed), ctx.taskQueue, ctx.operatorPool);
     const d = await ctx.client.schedule.getHandle('cron-legit').describe();
     if (d.action.type !== 'startWorkflow') throw new Error('not a start action');
     expect(d.action.args).toEqual([{ taskId: 'legit', fingerprint: fingerprintOf(changed, 'legit') }]);
@@ -219,7 +219,7 @@ describe('a run spends only what was applied', () => {
       monthlyReport: false,
       budgetSweep: false,
     });
-    await applyTasks(ctx.client, simulated, ctx.taskQueue, ctx.pool);
+    await applyTasks(ctx.client, simulated, ctx.taskQueue, ctx.operatorPool);
     const mock = new MockProvider();
     // the mock's answers through a provider that is not the mock: what a real provider is to the worker
     const notMock: ModelProvider = { name: 'not-mock', chat: (r) => mock.chat(r), embed: (r) => mock.embed(r) };

@@ -22,7 +22,7 @@ let ctx: TestContext;
 
 beforeAll(async () => {
   ctx = await createTestContext(import.meta.url);
-  await applyPrices(ctx.pool, loadPricesFile('prices/standard.json'), 'test');
+  await applyPrices(ctx.operatorPool, loadPricesFile('prices/standard.json'), 'test');
   const applied = await runCli(['tasks', 'apply', 'test/fixtures/two-tasks.json'], ctx.env);
   expect(applied.code, applied.stderr).toBe(0);
 });
@@ -116,7 +116,7 @@ describe('backfill of a jittered task', () => {
       monthlyReport: false,
       budgetSweep: false,
     });
-    await applyTasks(ctx.client, file, ctx.taskQueue, ctx.pool);
+    await applyTasks(ctx.client, file, ctx.taskQueue, ctx.operatorPool);
     const fleet = await startWorkers(ctx, 1);
     try {
       await fleet.runWhile(async () => {
@@ -211,7 +211,7 @@ describe('a failed slot', () => {
         budgetSweep: false,
       }),
       ctx.taskQueue,
-      ctx.pool,
+      ctx.operatorPool,
     );
     const args = ['backfill', '--task', 'needs-price', '--from', FROM, '--to', TO];
     const slotId = 'cron-needs-price-2026-11-02T09:00:00Z';
@@ -253,7 +253,7 @@ describe('a failed slot', () => {
 
       // Fix the cause (price the model), then retry.
       await applyPrices(
-        ctx.pool,
+        ctx.operatorPool,
         {
           currency: 'USD',
           unit: 'per_million_tokens',
@@ -338,7 +338,7 @@ describe('a slot whose execution was terminated', () => {
         budgetSweep: false,
       }),
       ctx.taskQueue,
-      ctx.pool,
+      ctx.operatorPool,
     );
     const slotId = 'cron-terminated-2026-11-02T09:00:00Z';
     const key = 'cron:terminated:2026-11-02T09:00Z';

@@ -58,7 +58,7 @@ const prices = (models: Record<string, unknown>, version = 'v9') => ({
 
 beforeAll(async () => {
   ctx = await createTestContext(import.meta.url);
-  await applyPrices(ctx.pool, loadPricesFile('prices/standard.json'), 'test');
+  await applyPrices(ctx.operatorPool, loadPricesFile('prices/standard.json'), 'test');
   entryId = (await recordUsage(ctx.ownerPool, chatBooking('bad-input-1', 'u1', new Date('2026-06-01T00:00:00Z')))).id;
   const applied = await runCli(['tasks', 'apply', 'test/fixtures/two-tasks.json'], ctx.env);
   expect(applied.code, applied.stderr).toBe(0);

@@ -57,7 +57,7 @@ describe('book_usage', () => {
     }
     const at = new Date('2026-06-15T12:00:00.123Z');
     await applyPrices(
-      ctx.pool,
+      ctx.operatorPool,
       { currency: 'USD', unit: 'per_million_tokens', versions: [{ version: 'p1', effectiveFrom: '2026-06-01T00:00:00Z', models }] },
       'test',
     );
@@ -165,7 +165,7 @@ describe('booking lag', () => {
 
 describe('reserve_budget', () => {
   it('decides and reserves in one round trip when the month row is free (a synchronous commit, no barrier), at the worst case the oracle gives', async () => {
-    await applyBudgets(ctx.pool, { budgets: [{ userId: 'one-trip-user', monthlyLimitUsd: '100', timeZone: 'UTC' }] }, 'test');
+    await applyBudgets(ctx.operatorPool, { budgets: [{ userId: 'one-trip-user', monthlyLimitUsd: '100', timeZone: 'UTC' }] }, 'test');
     const worst = worstCaseOf({ prompt: 'Summarise the day.', maxOutputTokens: 512 });
     const { db, sent } = counting(ctx.pool);
     const decision = await reserveBudget(db, {

@@ -41,8 +41,8 @@ const SIMULATE = { promptTokens: 50, completionTokens: MAX_OUTPUT, embeddingToke
 
 beforeAll(async () => {
   ctx = await createTestContext(import.meta.url);
-  await applyPrices(ctx.pool, loadPricesFile('prices/standard.json'), 'test');
-  await applyBudgets(ctx.pool, { budgets: [], downgrade: { 'openai/gpt-4o-mini': 'openai/gpt-4.1-nano' } }, 'test');
+  await applyPrices(ctx.operatorPool, loadPricesFile('prices/standard.json'), 'test');
+  await applyBudgets(ctx.operatorPool, { budgets: [], downgrade: { 'openai/gpt-4o-mini': 'openai/gpt-4.1-nano' } }, 'test');
 });
 
 afterAll(async () => {
@@ -66,11 +66,11 @@ const usd = (a: bigint): string => formatScaled(a, LEDGER_SCALE);
 /** Gives the user a limit from the start of this month and books `spent` of it (a free call plus an exact adjustment). */
 async function budgetWithSpend(userId: string, limit: bigint, spent: bigint): Promise<void> {
   await applyBudgets(
-    ctx.pool,
+    ctx.operatorPool,
     { budgets: [{ userId, monthlyLimitUsd: usd(limit), timeZone: 'UTC', effectiveFrom: await monthStart() }] },
     'test',
   );
-  if (spent > 0n) await bookExactSpend(ctx.pool, `seed-${userId}`, userId, usd(spent));
+  if (spent > 0n) await bookExactSpend(ctx.ownerPool, `seed-${userId}`, userId, usd(spent));
 }
 
 const input = (userId: string): TestRun => ({
@@ -89,7 +89,7 @@ const startRun = async (userId: string, taskQueue = ctx.taskQueue) => {
   return ctx.client.workflow.start(scheduledRun, {
     workflowId: `cron-guard-${userId}-${minute}`,
     taskQueue,
-    args: [await appliedInput(ctx.pool, input(userId))],
+    args: [await appliedInput(ctx.operatorPool, input(userId))],
   });
 };
 
@@ -157,10 +157,10 @@ describe('tiers', () => {
     expect(run.rows[0]).toMatchObject({ status: 'blocked', tier: 'blocked', budget: { limitUsd: usd(cheap * 100n) } });
 
     // Raising the limit mid-month unblocks the next run; lowering it below what is spent blocks again.
-    await applyBudgets(ctx.pool, { budgets: [{ userId: user, monthlyLimitUsd: usd(cheap * 1000n), timeZone: 'UTC' }] }, 'test');
+    await applyBudgets(ctx.operatorPool, { budgets: [{ userId: user, monthlyLimitUsd: usd(cheap * 1000n), timeZone: 'UTC' }] }, 'test');
     const raised = await fleet2(() => startRun(user).then((h) => h.result()));
     expect(raised).toMatchObject({ status: 'completed', tier: 'default' });
-    await applyBudgets(ctx.pool, { budgets: [{ userId: user, monthlyLimitUsd: usd(cheap * 50n), timeZone: 'UTC' }] }, 'test');
+    await applyBudgets(ctx.operatorPool, { budgets: [{ userId: user, monthlyLimitUsd: usd(cheap * 50n), timeZone: 'UTC' }] }, 'test');
     const lowered = await fleet2(() => startRun(user).then((h) => h.result()));
     expect(lowered).toMatchObject({ status: 'blocked' });
   });
@@ -174,7 +174,7 @@ describe('tiers', () => {
     const handle = await ctx.client.workflow.start(scheduledRun, {
       workflowId: `cron-guard-${user}-2026-01-02T00:00:00Z`,
       taskQueue: ctx.taskQueue,
-      args: [await appliedInput(ctx.pool, { ...input(user), simulate: { ...SIMULATE, failFirstAttempts: 1 } })],
+      args: [await appliedInput(ctx.operatorPool, { ...input(user), simulate: { ...SIMULATE, failFirstAttempts: 1 } })],
     });
     const result = await fleet.runWhile(() => handle.result());
     expect(result).toMatchObject({ status: 'blocked', tier: 'blocked', budget: { limitUsd: usd(w), blockedBefore: 'chat call 2' } });
@@ -252,7 +252,7 @@ describe('a burst of 20 slots of one task started at once', () => {
           ctx.client.workflow.start(scheduledRun, {
             workflowId: `cron-burst-${user}-2026-01-02T09:${String(i).padStart(2, '0')}:00Z`,
             taskQueue: ctx.taskQueue,
-            args: [await appliedInput(ctx.pool, task)],
+            args: [await appliedInput(ctx.operatorPool, task)],
           }),
         ),
       );
@@ -304,7 +304,7 @@ describe('50 runs racing at 95 % of the limit, on 3 worker processes', () => {
       // each process's connections carry its own application_name, so the barrier sees which processes wait
       env: (incarnation) => ({ PGAPPNAME: `${appName}-${incarnation}` }),
     });
-    const barrier = new pg.Client({ connectionString: ctx.databaseUrl });
+    const barrier = new pg.Client({ connectionString: ctx.ownerDatabaseUrl }); // FOR UPDATE: only the owner may lock the row directly
     await barrier.connect();
     try {
       // The barrier: hold the user's month row, so every decision queues on its lock; release once the three
@@ -404,7 +404,7 @@ describe('threshold events', () => {
       expect(lastError).not.toContain('secret-path'); // a webhook's path is its secret
 
       // Lower the limit below what is spent: the next run is blocked, and 100 % is recorded and delivered once.
-      await applyBudgets(ctx.pool, { budgets: [{ userId: user, monthlyLimitUsd: usd(cheap), timeZone: 'UTC' }] }, 'test');
+      await applyBudgets(ctx.operatorPool, { budgets: [{ userId: user, monthlyLimitUsd: usd(cheap), timeZone: 'UTC' }] }, 'test');
       await (
         await startWorkers(ctx, 1, { budgetWebhookUrl: url, budgetWebhookSecret: SECRET })
       ).runWhile(async () => {
@@ -596,7 +596,7 @@ describe('the budget sweeper and threshold events', () => {
 it('an unpriced model under a budget: the run fails for good, naming the model and `cronledger prices apply`', async () => {
   const user = `unpriced-${randomUUID().slice(0, 6)}`;
   await applyBudgets(
-    ctx.pool,
+    ctx.operatorPool,
     { budgets: [{ userId: user, monthlyLimitUsd: '10', timeZone: 'UTC', effectiveFrom: await monthStart() }] },
     'test',
   );
@@ -606,7 +606,7 @@ it('an unpriced model under a budget: the run fails for good, naming the model a
       workflowId: `cron-unpriced-${user}-2026-01-01T00:00:00Z`,
       taskQueue: ctx.taskQueue,
       args: [
-        await appliedInput(ctx.pool, {
+        await appliedInput(ctx.operatorPool, {
           taskId: `task-${user}`,
           userId: user,
           input: 'Summarise the day.',

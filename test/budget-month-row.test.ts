@@ -21,7 +21,7 @@ let ctx: TestContext;
 
 beforeAll(async () => {
   ctx = await createTestContext(import.meta.url);
-  await applyPrices(ctx.pool, loadPricesFile('prices/standard.json'), 'test');
+  await applyPrices(ctx.operatorPool, loadPricesFile('prices/standard.json'), 'test');
 });
 
 afterAll(async () => {
@@ -51,9 +51,12 @@ const request = (userId: string, runId: string): ReserveRequest => ({
   ],
 });
 
-/** A connection whose statements pg_stat_activity names `appName`, so a test can see it wait on a lock. */
+/**
+ * A connection whose statements pg_stat_activity names `appName`, so a test can see it wait on a lock. As the owner: a
+ * booking held open mid-transaction is a ledger insert written directly, which only the owner may do.
+ */
 async function session(appName: string): Promise<pg.Client> {
-  const client = new pg.Client({ connectionString: ctx.databaseUrl, application_name: appName });
+  const client = new pg.Client({ connectionString: ctx.ownerDatabaseUrl, application_name: appName });
   await client.connect();
   return client;
 }
@@ -79,8 +82,8 @@ async function openBooking(client: pg.Client, key: string, userId: string, usd: 
 
 async function userWithSpend(prefix: string): Promise<{ user: string; seedEntry: string }> {
   const user = `${prefix}-${randomUUID().slice(0, 6)}`;
-  await applyBudgets(ctx.pool, { budgets: [{ userId: user, monthlyLimitUsd: '100', timeZone: 'UTC' }] }, 'test');
-  await bookExactSpend(ctx.pool, `${user}-s0`, user, '1');
+  await applyBudgets(ctx.operatorPool, { budgets: [{ userId: user, monthlyLimitUsd: '100', timeZone: 'UTC' }] }, 'test');
+  await bookExactSpend(ctx.ownerPool, `${user}-s0`, user, '1');
   const seedEntry = (await ctx.pool.query('select id from usage_ledger where user_id = $1 order by id limit 1', [user])).rows[0].id;
   return { user, seedEntry };
 }
@@ -147,8 +150,9 @@ describe('many bookings and decisions of one user at once, in two zones', () => 
   it('add up exactly in every zone, without a deadlock', async () => {
     const user = `row-many-${randomUUID().slice(0, 6)}`;
     // A second tracked zone: every booking adds to the user's row in UTC and in Berlin, in that order.
-    await applyBudgets(ctx.pool, { budgets: [{ userId: user, monthlyLimitUsd: '100', timeZone: 'Europe/Berlin' }] }, 'test');
-    const pool = new pg.Pool({ connectionString: ctx.databaseUrl, max: 8 });
+    await applyBudgets(ctx.operatorPool, { budgets: [{ userId: user, monthlyLimitUsd: '100', timeZone: 'Europe/Berlin' }] }, 'test');
+    // as the owner: bookExactSpend's adjustment is a fixture, written directly
+    const pool = new pg.Pool({ connectionString: ctx.ownerDatabaseUrl, max: 8 });
     try {
       await Promise.all(
         Array.from({ length: 40 }, (_, i) =>

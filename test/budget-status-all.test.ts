@@ -27,7 +27,7 @@ const MONTH = '2026-03';
 const DEFAULT_FROM = new Date('2026-03-10T00:00:00Z');
 
 async function reservation(key: string, userId: string, zone: string, month: string, amount: string, expires: Date, status = 'open') {
-  await ctx.pool.query(
+  await ctx.ownerPool.query(
     `insert into budget_reservations (idempotency_key, user_id, time_zone, month, amount_usd, model, tier, status, expires_at)
      values ($1, $2, $3, $4::date, $5, 'openai/gpt-4o-mini', 'default', $6, $7)`,
     [key, userId, zone, month, amount, status, expires],
@@ -36,10 +36,10 @@ async function reservation(key: string, userId: string, zone: string, month: str
 
 beforeAll(async () => {
   ctx = await createTestContext(import.meta.url);
-  await applyPrices(ctx.pool, loadPricesFile('prices/standard.json'), 'test');
+  await applyPrices(ctx.operatorPool, loadPricesFile('prices/standard.json'), 'test');
   const from = new Date('2026-01-01T00:00:00Z');
   await applyBudgets(
-    ctx.pool,
+    ctx.operatorPool,
     {
       budgets: [
         { userId: u.berlin, monthlyLimitUsd: '10', timeZone: 'Europe/Berlin', effectiveFrom: from },

@@ -19,7 +19,7 @@ const dir = mkdtempSync(join(tmpdir(), 'cronledger-budgets-'));
 
 beforeAll(async () => {
   ctx = await createTestContext(import.meta.url);
-  await applyPrices(ctx.pool, loadPricesFile('prices/standard.json'), 'test');
+  await applyPrices(ctx.operatorPool, loadPricesFile('prices/standard.json'), 'test');
 });
 
 afterAll(async () => {
@@ -177,8 +177,8 @@ describe('month-to-date summary', () => {
   it('counts usage, adjustments and credits in the same transaction as each entry, per local month', async () => {
     const user = 'sum-u1';
     const entry = await book(user, 1_000_000, new Date('2026-03-10T12:00:00Z')); // $0.60
-    await adjustEntry(ctx.pool, { entryId: entry.id, amount: '0.15', reason: 'test' });
-    await creditUser(ctx.pool, { userId: user, amount: '0.05', reason: 'test' });
+    await adjustEntry(ctx.operatorPool, { entryId: entry.id, amount: '0.15', reason: 'test' });
+    await creditUser(ctx.operatorPool, { userId: user, amount: '0.05', reason: 'test' });
     const { rows } = await ctx.pool.query(
       // the summary rows: what every reader of spent reads
       `select to_char(month, 'YYYY-MM') as month, spent_usd from budget_months where user_id = $1 and time_zone = 'UTC' order by 1`,
@@ -198,7 +198,7 @@ describe('month-to-date summary', () => {
   it('rolls the month over at local midnight in Europe/Berlin, not at UTC midnight', async () => {
     const user = 'berlin-u1';
     await applyBudgets(
-      ctx.pool,
+      ctx.operatorPool,
       { budgets: [{ userId: user, monthlyLimitUsd: '1', timeZone: 'Europe/Berlin', effectiveFrom: new Date('2026-01-01T00:00:00Z') }] },
       'test',
     );
@@ -218,7 +218,7 @@ describe('month-to-date summary', () => {
     const user = 'tokyo-u1';
     await book(user, 1_000_000, new Date('2026-05-31T16:00:00Z')); // June 1st 01:00 in Tokyo
     await applyBudgets(
-      ctx.pool,
+      ctx.operatorPool,
       { budgets: [{ userId: user, monthlyLimitUsd: '1', timeZone: 'Asia/Tokyo', effectiveFrom: new Date('2026-01-01T00:00:00Z') }] },
       'test',
     );
@@ -237,7 +237,7 @@ describe('thresholds compare exact decimals', () => {
     const user = `threshold-${++keys}`;
     const at = new Date('2026-07-15T00:00:00Z');
     await applyBudgets(
-      ctx.pool,
+      ctx.operatorPool,
       { budgets: [{ userId: user, monthlyLimitUsd: '1', timeZone: 'UTC', effectiveFrom: new Date('2026-07-01T00:00:00Z') }] },
       'test',
     );
@@ -257,7 +257,7 @@ describe('thresholds compare exact decimals', () => {
  */
 async function halfOfOneDollarSpent(userId: string, key: string): Promise<Date> {
   await applyBudgets(
-    ctx.pool,
+    ctx.operatorPool,
     {
       budgets: [{ userId, monthlyLimitUsd: '1', timeZone: 'UTC', effectiveFrom: new Date('2026-01-01T00:00:00Z') }],
       downgrade: { 'openai/gpt-4o-mini': 'openai/gpt-4.1-nano' },

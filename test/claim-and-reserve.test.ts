@@ -17,7 +17,7 @@ const at = new Date('2026-08-10T12:00:00Z');
 
 beforeAll(async () => {
   ctx = await createTestContext(import.meta.url);
-  await applyPrices(ctx.pool, loadPricesFile('prices/standard.json'), 'test');
+  await applyPrices(ctx.operatorPool, loadPricesFile('prices/standard.json'), 'test');
 });
 
 afterAll(async () => {
@@ -29,7 +29,7 @@ let users = 0;
 async function freshUser(limit = '1') {
   const user = `fold-${++users}`;
   await applyBudgets(
-    ctx.pool,
+    ctx.operatorPool,
     { budgets: [{ userId: user, monthlyLimitUsd: limit, timeZone: 'UTC', effectiveFrom: new Date('2026-08-01T00:00:00Z') }] },
     'test',
   );

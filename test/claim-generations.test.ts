@@ -15,7 +15,7 @@ let ctx: TestContext;
 
 beforeAll(async () => {
   ctx = await createTestContext(import.meta.url);
-  await applyPrices(ctx.pool, loadPricesFile('prices/standard.json'), 'test');
+  await applyPrices(ctx.operatorPool, loadPricesFile('prices/standard.json'), 'test');
 });
 
 afterAll(async () => ctx?.close());
@@ -165,13 +165,13 @@ describe('a failed slot run again through the workflow', () => {
     const { first, second, result } = await fleet.runWhile(async () => {
       // every chat call is billed and fails: the run gives up after MAX_CALLS_PER_STEP billed calls
       const failing = await ctx.client.workflow.start(scheduledRun, {
-        args: [await appliedInput(ctx.pool, { ...base, simulate: { failFirstAttempts: 10 } })],
+        args: [await appliedInput(ctx.operatorPool, { ...base, simulate: { failFirstAttempts: 10 } })],
         workflowId,
         taskQueue: ctx.taskQueue,
       });
       await expect(failing.result()).rejects.toBeInstanceOf(WorkflowFailedError);
       const retry = await ctx.client.workflow.start(scheduledRun, {
-        args: [await appliedInput(ctx.pool, { ...base, retry: { supersedesRunId: failing.firstExecutionRunId } })],
+        args: [await appliedInput(ctx.operatorPool, { ...base, retry: { supersedesRunId: failing.firstExecutionRunId } })],
         workflowId,
         taskQueue: ctx.taskQueue,
         workflowIdReusePolicy: 'ALLOW_DUPLICATE_FAILED_ONLY',
@@ -180,7 +180,7 @@ describe('a failed slot run again through the workflow', () => {
       // Temporal itself now refuses another execution of the completed slot under this ID
       await expect(
         ctx.client.workflow.start(scheduledRun, {
-          args: [await appliedInput(ctx.pool, base)],
+          args: [await appliedInput(ctx.operatorPool, base)],
           workflowId,
           taskQueue: ctx.taskQueue,
           workflowIdReusePolicy: 'ALLOW_DUPLICATE_FAILED_ONLY',

@@ -19,7 +19,7 @@ const MONTH = '2026-06';
 
 beforeAll(async () => {
   ctx = await createTestContext(import.meta.url);
-  await applyPrices(ctx.pool, loadPricesFile('prices/standard.json'), 'test');
+  await applyPrices(ctx.operatorPool, loadPricesFile('prices/standard.json'), 'test');
   await seedMonth(ctx.ownerPool, { month: MONTH, users: 4, callsPerUser: 8 });
 });
 
@@ -123,7 +123,7 @@ describe.each(['UTC', 'Europe/Berlin'])('the month, day and day-user rollups in 
     // They are derived data: lost, a rebuild from the raw ledger gives the same rows, and the report is unchanged.
     const report = await buildReport(ctx.pool, { month: MONTH, timeZone: zone });
     for (const table of ['usage_month_rollups', 'usage_day_totals', 'usage_day_users']) {
-      await ctx.pool.query(`delete from ${table} where zone = $1`, [zone]);
+      await ctx.ownerPool.query(`delete from ${table} where zone = $1`, [zone]);
     }
     await rebuildMonth(ctx.pool, zone, MONTH);
     expect(await stored(zone)).toEqual(refreshed);

@@ -38,7 +38,7 @@ beforeAll(async () => {
     monthlyReport: false,
     budgetSweep: false,
   });
-  await applyTasks(ctx.client, file, ctx.taskQueue, ctx.pool);
+  await applyTasks(ctx.client, file, ctx.taskQueue, ctx.operatorPool);
 });
 
 afterAll(async () => ctx?.close());

@@ -25,7 +25,7 @@ beforeAll(async () => {
   dataDir = mkdtempSync(join(tmpdir(), 'cronledger-decision-durability-'));
   postgres = await PrivatePostgres.create(dataDir);
   await postgres.configure({ wal_writer_delay: '10s', wal_writer_flush_after: '1GB', autovacuum: 'off' });
-  const pool = createPool(postgres.databaseUrl);
+  const pool = createPool(postgres.operatorDatabaseUrl);
   try {
     await applyPrices(pool, loadPricesFile('prices/standard.json'), 'test');
     const effectiveFrom = new Date('2026-08-01T00:00:00Z');
@@ -97,7 +97,7 @@ it('a claim and reservation that claimAndReserve returned survive an immediate c
 it('so do they when the decision queued behind another one for the month row', async () => {
   const pool = createPool(postgres.databaseUrl);
   pool.on('error', () => undefined);
-  const holder = new pg.Client({ connectionString: postgres.databaseUrl });
+  const holder = new pg.Client({ connectionString: postgres.ownerDatabaseUrl }); // FOR UPDATE: only the owner may lock the row directly
   holder.on('error', () => undefined);
   await holder.connect();
   const appName = 'crash-queued-decision';

@@ -23,7 +23,7 @@ let metricsUrl: string;
 
 beforeAll(async () => {
   ctx = await createTestContext(import.meta.url);
-  await applyPrices(ctx.pool, loadPricesFile('prices/standard.json'), 'test');
+  await applyPrices(ctx.operatorPool, loadPricesFile('prices/standard.json'), 'test');
   dir = mkdtempSync(join(tmpdir(), 'cronledger-eager-'));
   const [port] = await freePorts(1);
   metricsUrl = `http://127.0.0.1:${port}/metrics`;
@@ -66,7 +66,7 @@ it("hands each model call to the worker that scheduled it, in the server's answe
     const result: ScheduledRunResult = await ctx.client.workflow.execute('scheduledRun', {
       taskQueue: ctx.taskQueue,
       workflowId: `eager-run-${i}`,
-      args: [await appliedInput(ctx.pool, input)],
+      args: [await appliedInput(ctx.operatorPool, input)],
     });
     expect(result.status).toBe('completed');
   }

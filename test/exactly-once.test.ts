@@ -14,7 +14,7 @@ const SLOTS = 30;
 
 beforeAll(async () => {
   ctx = await createTestContext(import.meta.url);
-  await applyPrices(ctx.pool, loadPricesFile('prices/standard.json'), 'test');
+  await applyPrices(ctx.operatorPool, loadPricesFile('prices/standard.json'), 'test');
   await applyTasks(
     ctx.client,
     parseTasksFile({
@@ -23,7 +23,7 @@ beforeAll(async () => {
       budgetSweep: false,
     }),
     ctx.taskQueue,
-    ctx.pool,
+    ctx.operatorPool,
   );
 });
 

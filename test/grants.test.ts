@@ -1,8 +1,8 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { applyBudgets } from '../src/budgets/budgets-store';
-import { APP_ROLE, OWNER_ROLE, READONLY_ROLE } from '../src/db/roles';
-import { creditUser } from '../src/ledger/entries';
+import { OPERATOR_ROLE, OWNER_ROLE, READONLY_ROLE, RETIRED_APP_ROLE, WORKER_ROLE } from '../src/db/roles';
+import { adjustEntry, creditUser } from '../src/ledger/entries';
 import { applyPrices, loadPricesFile } from '../src/ledger/prices';
 import { recordUsage } from '../src/ledger/record-usage';
 import { runCli } from './support/cli';
@@ -10,9 +10,10 @@ import { chatBooking } from './support/bookings';
 import { createTestContext, type TestContext } from './support/context';
 
 /**
- * Who may write what: the application role (what workers, the CLI and reports connect as) may append to the ledger
- * and the prices and read them, and nothing more. Each refusal must come from PostgreSQL's privileges (SQLSTATE
- * 42501), not from the append-only triggers, which stay as a second guard.
+ * Who may write what, one role per job: the worker role reads and executes the functions a run needs, and writes no
+ * table itself; the operator role writes credits, adjustments, prices, budgets and task versions through functions
+ * that record who; the read-only role reads; the retired application role holds nothing. Each refusal must come from
+ * PostgreSQL's privileges (SQLSTATE 42501), not from the append-only triggers, which stay as a second guard.
  */
 
 let ctx: TestContext;
@@ -20,7 +21,7 @@ let owner: pg.Client;
 
 beforeAll(async () => {
   ctx = await createTestContext(import.meta.url);
-  await applyPrices(ctx.pool, loadPricesFile('prices/standard.json'), 'test');
+  await applyPrices(ctx.operatorPool, loadPricesFile('prices/standard.json'), 'test');
   await recordUsage(ctx.ownerPool, chatBooking('grants-1', 'u1', new Date('2026-06-01T00:00:00Z')));
   owner = new pg.Client({ connectionString: ctx.ownerDatabaseUrl });
   await owner.connect();
@@ -42,7 +43,7 @@ async function guarded(): Promise<string> {
   return JSON.stringify(rows[0]);
 }
 
-const forbidden = (table: string) => [
+const forbidden = (table: string, role: string) => [
   `update ${table} set created_at = now()`,
   `delete from ${table}`,
   `truncate ${table}`,
@@ -50,131 +51,175 @@ const forbidden = (table: string) => [
   `alter table ${table} disable trigger all`,
   `alter table ${table} disable trigger user`,
   `alter table ${table} add column sneaky integer`,
-  `alter table ${table} owner to ${APP_ROLE}`,
+  `alter table ${table} owner to ${role}`,
   `drop table ${table}`,
   `drop table ${table} cascade`,
   `lock table ${table} in share mode`,
   `create trigger sneaky before insert on ${table} for each row execute function forbid_append_only_change()`,
 ];
 
-describe('the application role', () => {
+/** Writes no role but the owner may make directly (the functions make them, for the roles they are granted to). */
+const DIRECT_WRITES = [
+  `insert into usage_ledger (idempotency_key, entry_type, reason, user_id, cost_usd) values ('direct', 'credit', 'why', 'u1', -1)`,
+  `insert into model_prices (model, version, effective_from, input_per_million, source) values ('m', 'v', now(), 0, 'x')`,
+  `insert into budgets (user_id, monthly_limit_usd, source) values ('u1', 1000, 'x')`,
+  `update budget_months set spent_usd = 0`,
+  `delete from budget_reservations`,
+  `insert into usage_rollups (zone, day, user_id, entry_type, status, entries, cost_usd, first_entry_id, last_entry_id)
+   values ('UTC', '2026-06-01', 'u1', 'usage', 'ok', 1, 0, 1, 1)`,
+  `delete from usage_day_totals`,
+  `update rollup_zones set last_entry_id = 0`,
+  `update runs set status = 'completed'`,
+  `insert into task_versions (task_id, fingerprint, definition) values ('t', 'f', '{}')`,
+  `select setval('usage_ledger_id_seq', 1)`,
+  `create table sneaky (id int)`,
+  `create schema sneaky`,
+  `set session_replication_role = replica`,
+  `select set_config('session_replication_role', 'replica', false)`,
+];
+
+/** Runs `sql` as `pool`'s role in a transaction that is rolled back; the error, or undefined when it passed. */
+async function attempt(pool: pg.Pool, sql: string, params: unknown[] = []): Promise<{ code?: string; message: string } | undefined> {
+  const client = await pool.connect();
+  try {
+    await client.query('begin');
+    return await client.query(sql, params).then(
+      () => undefined,
+      (e: { code?: string; message: string }) => ({ code: e.code, message: e.message }),
+    );
+  } finally {
+    await client.query('rollback');
+    client.release();
+  }
+}
+
+describe.each([
+  { role: WORKER_ROLE, pool: () => ctx.pool },
+  { role: OPERATOR_ROLE, pool: () => ctx.operatorPool },
+])('$role', ({ role, pool }) => {
   it.each([
-    ...forbidden('usage_ledger'),
-    ...forbidden('model_prices'),
-    `alter table usage_ledger disable trigger usage_ledger_append_only`,
-    `alter table model_prices disable trigger model_prices_no_truncate`,
-    `set session_replication_role = replica`,
-    `set local session_replication_role = replica`,
-    `select set_config('session_replication_role', 'replica', false)`,
-    `select setval('usage_ledger_id_seq', 1)`,
-    `create table sneaky (id int)`,
-    `create schema sneaky`,
-    `alter role ${APP_ROLE} superuser`,
+    ...forbidden('usage_ledger', role),
+    ...forbidden('model_prices', role),
+    ...DIRECT_WRITES.filter((sql) => role === WORKER_ROLE || !sql.startsWith('insert into model_prices')),
+    `alter role ${role} superuser`,
   ])('is refused by privilege: %s', async (sql) => {
     const before = await guarded();
-    const client = await ctx.pool.connect();
-    try {
-      await client.query('begin');
-      const err = await client.query(sql).then(
-        () => undefined,
-        (e: { code?: string; message: string }) => e,
-      );
-      await client.query('rollback');
-      expect(err, `${sql} succeeded as ${APP_ROLE}`).toBeDefined();
-      expect({ code: err?.code, message: err?.message }).toMatchObject({ code: '42501' });
-    } finally {
-      client.release();
-    }
+    const err = await attempt(pool(), sql);
+    expect(err, `${sql} succeeded as ${role}`).toBeDefined();
+    expect({ code: err?.code, message: err?.message }).toMatchObject({ code: '42501' });
     expect(await guarded()).toBe(before);
   });
 
-  it('appends to the ledger and reads it (what it is for)', async () => {
-    const { rows } = await ctx.pool.query<{ n: string }>('select count(*) as n from usage_ledger');
-    expect(Number(rows[0].n)).toBeGreaterThan(0);
-  });
-
   it('is an ordinary login role: not superuser, cannot create roles or databases, bypass RLS or act as the owner', async () => {
+    expect(await roleAttributes(role)).toEqual({ ...ORDINARY, rolcanlogin: true });
+  });
+});
+
+const ORDINARY = {
+  rolsuper: false,
+  rolcreaterole: false,
+  rolcreatedb: false,
+  rolbypassrls: false,
+  rolreplication: false,
+  acts_as_owner: false,
+  creates_schemas: false,
+  creates_tables: false,
+};
+
+async function roleAttributes(role: string): Promise<Record<string, boolean>> {
+  const { rows } = await owner.query(
+    `select rolsuper, rolcreaterole, rolcreatedb, rolbypassrls, rolreplication, rolcanlogin,
+            pg_has_role($1, table_owner, 'usage') as acts_as_owner,
+            has_database_privilege($1, current_database(), 'create') as creates_schemas,
+            has_schema_privilege($1, 'public', 'create') as creates_tables
+       from pg_roles, (select pg_get_userbyid(relowner) as table_owner from pg_class where oid = 'usage_ledger'::regclass) o
+      where rolname = $1`,
+    [role],
+  );
+  return rows[0] as Record<string, boolean>;
+}
+
+describe('the retired application role', () => {
+  it('cannot log in and holds nothing: no table, sequence or function privilege beyond what PUBLIC holds', async () => {
+    expect(await roleAttributes(RETIRED_APP_ROLE)).toEqual({ ...ORDINARY, rolcanlogin: false });
+    expect(await tablePrivileges(owner, RETIRED_APP_ROLE)).toEqual({});
+    expect(await executableFunctions(owner, RETIRED_APP_ROLE)).toEqual(PUBLIC_HELPERS);
     const { rows } = await owner.query(
-      `select rolsuper, rolcreaterole, rolcreatedb, rolbypassrls, rolreplication,
-              pg_has_role($1, table_owner, 'usage') as acts_as_owner,
-              has_database_privilege($1, current_database(), 'create') as creates_schemas,
-              has_schema_privilege($1, 'public', 'create') as creates_tables
-         from pg_roles, (select pg_get_userbyid(relowner) as table_owner from pg_class where oid = 'usage_ledger'::regclass) o
-        where rolname = $1`,
-      [APP_ROLE],
+      `select exists (select 1 from pg_class c join pg_namespace n on n.oid = c.relnamespace
+                       where n.nspname = 'public' and case when c.relkind = 'S' then has_sequence_privilege($1, c.oid, 'usage') else false end) as sequences`,
+      [RETIRED_APP_ROLE],
     );
-    expect(rows[0]).toEqual({
-      rolsuper: false,
-      rolcreaterole: false,
-      rolcreatedb: false,
-      rolbypassrls: false,
-      rolreplication: false,
-      acts_as_owner: false,
-      creates_schemas: false,
-      creates_tables: false,
-    });
+    expect(rows[0]).toEqual({ sequences: false });
   });
 });
 
 // ---------------------------------------------------------------------------------------------------------------
-// Every table, against an allow-list
+// Every table and every function, against an allow-list per role
 // ---------------------------------------------------------------------------------------------------------------
 
 const PRIVILEGES = ['SELECT', 'INSERT', 'UPDATE', 'DELETE', 'TRUNCATE', 'REFERENCES', 'TRIGGER'] as const;
 
-/**
- * The application role's privileges, table by table. A migration that adds a table adds it here with the least it
- * needs (and grants exactly that); a table missing here fails the test, whatever it was granted.
- */
-const ALLOWED: Record<string, string[]> = {
-  usage_ledger: ['SELECT', 'INSERT'],
+/** Every table there is (a table a migration adds is readable by the worker by default, and must be added here). */
+const TABLES = [
+  'usage_ledger',
+  'model_prices',
+  'model_price_rates',
+  'runs',
+  'run_duplicates',
+  'memories',
+  'call_embeddings',
+  'task_versions',
+  'report_deliveries',
+  'rollup_zones',
+  'rollup_months',
+  'rollup_queue',
+  'run_rollups',
+  'run_rollup_queue',
+  'usage_rollups',
+  'usage_month_rollups',
+  'usage_day_totals',
+  'usage_day_users',
+  'schema_migrations',
+  'applied_tasks',
+  'run_attempts',
+  'usage_exceptions',
+  'budgets',
+  'model_downgrades',
+  'budget_zones',
+  'budget_months',
+  'budget_reservations',
+  'budget_events',
+  'metric_ledger_totals',
+  'metric_run_counts',
+  'metric_histograms',
+  'rollup_verifications',
+  'rate_limits',
+  'rate_limit_state',
+];
+
+/** The worker reads what runs, reports, the budget sweep and `rollups verify` read, and writes nothing directly. */
+const WORKER_ALLOWED: Record<string, string[]> = Object.fromEntries(TABLES.map((t) => [t, ['SELECT']]));
+
+/** The operator reads what its commands compare against, and writes through its functions only. */
+const OPERATOR_ALLOWED: Record<string, string[]> = {
+  ...Object.fromEntries(
+    ['usage_ledger', 'budgets', 'model_downgrades', 'task_versions', 'applied_tasks', 'rate_limits'].map((t) => [t, ['SELECT']]),
+  ),
+  // price versions and their rates are appended directly (applyPrices); the created_by trigger stamps the operator
   model_prices: ['SELECT', 'INSERT'],
-  model_price_rates: ['SELECT', 'INSERT'], // 029: a version's rates for other tiers and long context, appended with it
-  runs: ['SELECT', 'INSERT', 'UPDATE'],
-  run_duplicates: ['SELECT', 'INSERT'],
-  memories: ['SELECT', 'INSERT'],
-  call_embeddings: ['SELECT', 'INSERT'], // 023: an embedding call's vector, until the run's completion copies it
-  task_versions: ['SELECT', 'INSERT'], // 026: every applied version of every task, append-only; what runs load
-  report_deliveries: ['SELECT', 'INSERT'],
-  rollup_zones: ['SELECT', 'INSERT', 'UPDATE'],
-  rollup_months: ['SELECT', 'INSERT', 'UPDATE'],
-  rollup_queue: ['SELECT', 'INSERT', 'DELETE'], // one row per queued entry, for every zone
-  run_rollups: ['SELECT', 'INSERT', 'DELETE'], // claimed runs per zone, day, user, task, status, tier
-  run_rollup_queue: ['SELECT', 'INSERT', 'DELETE'], // run changes waiting to be folded in
-  usage_rollups: ['SELECT', 'INSERT', 'DELETE'],
-  usage_month_rollups: ['SELECT', 'INSERT', 'DELETE'], // the daily rollups per month and user
-  usage_day_totals: ['SELECT', 'INSERT', 'DELETE'], // per day, without user and task
-  usage_day_users: ['SELECT', 'INSERT', 'DELETE'], // per day, user, task and entry type
-  schema_migrations: ['SELECT'],
-  applied_tasks: ['SELECT', 'INSERT', 'UPDATE', 'DELETE'], // the task IDs of the last `tasks apply`, replaced whole
-  run_attempts: ['SELECT', 'INSERT', 'UPDATE'], // each execution that owned a slot
-  usage_exceptions: ['SELECT', 'INSERT'], // unbookable usage, append-only like the ledger
-  budgets: ['SELECT', 'INSERT'], // budget versions, appended like prices
-  model_downgrades: ['SELECT', 'INSERT'], // cheap model versions
-  budget_zones: ['SELECT', 'INSERT'], // zones the month summary is kept in
-  budget_months: ['SELECT', 'INSERT', 'UPDATE'], // month-to-date spend, kept by the ledger's insert trigger
-  budget_reservations: ['SELECT', 'INSERT', 'UPDATE'], // open until settled, released or expired
-  budget_events: ['SELECT', 'INSERT', 'UPDATE'], // threshold events, marked delivered
-  metric_ledger_totals: ['SELECT'], // what /metrics serves: kept by the triggers (SECURITY DEFINER), never written by the role
-  metric_run_counts: ['SELECT'],
-  metric_histograms: ['SELECT'],
-  rollup_verifications: ['SELECT'], // `rollups verify` runs, written through record_rollup_verification only
-  rate_limits: ['SELECT', 'INSERT', 'UPDATE', 'DELETE'], // the providers' limits of the last `limits apply`, replaced whole
-  rate_limit_state: ['SELECT'], // the limiter's clock and counters, written through rate_limit_acquire and rate_limit_hold only
+  model_price_rates: ['SELECT', 'INSERT'],
 };
 
 /**
- * The admin page's role: SELECT on what the pages show, nothing else, and not memories, call_embeddings or
- * task_versions (what users asked their agents). A table a later migration adds is readable by default and must be added here.
+ * The admin page's role: SELECT on what the pages show, and not memories, call_embeddings or task_versions (what
+ * users asked their agents).
  */
 const READONLY_ALLOWED: Record<string, string[]> = Object.fromEntries(
-  Object.keys(ALLOWED)
-    .filter((table) => !['memories', 'call_embeddings', 'task_versions'].includes(table))
-    .map((table) => [table, ['SELECT']]),
+  TABLES.filter((table) => !['memories', 'call_embeddings', 'task_versions'].includes(table)).map((table) => [table, ['SELECT']]),
 );
 
-/** Every relation in every schema the role can reach (not the catalogs), with what the role may do to it. */
-async function appPrivileges(db: pg.Client, role = APP_ROLE): Promise<Record<string, string[]>> {
+/** Every relation in every schema the role can reach (not the catalogs) on which it holds a privilege, with what it may do. */
+async function tablePrivileges(db: pg.Client, role: string): Promise<Record<string, string[]>> {
   const { rows } = await db.query<{ name: string; kind: string; privileges: string[] }>(
     `select case when n.nspname = 'public' then c.relname else n.nspname || '.' || c.relname end as name, c.relkind as kind,
             array(select p from unnest($2::text[]) p where has_table_privilege($1, c.oid, p)) as privileges
@@ -184,67 +229,154 @@ async function appPrivileges(db: pg.Client, role = APP_ROLE): Promise<Record<str
       order by 1`,
     [role, PRIVILEGES],
   );
-  return Object.fromEntries(rows.map((r) => [r.name, r.privileges]));
+  return Object.fromEntries(rows.filter((r) => r.privileges.length > 0).map((r) => [r.name, r.privileges]));
 }
 
-describe('grants, walked over every table', () => {
-  it('give the application role exactly its allow-list, on every table there is', async () => {
-    expect(await appPrivileges(owner)).toEqual(ALLOWED);
+/**
+ * Functions every role may execute, as PUBLIC may: pure or read-only helpers (SECURITY INVOKER, so they run with the
+ * caller's own privileges and can write nothing the caller could not).
+ */
+const PUBLIC_HELPERS = [
+  'backdating_skew',
+  'budget_bands',
+  'budget_cheap_model',
+  'budget_choice',
+  'budget_in_force',
+  'budget_month_of',
+  'budget_tier',
+  'metric_booking_lag_ms',
+  'metric_bounds_ms',
+  'metric_bucket',
+  'rate_limit_cost_us',
+  'rate_limit_now_us',
+  'written_by_table_owner',
+];
+
+/** The booking path's pure pricing functions, which the worker and the read-only role call directly. */
+const PRICING = [
+  'call_cost',
+  'is_long_context',
+  'price_call',
+  'price_class',
+  'price_rates',
+  'price_tier',
+  'price_version_at',
+  'usage_cost',
+];
+
+/** What a run, the budget sweep, the monthly report, the rollup refresh and `rollups verify` execute. */
+const WORKER_FUNCTIONS = [
+  ...PUBLIC_HELPERS,
+  ...PRICING,
+  'book_usage',
+  'budget_month_figures',
+  'claim_and_reserve',
+  'claim_run',
+  'complete_run',
+  'expire_reservations',
+  'price_in_force',
+  'rate_limit_acquire',
+  'rate_limit_hold',
+  'record_budget_event_delivery',
+  'record_rejected_run',
+  'record_report_delivery',
+  'record_rollup_verification',
+  'record_usage_exception',
+  'release_reservations',
+  'reserve_budget',
+  'rollups_clear_month',
+  'rollups_finish_month',
+  'rollups_fold_queues',
+  'rollups_rebuild_day',
+  'rollups_register_zone',
+  'stage_embedding',
+  'store_memory_and_complete_run',
+  'worst_case_at_rates',
+  'worst_case_call_cost',
+  'worst_case_cost',
+].sort();
+
+/** Credits, adjustments, prices, budgets, downgrades and `tasks apply`'s applied versions. */
+const OPERATOR_FUNCTIONS = [
+  ...PUBLIC_HELPERS,
+  'add_budget',
+  'add_downgrade',
+  'adjust_entry',
+  'apply_rate_limits',
+  'credit_user',
+  'price_in_force',
+  'record_applied_tasks',
+  'record_task_versions',
+].sort();
+
+const READONLY_FUNCTIONS = [...PUBLIC_HELPERS, ...PRICING, 'budget_month_figures'].sort();
+
+/** Every function in the public schema the role may EXECUTE, by name (trigger functions cannot be called, so not them). */
+async function executableFunctions(db: pg.Client, role: string): Promise<string[]> {
+  const { rows } = await db.query<{ name: string }>(
+    `select distinct p.proname as name from pg_proc p join pg_namespace n on n.oid = p.pronamespace
+      where n.nspname = 'public' and p.prorettype <> 'trigger'::regtype and has_function_privilege($1, p.oid, 'execute')
+      order by 1`,
+    [role],
+  );
+  return rows.map((r) => r.name);
+}
+
+describe('grants, walked over every table and every function', () => {
+  it.each([
+    { role: WORKER_ROLE, allowed: WORKER_ALLOWED },
+    { role: OPERATOR_ROLE, allowed: OPERATOR_ALLOWED },
+    { role: READONLY_ROLE, allowed: READONLY_ALLOWED },
+  ])('give $role exactly its table allow-list, on every table there is', async ({ role, allowed }) => {
+    expect(await tablePrivileges(owner, role)).toEqual(allowed);
   });
 
-  it('give the read-only role SELECT on its allow-list and nothing else, on every table there is', async () => {
-    const privileges = await appPrivileges(owner, READONLY_ROLE);
-    expect(Object.fromEntries(Object.entries(privileges).filter(([, p]) => p.length > 0))).toEqual(READONLY_ALLOWED);
-    const seqs = await owner.query<{ name: string }>(
-      `select c.relname as name from pg_class c join pg_namespace n on n.oid = c.relnamespace
-        where n.nspname = 'public' and c.relkind = 'S' and (has_sequence_privilege($1, c.oid, 'usage') or has_sequence_privilege($1, c.oid, 'update'))`,
-      [READONLY_ROLE],
+  it.each([
+    { role: WORKER_ROLE, allowed: WORKER_FUNCTIONS },
+    { role: OPERATOR_ROLE, allowed: OPERATOR_FUNCTIONS },
+    { role: READONLY_ROLE, allowed: READONLY_FUNCTIONS },
+  ])('let $role execute exactly its function allow-list', async ({ role, allowed }) => {
+    expect(await executableFunctions(owner, role)).toEqual(allowed);
+  });
+
+  it('give the worker no direct write on the ledger, budgets, rollups or prices: none at all, on any table', async () => {
+    const writes = Object.entries(await tablePrivileges(owner, WORKER_ROLE)).filter(([, p]) => p.some((x) => x !== 'SELECT'));
+    expect(writes).toEqual([]);
+  });
+
+  it('give no role a sequence it may use or reset but the operator its price ids, and PUBLIC no SECURITY DEFINER function', async () => {
+    // the operator appends price versions directly: model_prices' id sequence (nextval), never setval
+    for (const role of [WORKER_ROLE, OPERATOR_ROLE, READONLY_ROLE]) {
+      const seqs = await owner.query<{ name: string }>(
+        `select c.relname as name from pg_class c join pg_namespace n on n.oid = c.relnamespace
+          where n.nspname = 'public'
+            and case when c.relkind = 'S' then has_sequence_privilege($1, c.oid, 'usage') or has_sequence_privilege($1, c.oid, 'update') else false end`,
+        [role],
+      );
+      const expected = role === OPERATOR_ROLE ? [{ name: 'model_prices_id_seq' }] : [];
+      expect({ role, seqs: seqs.rows }).toEqual({ role, seqs: expected });
+    }
+    const { rows } = await owner.query<{ name: string }>(
+      `select p.proname as name from pg_proc p join pg_namespace n on n.oid = p.pronamespace, aclexplode(coalesce(p.proacl, acldefault('f', p.proowner))) a
+        where n.nspname = 'public' and p.prosecdef and a.grantee = 0 and a.privilege_type = 'EXECUTE'
+          and p.prorettype <> 'trigger'::regtype`, // a trigger function cannot be called on its own
     );
-    expect(seqs.rows).toEqual([]);
-    const role = await owner.query(`select rolsuper, rolcreaterole, rolcreatedb, rolbypassrls from pg_roles where rolname = $1`, [
-      READONLY_ROLE,
-    ]);
-    expect(role.rows[0]).toEqual({ rolsuper: false, rolcreaterole: false, rolcreatedb: false, rolbypassrls: false });
+    expect(rows).toEqual([]);
   });
 
-  it('catch a table that a later migration adds: readable by default, never writable, and not on the list', async () => {
+  it('catch a table or a function that a later migration adds: the table readable by the worker and off its list, the function callable by everyone', async () => {
     await owner.query('begin');
     try {
       await owner.query('create table added_later (id bigserial primary key, note text)');
-      const privileges = await appPrivileges(owner);
-      expect(privileges.added_later).toEqual(['SELECT']); // the default privileges at the end of migrations/001_baseline.sql
-      expect(privileges).not.toEqual(ALLOWED);
-      const seq = await owner.query(
-        `select has_sequence_privilege($1, 'added_later_id_seq', 'usage') as usage, has_sequence_privilege($1, 'added_later_id_seq', 'update') as setval`,
-        [APP_ROLE],
-      );
-      expect(seq.rows[0]).toEqual({ usage: true, setval: false });
+      await owner.query(`create function added_later_fn() returns int language sql as 'select 1'`);
+      const privileges = await tablePrivileges(owner, WORKER_ROLE);
+      expect(privileges.added_later).toEqual(['SELECT']); // the default privileges at the end of migrations/031_roles_by_job.sql
+      expect(privileges).not.toEqual(WORKER_ALLOWED);
+      expect(await tablePrivileges(owner, OPERATOR_ROLE)).toEqual(OPERATOR_ALLOWED);
+      expect(await executableFunctions(owner, WORKER_ROLE)).toContain('added_later_fn');
     } finally {
       await owner.query('rollback');
     }
-  });
-
-  it('give the application role no sequence it may reset, and no SECURITY DEFINER function it did not need', async () => {
-    const seqs = await owner.query<{ name: string }>(
-      `select c.relname as name from pg_class c join pg_namespace n on n.oid = c.relnamespace
-        where n.nspname = 'public' and case when c.relkind = 'S' then has_sequence_privilege($1, c.oid, 'update') else false end`,
-      [APP_ROLE],
-    );
-    expect(seqs.rows).toEqual([]);
-    const definers = await owner.query<{ name: string }>(
-      `select p.proname as name from pg_proc p join pg_namespace n on n.oid = p.pronamespace
-        where n.nspname = 'public' and p.prosecdef order by 1`,
-    );
-    // Trigger functions (one cannot be called on its own) that keep the /metrics counters the role may not write, and
-    // the one door into rollup_verifications, and the two into the rate limiter's state
-    expect(definers.rows.map((r) => r.name)).toEqual([
-      'metric_count_duplicate',
-      'metric_count_ledger_entry',
-      'metric_count_run',
-      'rate_limit_acquire',
-      'rate_limit_hold',
-      'record_rollup_verification',
-    ]);
   });
 });
 
@@ -260,8 +392,14 @@ async function definersWithoutSearchPath(db: pg.Client): Promise<string[]> {
 }
 
 describe('SECURITY DEFINER functions', () => {
-  it('each fix their search_path, so no caller schema or temp table can stand in for a table they write', async () => {
+  it('are owned by the owner and each fix their search_path, so no caller schema or temp table can stand in for a table they write', async () => {
     expect(await definersWithoutSearchPath(owner)).toEqual([]);
+    const { rows } = await owner.query<{ name: string; owner: string }>(
+      `select p.proname as name, pg_get_userbyid(p.proowner) as owner from pg_proc p join pg_namespace n on n.oid = p.pronamespace
+        where n.nspname = 'public' and p.prosecdef and pg_get_userbyid(p.proowner) <> $1`,
+      [OWNER_ROLE],
+    );
+    expect(rows).toEqual([]);
   });
 
   it('the walk catches one that does not', async () => {
@@ -276,44 +414,97 @@ describe('SECURITY DEFINER functions', () => {
 });
 
 // ---------------------------------------------------------------------------------------------------------------
+// The doors an attacker with one role's password would try
+// ---------------------------------------------------------------------------------------------------------------
+
+describe('as the worker', () => {
+  it('a direct INSERT into the ledger is refused by privilege, on the ledger itself', async () => {
+    const err = await attempt(ctx.pool, DIRECT_WRITES[0]);
+    expect(err).toEqual({ code: '42501', message: 'permission denied for table usage_ledger' });
+    const { rows } = await owner.query(`select has_table_privilege($1, 'usage_ledger', 'insert') as may`, [WORKER_ROLE]);
+    expect(rows).toEqual([{ may: false }]);
+  });
+
+  it('book_usage with an occurrence time of its own choosing, back or forward, is refused; dated now it books', async () => {
+    for (const at of [new Date(Date.now() - 10 * 60_000), new Date(Date.now() + 10 * 60_000), new Date('2026-06-01T00:00:00Z')]) {
+      await expect(recordUsage(ctx.pool, chatBooking(`grants-dated-${at.getTime()}`, 'u1', at))).rejects.toMatchObject({
+        code: '23514',
+        message: /dated .* is refused/,
+      });
+    }
+    const now = await recordUsage(ctx.pool, chatBooking('grants-now', 'u1', new Date(Date.now() - 60_000)));
+    expect(now.created_by).toBe(WORKER_ROLE);
+  });
+
+  it("may not call the operator's functions: no credit, adjustment, price or budget", async () => {
+    for (const sql of [
+      `select * from credit_user('w', null, 'why', 'u1', -1)`,
+      `select * from adjust_entry('w', 1, 'why', -1)`,
+      `select * from add_budget('u1', 1000, 'UTC', now(), 'x')`,
+      `select record_task_versions('[]')`,
+    ]) {
+      expect(await attempt(ctx.pool, sql)).toMatchObject({ code: '42501', message: /permission denied for function/ });
+    }
+  });
+});
+
+describe('as the operator', () => {
+  it('an adjustment and a credit record created_by = the operator, whatever the caller says', async () => {
+    const original = (await owner.query<{ id: string }>(`select id from usage_ledger where idempotency_key = 'grants-1'`)).rows[0].id;
+    const adjustment = await adjustEntry(ctx.operatorPool, { entryId: original, amount: '-0.000001', reason: 'duplicate call' });
+    expect(adjustment).toMatchObject({ entry_type: 'adjustment', created_by: OPERATOR_ROLE });
+    const credit = await creditUser(ctx.operatorPool, { userId: 'u1', amount: '1', reason: 'goodwill' });
+    expect(credit.created_by).toBe(OPERATOR_ROLE);
+    const stored = await owner.query(`select created_by from usage_ledger where id in ($1, $2)`, [adjustment.id, credit.id]);
+    expect(stored.rows).toEqual([{ created_by: OPERATOR_ROLE }, { created_by: OPERATOR_ROLE }]);
+  });
+
+  it("may not call the worker's functions: no booking, claim, reservation or rollup write", async () => {
+    for (const sql of [
+      `select book_usage('o', 'u1', null, null, null, 'openai/gpt-4o-mini', null, 'chat', 'ok', 1, 1, 0, 1, 0, 0, 0, null, null, null, null, null, null)`,
+      `select claim_run('k', 't', 'u1', 'w', 'r', now(), 'x', false, null)`,
+      `select rollups_fold_queues(null)`,
+      `select expire_reservations()`,
+    ]) {
+      expect({ sql, ...(await attempt(ctx.operatorPool, sql)) }).toMatchObject({
+        sql,
+        code: '42501',
+        message: /permission denied for function/,
+      });
+    }
+  });
+});
+
+// ---------------------------------------------------------------------------------------------------------------
 // What the database itself refuses from anyone but the owner, and who it says wrote a row
 // ---------------------------------------------------------------------------------------------------------------
 
-/** Runs `sql` as the application role in a transaction that is rolled back; the error, or undefined when it passed. */
-async function asApp(sql: string, params: unknown[] = []): Promise<{ code?: string; message: string } | undefined> {
-  const client = await ctx.pool.connect();
-  try {
-    await client.query('begin');
-    return await client.query(sql, params).then(
-      () => undefined,
-      (e: { code?: string; message: string }) => ({ code: e.code, message: e.message }),
-    );
-  } finally {
-    await client.query('rollback');
-    client.release();
-  }
-}
-
-const CREDIT = `insert into usage_ledger (idempotency_key, entry_type, reason, user_id, cost_usd) values ($1, 'credit', $2, 'u1', -1)`;
+const CREDIT = `select * from credit_user($1, null, $2, 'u1', -1)`;
 const PRICE = `insert into model_prices (model, version, effective_from, input_per_million, output_per_million, source)
                values ($1, $2, $3, $4, 1, 'test')`;
 
 describe('the database, for anyone but the owner', () => {
   it.each(['', '   ', '\t\n'])('refuses a credit or correction whose reason is blank: %j', async (reason) => {
-    expect(await asApp(CREDIT, [`blank-${reason.length}`, reason])).toMatchObject({ code: '23514', message: /reason_not_blank/ });
-    expect(await asApp(CREDIT, [`worded-${reason.length}`, `goodwill${reason}`])).toBeUndefined();
+    expect(await attempt(ctx.operatorPool, CREDIT, [`blank-${reason.length}`, reason])).toMatchObject({
+      code: '23514',
+      message: /reason_not_blank/,
+    });
+    expect(await attempt(ctx.operatorPool, CREDIT, [`worded-${reason.length}`, `goodwill${reason}`])).toBeUndefined();
   });
 
   it('refuses a negative price', async () => {
-    expect(await asApp(PRICE, ['test/negative', 'v1', new Date(), '-0.01'])).toMatchObject({ code: '23514', message: /not_negative/ });
-    expect(await asApp(PRICE, ['test/negative', 'v1', new Date(), '0'])).toBeUndefined();
+    expect(await attempt(ctx.operatorPool, PRICE, ['test/negative', 'v1', new Date(), '-0.01'])).toMatchObject({
+      code: '23514',
+      message: /not_negative/,
+    });
+    expect(await attempt(ctx.operatorPool, PRICE, ['test/negative', 'v1', new Date(), '0'])).toBeUndefined();
   });
 
   it('refuses a price dated before calls of its model already booked; the owner may', async () => {
     // grants-1 booked openai/gpt-4o-mini on 2026-06-01: a version from May would re-price it in every report that prices history
     const backdated = ['openai/gpt-4o-mini', 'sneaky', new Date('2026-05-01T00:00:00Z'), '0'];
-    expect(await asApp(PRICE, backdated)).toMatchObject({ code: '23514', message: /before calls already booked/ });
-    expect(await asApp(PRICE, ['test/never-booked', 'v1', new Date('2024-07-18T00:00:00Z'), '0.1'])).toBeUndefined();
+    expect(await attempt(ctx.operatorPool, PRICE, backdated)).toMatchObject({ code: '23514', message: /before calls already booked/ });
+    expect(await attempt(ctx.operatorPool, PRICE, ['test/never-booked', 'v1', new Date('2024-07-18T00:00:00Z'), '0.1'])).toBeUndefined();
     await owner.query('begin');
     try {
       await owner.query(PRICE, backdated);
@@ -322,45 +513,17 @@ describe('the database, for anyone but the owner', () => {
     }
   });
 
-  it('refuses a ledger entry dated away from now, through book_usage or directly; the owner may load history', async () => {
-    const at = new Date(Date.now() - 10 * 60_000);
-    await expect(recordUsage(ctx.pool, chatBooking('grants-backdated', 'u1', at))).rejects.toMatchObject({ code: '23514' });
-    await expect(recordUsage(ctx.pool, chatBooking('grants-future', 'u1', new Date(Date.now() + 10 * 60_000)))).rejects.toMatchObject({
-      code: '23514',
-    });
-    expect(
-      await asApp(`${CREDIT.replace(', cost_usd)', ', cost_usd, created_at)').replace('-1)', "-1, now() - interval '1 day')")}`, [
-        'old',
-        'why',
-      ]),
-    ).toMatchObject({ code: '23514', message: /dated/ });
-    const now = await recordUsage(ctx.pool, chatBooking('grants-now', 'u1', new Date(Date.now() - 60_000)));
-    expect(now.created_by).toBe(APP_ROLE);
+  it('lets the owner load history dated in the past, stamped as the owner', async () => {
     const history = await recordUsage(ctx.ownerPool, chatBooking('grants-history', 'u1', new Date('2026-06-02T00:00:00Z')));
     expect(history.created_by).toBe(OWNER_ROLE);
   });
 
-  it('records who wrote each credit, correction, price and budget: the session user, whatever the caller says', async () => {
-    const credit = await creditUser(ctx.pool, { userId: 'u1', amount: '1', reason: 'goodwill' });
-    expect(credit.created_by).toBe(APP_ROLE);
-    const client = await ctx.pool.connect();
-    try {
-      const { rows } = await client.query<{ created_by: string }>(
-        `insert into usage_ledger (idempotency_key, entry_type, reason, user_id, cost_usd, created_by)
-         values ('spoofed', 'credit', 'goodwill', 'u1', -1, 'someone-else') returning created_by`,
-      );
-      expect(rows[0].created_by).toBe(APP_ROLE);
-    } finally {
-      client.release();
-    }
-    const { rows } = await owner.query<{ t: string; created_by: string }>(
-      `select 'price' as t, created_by from model_prices where created_at > now() - interval '1 hour'
-       union select 'budget', created_by from budgets`,
-    );
-    await applyBudgets(ctx.pool, { budgets: [{ userId: 'u-created-by', monthlyLimitUsd: '5', timeZone: 'UTC' }] }, 'test');
+  it('records who wrote each price and budget: the session user', async () => {
+    const { rows } = await owner.query<{ created_by: string }>(`select created_by from model_prices`);
+    expect(new Set(rows.map((r) => r.created_by))).toEqual(new Set([OPERATOR_ROLE]));
+    await applyBudgets(ctx.operatorPool, { budgets: [{ userId: 'u-created-by', monthlyLimitUsd: '5', timeZone: 'UTC' }] }, 'test');
     const budget = await owner.query(`select created_by from budgets where user_id = 'u-created-by'`);
-    expect(budget.rows).toEqual([{ created_by: APP_ROLE }]);
-    expect(rows.every((r) => r.created_by === APP_ROLE)).toBe(true);
+    expect(budget.rows).toEqual([{ created_by: OPERATOR_ROLE }]);
   });
 });
 
@@ -375,12 +538,12 @@ describe('cronledger db migrate', () => {
     expect(r.stdout).toBe('migrations up to date\n');
   });
 
-  it('refuses the application role as the migrating role, naming DATABASE_OWNER_URL, password hidden', async () => {
+  it('refuses the worker role as the migrating role, naming DATABASE_OWNER_URL, password hidden', async () => {
     const fresh = `grants_unmigrated_${process.pid}`;
     await owner.query(`create schema ${fresh}`);
     try {
-      // A pending migration the application role would have to run: it may not create its table.
-      const r = await runCli(['db', 'migrate'], { ...ctx.env, DATABASE_OWNER_URL: appUrlWithSearchPath(fresh) });
+      // A pending migration the worker role would have to run: it may not create its table.
+      const r = await runCli(['db', 'migrate'], { ...ctx.env, DATABASE_OWNER_URL: workerUrlWithSearchPath(fresh) });
       expect(r.code).not.toBe(0);
       expect(r.stderr).toMatch(/DATABASE_OWNER_URL/);
       expect(r.stderr).not.toMatch(/\n\s+at /);
@@ -390,44 +553,56 @@ describe('cronledger db migrate', () => {
     }
   });
 
-  it('`db roles` (docker compose runs it before migrating) re-applies both roles idempotently, as ordinary login roles', async () => {
+  it('`db roles` (docker compose runs it before migrating) re-applies the roles idempotently, as ordinary roles', async () => {
     const env = {
       ...ctx.env,
       DATABASE_SUPERUSER_URL: inject('stack').adminDatabaseUrl,
       CRONLEDGER_OWNER_PASSWORD: new URL(ctx.ownerDatabaseUrl).password,
-      CRONLEDGER_APP_PASSWORD: new URL(ctx.databaseUrl).password,
+      CRONLEDGER_WORKER_PASSWORD: new URL(ctx.databaseUrl).password,
+      CRONLEDGER_OPERATOR_PASSWORD: new URL(ctx.operatorDatabaseUrl).password,
       // The roles are cluster-wide: without it `db roles` gives the read-only role a new random password, and the
       // admin tests running beside this file could no longer connect.
       CRONLEDGER_READONLY_PASSWORD: new URL(ctx.readonlyDatabaseUrl).password,
     };
     const r = await runCli(['db', 'roles'], env);
     expect(r.code, r.stderr).toBe(0);
-    for (const pw of [env.CRONLEDGER_OWNER_PASSWORD, env.CRONLEDGER_APP_PASSWORD, env.CRONLEDGER_READONLY_PASSWORD])
+    for (const pw of [
+      env.CRONLEDGER_OWNER_PASSWORD,
+      env.CRONLEDGER_WORKER_PASSWORD,
+      env.CRONLEDGER_OPERATOR_PASSWORD,
+      env.CRONLEDGER_READONLY_PASSWORD,
+    ])
       expect(r.stdout + r.stderr).not.toContain(pw);
     const { rows } = await owner.query(
       `select rolname, rolsuper or rolcreaterole or rolcreatedb or rolbypassrls or rolreplication as special, rolcanlogin
-         from pg_roles where rolname in ('cronledger_owner', 'cronledger_app') order by 1`,
+         from pg_roles where rolname like 'cronledger_%' order by 1`,
     );
     expect(rows).toEqual([
-      { rolname: 'cronledger_app', special: false, rolcanlogin: true },
+      { rolname: 'cronledger_app', special: false, rolcanlogin: false },
+      { rolname: 'cronledger_operator', special: false, rolcanlogin: true },
       { rolname: 'cronledger_owner', special: false, rolcanlogin: true },
+      { rolname: 'cronledger_readonly', special: false, rolcanlogin: true },
+      { rolname: 'cronledger_worker', special: false, rolcanlogin: true },
     ]);
-    expect((await ctx.pool.query('select 1 as ok')).rows).toEqual([{ ok: 1 }]); // the password still opens the door
-    const missing = await runCli(['db', 'roles'], { ...env, CRONLEDGER_APP_PASSWORD: '' });
-    expect(missing.code).not.toBe(0);
-    expect(missing.stderr).toContain('CRONLEDGER_APP_PASSWORD is not set');
+    expect((await ctx.pool.query('select 1 as ok')).rows).toEqual([{ ok: 1 }]); // the passwords still open the doors
+    expect((await ctx.operatorPool.query('select 1 as ok')).rows).toEqual([{ ok: 1 }]);
+    for (const variable of ['CRONLEDGER_WORKER_PASSWORD', 'CRONLEDGER_OPERATOR_PASSWORD']) {
+      const missing = await runCli(['db', 'roles'], { ...env, [variable]: '' });
+      expect(missing.code).not.toBe(0);
+      expect(missing.stderr).toContain(`${variable} is not set`);
+    }
   });
 
   it('without DATABASE_OWNER_URL, says which variable to set', async () => {
     const { DATABASE_OWNER_URL: _o, ...env } = ctx.env;
     const r = await runCli(['db', 'migrate'], env);
     expect(r.code).not.toBe(0);
-    expect(r.stderr).toContain('DATABASE_OWNER_URL is not set (DATABASE_URL is the application role, which may not migrate)');
+    expect(r.stderr).toContain('DATABASE_OWNER_URL is not set (DATABASE_URL is the worker role, which may not migrate)');
   });
 });
 
-/** The application role's URL with a search_path of an empty schema, where every migration is pending. */
-function appUrlWithSearchPath(schema: string): string {
+/** The worker role's URL with a search_path of an empty schema, where every migration is pending. */
+function workerUrlWithSearchPath(schema: string): string {
   const url = new URL(ctx.databaseUrl);
   url.searchParams.set('options', `-c search_path=${schema}`);
   return url.toString();

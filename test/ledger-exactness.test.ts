@@ -64,7 +64,7 @@ it(`${ROWS.toLocaleString('en')} random calls booked through recordUsage: every 
     unit: 'per_million_tokens',
     versions: versions.map((v) => ({ version: v.version, effectiveFrom: v.from, models: { [v.model]: v.rates } })),
   };
-  expect((await applyPrices(ctx.pool, file, 'exactness test')).added).toHaveLength(8);
+  expect((await applyPrices(ctx.operatorPool, file, 'exactness test')).added).toHaveLength(8);
 
   const planned = Array.from({ length: ROWS }, (_, i) => {
     const v = versions[rand(versions.length)];

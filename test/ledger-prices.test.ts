@@ -68,7 +68,7 @@ describe('price versions', () => {
       effectiveFrom: '2026-11-15T00:00:00Z',
       models: { [model]: { input: '0.25', cachedInput: '0.125', output: '1.00' } },
     };
-    await applyPrices(ctx.pool, { currency: 'USD', unit: 'per_million_tokens', versions: [v1] }, 'test');
+    await applyPrices(ctx.operatorPool, { currency: 'USD', unit: 'per_million_tokens', versions: [v1] }, 'test');
 
     const usage = fullUsage({ promptTokens: 10_000, cachedPromptTokens: 2_000, completionTokens: 3_000, reasoningTokens: 0 });
     const before = await recordUsage(ctx.ownerPool, booking({ model, usage, occurredAt: new Date('2026-11-10T12:00:00Z') }));
@@ -76,7 +76,7 @@ describe('price versions', () => {
     expect(before.price_version).toBe('v1');
     expect(before.cost_usd).toBe('0.008800000000000000');
 
-    const both = await applyPrices(ctx.pool, { currency: 'USD', unit: 'per_million_tokens', versions: [v1, v2] }, 'test');
+    const both = await applyPrices(ctx.operatorPool, { currency: 'USD', unit: 'per_million_tokens', versions: [v1, v2] }, 'test');
     expect(both.unchanged).toEqual([{ model, version: 'v1' }]);
     expect(both.added).toEqual([{ model, version: 'v2' }]);
 

@@ -19,7 +19,7 @@ let ctx: TestContext;
 
 beforeAll(async () => {
   ctx = await createTestContext(import.meta.url);
-  await applyPrices(ctx.pool, loadPricesFile('prices/standard.json'), 'test');
+  await applyPrices(ctx.operatorPool, loadPricesFile('prices/standard.json'), 'test');
 });
 
 afterAll(async () => ctx?.close());
@@ -37,7 +37,7 @@ const runOf = async (workflowId: string) =>
 it.concurrent(
   'with every worker down, the server still starts the slot, and it runs once a worker returns',
   async ({ expect }) => {
-    await applyTasks(ctx.client, everyMinute('no-worker'), ctx.taskQueue, ctx.pool);
+    await applyTasks(ctx.client, everyMinute('no-worker'), ctx.taskQueue, ctx.operatorPool);
     const started = `TaskId = 'no-worker'`;
     // Up to a minute for the slot, then the start and its visibility record: on the Temporal server that is four processes
     // and PostgreSQL, which on this 2-core machine loaded by other jobs once missed the 75 s allowed here before.
@@ -66,7 +66,7 @@ it.concurrent('with the Temporal server down across a slot, a restart on the sam
   const { temporalMode, temporalCli } = inject('stack');
   const temporal = await startPrivateTemporal(temporalMode, temporalCli);
   try {
-    await applyTasks(temporal.client, everyMinute('server-down'), ctx.taskQueue, ctx.pool);
+    await applyTasks(temporal.client, everyMinute('server-down'), ctx.taskQueue, ctx.operatorPool);
     // a slot at least 10 s away, so the server is surely down (teardown takes about a second) before it arrives
     const upcoming = (await temporal.client.schedule.getHandle('cron-server-down').describe()).info.nextActionTimes;
     const next = upcoming.find((t) => t.getTime() - Date.now() > 10_000);

@@ -52,7 +52,7 @@ async function startFlakyWebhook(failFirst = 2): Promise<typeof hook> {
 
 beforeAll(async () => {
   ctx = await createTestContext(import.meta.url);
-  await applyPrices(ctx.pool, loadPricesFile('prices/standard.json'), 'test');
+  await applyPrices(ctx.operatorPool, loadPricesFile('prices/standard.json'), 'test');
   await seedMonth(ctx.ownerPool, { month: MONTH, users: 4, callsPerUser: 8 });
   reportsRoot = await mkdtemp(join(tmpdir(), 'cronledger-reports-'));
   hook = await startFlakyWebhook();

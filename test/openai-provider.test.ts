@@ -20,7 +20,7 @@ let fake: FakeOpenAI;
 
 beforeAll(async () => {
   ctx = await createTestContext(import.meta.url);
-  await applyPrices(ctx.pool, loadPricesFile('prices/standard.json'), 'test');
+  await applyPrices(ctx.operatorPool, loadPricesFile('prices/standard.json'), 'test');
   fake = await startFakeOpenAI();
 });
 
@@ -264,7 +264,11 @@ describe('through a real worker and the scheduledRun workflow', () => {
     };
     const fleet = await startWorkers({ ...ctx, taskQueue }, 1, { provider: provider() });
     const pending = await fleet.runWhile(async () => {
-      const handle = await ctx.client.workflow.start(scheduledRun, { args: [await appliedInput(ctx.pool, input)], workflowId, taskQueue });
+      const handle = await ctx.client.workflow.start(scheduledRun, {
+        args: [await appliedInput(ctx.operatorPool, input)],
+        workflowId,
+        taskQueue,
+      });
       const callChat = async () => (await handle.describe()).raw.pendingActivities?.find((a) => a.activityType?.name === 'callChat');
       await waitFor(
         async () => Boolean((await callChat())?.nextAttemptScheduleTime),

@@ -24,11 +24,11 @@ const TERMINAL = 'evil\u001b]0;owned\u0007\u001b[2J\u202eoverride';
 
 beforeAll(async () => {
   ctx = await createTestContext(import.meta.url);
-  await applyPrices(ctx.pool, loadPricesFile('prices/standard.json'), 'test');
+  await applyPrices(ctx.operatorPool, loadPricesFile('prices/standard.json'), 'test');
   for (const [i, userId] of [...FORMULAS, MARKDOWN, TERMINAL].entries()) {
     await recordUsage(ctx.ownerPool, chatBooking(`escaping-${i}`, userId, new Date(`${MONTH}-10T12:00:00Z`)));
   }
-  await creditUser(ctx.pool, { userId: 'plain-user', amount: '5.00', reason: 'goodwill' });
+  await creditUser(ctx.operatorPool, { userId: 'plain-user', amount: '5.00', reason: 'goodwill' });
   report = await buildReport(ctx.pool, { month: new Date().toISOString().slice(0, 7), timeZone: 'UTC' });
   const july = await buildReport(ctx.pool, { month: MONTH, timeZone: 'UTC' });
   report = { ...july, byUser: [...july.byUser, ...report.byUser] };

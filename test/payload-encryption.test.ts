@@ -111,7 +111,7 @@ describe('a scheduled run with a payload key', () => {
 
   beforeAll(async () => {
     ctx = await createTestContext(import.meta.url);
-    await applyPrices(ctx.pool, loadPricesFile('prices/standard.json'), 'test');
+    await applyPrices(ctx.operatorPool, loadPricesFile('prices/standard.json'), 'test');
     keys = parsePayloadKeys(`k1=${newKey()}`, 'test');
     keyed = await connectClient(ctx, { payloadKeys: keys });
     readonly = createPool(ctx.readonlyDatabaseUrl);

@@ -26,7 +26,7 @@ let fake: FakeOpenAI;
 
 beforeAll(async () => {
   ctx = await createTestContext(import.meta.url);
-  await applyPrices(ctx.pool, loadPricesFile('prices/standard.json'), 'test');
+  await applyPrices(ctx.operatorPool, loadPricesFile('prices/standard.json'), 'test');
   fake = await startFakeOpenAI();
 });
 
@@ -39,7 +39,7 @@ describe('the limiter in PostgreSQL', () => {
   it('100 calls racing on 10 connections: never more in any 2 s than the 6 s burst plus 2 s at the rate, and all admitted', async () => {
     // 600 requests a minute: one request costs 110 ms of capacity (66 s per minute's limit) and 6 s of burst is
     // allowed, so any window of W ms admits at most (6000 + W) / 110 requests.
-    await applyRateLimits(ctx.pool, [{ model: 'openai/gpt-4o-mini', requestsPerMinute: 600, tokensPerMinute: null }]);
+    await applyRateLimits(ctx.operatorPool, [{ model: 'openai/gpt-4o-mini', requestsPerMinute: 600, tokensPerMinute: null }]);
     const clients = await Promise.all(
       Array.from({ length: 10 }, async () => {
         const c = new pg.Client({ connectionString: ctx.databaseUrl });
@@ -84,7 +84,7 @@ describe('the limiter in PostgreSQL', () => {
   });
 
   it("a provider's Retry-After holds the model for every worker until then", async () => {
-    await applyRateLimits(ctx.pool, [{ model: 'openai/gpt-4.1-nano', requestsPerMinute: 1000, tokensPerMinute: null }]);
+    await applyRateLimits(ctx.operatorPool, [{ model: 'openai/gpt-4.1-nano', requestsPerMinute: 1000, tokensPerMinute: null }]);
     await ctx.pool.query(`select rate_limit_hold('openai/gpt-4.1-nano', 30000, true)`);
     const { rows } = await ctx.pool.query<{ wait_us: string }>(`select rate_limit_acquire('openai/gpt-4.1-nano', 1, 0) as wait_us`);
     expect(Number(rows[0].wait_us)).toBeGreaterThan(25_000_000);
@@ -106,7 +106,7 @@ function busiestWindow(times: number[], windowMs: number): number {
 describe('runs through real workers against a provider that enforces its limit', () => {
   it('12 runs at once on 2 workers, 30 requests a minute: every run completes, the provider answers no 429', async () => {
     const model = 'openai/gpt-4o-mini';
-    await applyRateLimits(ctx.pool, [{ model, requestsPerMinute: 30, tokensPerMinute: 200_000 }]);
+    await applyRateLimits(ctx.operatorPool, [{ model, requestsPerMinute: 30, tokensPerMinute: 200_000 }]);
     fake.reset();
     fake.setRateLimit('gpt-4o-mini', { requestsPerMinute: 30, tokensPerMinute: 200_000 });
     const provider = createOpenAIProvider({ OPENAI_BASE_URL: fake.baseURL, OPENAI_API_KEY: 'sk-test-fake' });
@@ -119,7 +119,7 @@ describe('runs through real workers against a provider that enforces its limit',
             workflowId: `cron-limits-${i}-${randomUUID().slice(0, 6)}-2026-11-02T09:00:00Z`,
             taskQueue,
             args: [
-              await appliedInput(ctx.pool, {
+              await appliedInput(ctx.operatorPool, {
                 taskId: `limits-${i}`,
                 userId: 'u-limits',
                 input: 'Summarise the day.',
@@ -166,7 +166,7 @@ describe('runs through real workers against a provider that enforces its limit',
 describe("a provider's 429 on a rate-limited model", () => {
   it('is retried after its Retry-After, counted, and holds the model for every worker meanwhile', async () => {
     const model = 'openai/gpt-4o-mini';
-    await applyRateLimits(ctx.pool, [{ model, requestsPerMinute: 10_000, tokensPerMinute: null }]);
+    await applyRateLimits(ctx.operatorPool, [{ model, requestsPerMinute: 10_000, tokensPerMinute: null }]);
     const before = (await rateLimitStatus(ctx.pool)).find((s) => s.model === model);
     fake.reset();
     fake.script('chat', { kind: 'error', status: 429, retryAfter: '2' });
@@ -178,7 +178,7 @@ describe("a provider's 429 on a rate-limited model", () => {
         workflowId: `cron-throttled-${randomUUID().slice(0, 6)}-2026-11-02T09:00:00Z`,
         taskQueue,
         args: [
-          await appliedInput(ctx.pool, {
+          await appliedInput(ctx.operatorPool, {
             taskId: 'throttled',
             userId: 'u-limits',
             input: 'Summarise the day.',
@@ -250,7 +250,7 @@ describe('cronledger limits', () => {
     ['a model never priced', '{"rateLimits": {"openai/gpt-9": {"requestsPerMinute": 5}}}', /no price was ever applied for openai\/gpt-9/],
   ])('refuses %s, naming the value and the fix, and changes nothing', async (_case, content, message) => {
     const before = await rateLimitStatus(ctx.pool);
-    await expect((async () => applyRateLimits(ctx.pool, loadRateLimitsFile(file(content))))()).rejects.toThrow(message);
+    await expect((async () => applyRateLimits(ctx.operatorPool, loadRateLimitsFile(file(content))))()).rejects.toThrow(message);
     expect(await rateLimitStatus(ctx.pool)).toEqual(before);
   });
 });

@@ -27,9 +27,9 @@ let ctx: TestContext;
 
 beforeAll(async () => {
   ctx = await createTestContext(import.meta.url);
-  await applyPrices(ctx.pool, loadPricesFile('prices/standard.json'), 'test');
+  await applyPrices(ctx.operatorPool, loadPricesFile('prices/standard.json'), 'test');
   await applyBudgets(
-    ctx.pool,
+    ctx.operatorPool,
     {
       budgets: [
         { userId: 'u-blocked', monthlyLimitUsd: '0', timeZone: 'UTC' },
@@ -41,7 +41,7 @@ beforeAll(async () => {
     },
     'replay',
   );
-  await bookExactSpend(ctx.pool, 'replay-cheap-spend', 'u-cheap', '0.9');
+  await bookExactSpend(ctx.ownerPool, 'replay-cheap-spend', 'u-cheap', '0.9');
 });
 
 afterAll(async () => ctx?.close());
@@ -68,7 +68,7 @@ async function runEveryPath(): Promise<Recorded[]> {
     ctx.client.workflow.start(scheduledRun, {
       workflowId,
       taskQueue: ctx.taskQueue,
-      args: [await appliedInput(ctx.pool, input)],
+      args: [await appliedInput(ctx.operatorPool, input)],
       ...(reuse ? { workflowIdReusePolicy: reuse } : {}),
     });
 
@@ -81,7 +81,7 @@ async function runEveryPath(): Promise<Recorded[]> {
       workflowType: scheduledRun,
       workflowId: 'cron-replayed',
       taskQueue: ctx.taskQueue,
-      args: [await appliedInput(ctx.pool, task())],
+      args: [await appliedInput(ctx.operatorPool, task())],
     },
     state: { paused: true },
   });

@@ -38,8 +38,8 @@ async function worstCase(model: string): Promise<bigint> {
 
 beforeAll(async () => {
   ctx = await createTestContext(import.meta.url);
-  await applyPrices(ctx.pool, loadPricesFile('prices/standard.json'), 'test');
-  await applyBudgets(ctx.pool, { budgets: [], downgrade: { 'openai/gpt-4o-mini': 'openai/gpt-4.1-nano' } }, 'test');
+  await applyPrices(ctx.operatorPool, loadPricesFile('prices/standard.json'), 'test');
+  await applyBudgets(ctx.operatorPool, { budgets: [], downgrade: { 'openai/gpt-4o-mini': 'openai/gpt-4.1-nano' } }, 'test');
   const { rows } = await ctx.pool.query<{ start: Date; month: string }>(
     `select date_trunc('month', now() at time zone 'UTC') at time zone 'UTC' as start, to_char(now() at time zone 'UTC', 'YYYY-MM') as month`,
   );
@@ -53,11 +53,11 @@ beforeAll(async () => {
   ];
   for (const [userId, limit, spent] of limits) {
     await applyBudgets(
-      ctx.pool,
+      ctx.operatorPool,
       { budgets: [{ userId, monthlyLimitUsd: usd(limit), timeZone: 'UTC', effectiveFrom: rows[0].start }] },
       'test',
     );
-    if (spent > 0n) await bookExactSpend(ctx.pool, `seed-${userId}`, userId, usd(spent));
+    if (spent > 0n) await bookExactSpend(ctx.ownerPool, `seed-${userId}`, userId, usd(spent));
   }
   const fleet = await startWorkers(ctx, 1);
   const results = await fleet.runWhile(async () => {
@@ -76,7 +76,7 @@ beforeAll(async () => {
       const handle = await ctx.client.workflow.start(scheduledRun, {
         workflowId: `cron-rb-${userId}-${minute}`,
         taskQueue: ctx.taskQueue,
-        args: [await appliedInput(ctx.pool, input)],
+        args: [await appliedInput(ctx.operatorPool, input)],
       });
       out.push(await handle.result());
     }
@@ -165,7 +165,7 @@ describe('the report budget section', () => {
   it('a past month in another zone than the budget: the budget month the report names, not the one its last instant falls in', async () => {
     const user = `rb-berlin-${tag}`;
     await applyBudgets(
-      ctx.pool,
+      ctx.operatorPool,
       { budgets: [{ userId: user, monthlyLimitUsd: '1', timeZone: 'Europe/Berlin', effectiveFrom: new Date('2026-01-01T00:00:00Z') }] },
       'test',
     );

@@ -9,7 +9,7 @@ const MONTH = '2026-06';
 
 beforeAll(async () => {
   ctx = await createTestContext(import.meta.url);
-  await applyPrices(ctx.pool, loadPricesFile('prices/standard.json'), 'test');
+  await applyPrices(ctx.operatorPool, loadPricesFile('prices/standard.json'), 'test');
   await seedMonth(ctx.ownerPool, { month: MONTH, users: 5, callsPerUser: 10 });
 });
 

@@ -17,7 +17,7 @@ let dir: string;
 
 beforeAll(async () => {
   ctx = await createTestContext(import.meta.url);
-  await applyPrices(ctx.pool, loadPricesFile('prices/standard.json'), 'test');
+  await applyPrices(ctx.operatorPool, loadPricesFile('prices/standard.json'), 'test');
   await seedMonth(ctx.ownerPool, { month: '2026-06', users: 12, callsPerUser: 6 });
   dir = await mkdtemp(join(tmpdir(), 'cronledger-html-'));
   // Debian's chromium: the HTML must draw its charts offline and fetch nothing.

@@ -18,7 +18,7 @@ const MONTH = '2026-06';
 
 beforeAll(async () => {
   ctx = await createTestContext(import.meta.url);
-  await applyPrices(ctx.pool, loadPricesFile('prices/standard.json'), 'test');
+  await applyPrices(ctx.operatorPool, loadPricesFile('prices/standard.json'), 'test');
   seeded = await seedMonth(ctx.ownerPool, { month: MONTH, users: 6, callsPerUser: 15 });
   // Neighbouring months, so a month boundary that leaks shows up as a wrong total.
   await seedMonth(ctx.ownerPool, { month: '2026-05', users: 2, callsPerUser: 4, seed: 7 });
@@ -160,14 +160,14 @@ describe('the duplicate slice', () => {
     // The slot's owner ran under one workflow ID; two executions under other IDs (a second deployment, say) found
     // the slot claimed, after each had booked a call.
     const slotKey = 'cron:dup-cost:2026-04-10T12:00Z';
-    await ctx.pool.query(
+    await ctx.ownerPool.query(
       `insert into runs (idempotency_key, task_id, user_id, workflow_id, temporal_run_id, scheduled_minute, status, claimed_by, claimed_at, finished_at)
        values ($1, 'dup-cost', 'dup-user', 'cron-dup-cost-2026-04-10T12:00:00Z', 'owner-run', $2, 'completed', 'test', $2, $2)`,
       [slotKey, at],
     );
     const dupOf = (n: number) => `other-deployment-${n}-dup-cost-2026-04-10T12:00:00Z`;
     for (const n of [1, 2]) {
-      await ctx.pool.query(
+      await ctx.ownerPool.query(
         `insert into run_duplicates (temporal_run_id, workflow_id, idempotency_key, task_id, user_id, detected_by, detected_at)
          values ($1, $2, $3, 'dup-cost', 'dup-user', 'test', $4)`,
         [`dup-run-${n}`, dupOf(n), slotKey, at],

@@ -15,7 +15,7 @@ let ctx: TestContext;
 
 beforeAll(async () => {
   ctx = await createTestContext(import.meta.url);
-  await applyPrices(ctx.pool, loadPricesFile('prices/standard.json'), 'test');
+  await applyPrices(ctx.operatorPool, loadPricesFile('prices/standard.json'), 'test');
 });
 
 afterAll(async () => ctx?.close());
@@ -69,12 +69,12 @@ describe('the rollup-refresh schedule', () => {
     const currentMonth = (await ctx.pool.query<{ m: string }>(`select to_char(now() at time zone 'UTC', 'YYYY-MM') as m`)).rows[0].m;
     await recordUsage(ctx.ownerPool, booking('refresh-1', users[0], now));
     await recordUsage(ctx.ownerPool, booking('refresh-2', users[1], new Date(now.getTime() - 6 * 86_400_000)));
-    await ctx.pool.query(
+    await ctx.ownerPool.query(
       `insert into runs (idempotency_key, task_id, user_id, workflow_id, temporal_run_id, scheduled_minute, status, claimed_by)
        values ('cron:refresh-a', 'task-refresh-a', $1, 'wf-refresh-a', 'run-refresh-a', now(), 'running', 'test')`,
       [users[0]],
     );
-    await ctx.pool.query(`update runs set status = 'completed', finished_at = now() where idempotency_key = 'cron:refresh-a'`);
+    await ctx.ownerPool.query(`update runs set status = 'completed', finished_at = now() where idempotency_key = 'cron:refresh-a'`);
     expect((await ctx.pool.query('select 1 from rollup_queue')).rowCount).toBe(2);
 
     const fleet = await startWorkers(ctx, 1);

@@ -1,7 +1,7 @@
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningAdmin } from '../src/admin/server';
-import { APP_ROLE } from '../src/db/roles';
+import { WORKER_ROLE } from '../src/db/roles';
 import { createPool, readOnlySessionUrl } from '../src/db/pool';
 import { applyPrices, loadPricesFile } from '../src/ledger/prices';
 import { recordUsage } from '../src/ledger/record-usage';
@@ -24,7 +24,7 @@ const MONTH = '2026-06';
 
 beforeAll(async () => {
   ctx = await createTestContext(import.meta.url);
-  await applyPrices(ctx.pool, loadPricesFile('prices/standard.json'), 'test');
+  await applyPrices(ctx.operatorPool, loadPricesFile('prices/standard.json'), 'test');
   await seedMonth(ctx.ownerPool, { month: MONTH, users: 3, callsPerUser: 6 });
   for (const zone of ['UTC', 'Europe/Berlin']) await ensureMonthRollups(ctx.pool, zone, MONTH);
   readonly = createPool(readOnlySessionUrl(ctx.readonlyDatabaseUrl), 2);
@@ -59,7 +59,7 @@ describe('cronledger rollups verify', () => {
     expect((await verify()).code).toBe(0);
     const section = await overviewSection();
     expect(section).toContain('data-differences="0"');
-    expect(section).toContain(`by ${APP_ROLE}: no difference`);
+    expect(section).toContain(`by ${WORKER_ROLE}: no difference`);
   });
 
   it.each([
@@ -87,7 +87,7 @@ describe('cronledger rollups verify', () => {
     const { rows } = await ctx.ownerPool.query(
       'select created_by, months, differences > 0 as differs from rollup_verifications order by id desc limit 1',
     );
-    expect(rows[0]).toEqual({ created_by: APP_ROLE, months: 2, differs: true });
+    expect(rows[0]).toEqual({ created_by: WORKER_ROLE, months: 2, differs: true });
 
     expect((await rebuild()).code).toBe(0);
     expect((await verify()).code).toBe(0);

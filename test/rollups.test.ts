@@ -14,7 +14,7 @@ const MONTH = '2026-06';
 
 beforeAll(async () => {
   ctx = await createTestContext(import.meta.url);
-  await applyPrices(ctx.pool, loadPricesFile('prices/standard.json'), 'test');
+  await applyPrices(ctx.operatorPool, loadPricesFile('prices/standard.json'), 'test');
   await seedMonth(ctx.ownerPool, { month: MONTH, users: 4, callsPerUser: 10 });
 });
 

@@ -10,7 +10,7 @@ let ctx: TestContext;
 
 beforeAll(async () => {
   ctx = await createTestContext(import.meta.url);
-  await applyPrices(ctx.pool, loadPricesFile('prices/standard.json'), 'test');
+  await applyPrices(ctx.operatorPool, loadPricesFile('prices/standard.json'), 'test');
   // task "many": 7 runs on 7 days; task "few": 2; each run booked one chat call of 1,000 prompt tokens times its day
   for (const [task, days] of [
     ['many', [1, 2, 3, 4, 5, 6, 7]],
@@ -19,7 +19,7 @@ beforeAll(async () => {
     for (const day of days) {
       const at = `2026-11-${String(day).padStart(2, '0')}T09:00:00Z`;
       const workflowId = `cron-${task}-${at}`;
-      await ctx.pool.query(
+      await ctx.ownerPool.query(
         `insert into runs (idempotency_key, task_id, user_id, workflow_id, temporal_run_id, scheduled_minute, status, claimed_by, claimed_at)
          values ($1, $2, 'u1', $3, $4, $5, 'completed', 'seed', $5)`,
         [`cron:${task}:${at}`, task, workflowId, `${workflowId}-run`, at],

@@ -17,7 +17,7 @@ const UNPRICED = 'openai/text-embedding-3-large';
 
 beforeAll(async () => {
   ctx = await createTestContext(import.meta.url);
-  await applyPrices(ctx.pool, loadPricesFile('prices/standard.json'), 'test');
+  await applyPrices(ctx.operatorPool, loadPricesFile('prices/standard.json'), 'test');
 });
 
 afterAll(async () => ctx?.close());
@@ -32,7 +32,7 @@ describe('runs retry --task', () => {
         budgetSweep: false,
       }),
       ctx.taskQueue,
-      ctx.pool,
+      ctx.operatorPool,
     );
     const range = ['--task', 'hourly', '--from', FROM, '--to', TO];
     const slotIds = ['09', '10', '11'].map((h) => `cron-hourly-2026-11-02T${h}:00:00Z`);
@@ -43,7 +43,7 @@ describe('runs retry --task', () => {
       const failed = await runCli(['backfill', ...range, '--json'], ctx.env); // the embedding model has no price: each slot fails
       expect(JSON.parse(failed.stdout).summary).toMatchObject({ slots: 3, failed: 3 });
       await applyPrices(
-        ctx.pool,
+        ctx.operatorPool,
         {
           currency: 'USD',
           unit: 'per_million_tokens',
@@ -56,7 +56,7 @@ describe('runs retry --task', () => {
         taskQueue: blockerQueue,
         workflowIdReusePolicy: 'ALLOW_DUPLICATE',
         args: [
-          await appliedInput(ctx.pool, {
+          await appliedInput(ctx.operatorPool, {
             taskId: 'hourly',
             userId: 'u-retry',
             input: 'blocker',

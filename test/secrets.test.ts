@@ -33,7 +33,7 @@ const SLOTS = '2026-06-03';
 
 beforeAll(async () => {
   ctx = await createTestContext(import.meta.url);
-  await applyPrices(ctx.pool, loadPricesFile('prices/standard.json'), 'test');
+  await applyPrices(ctx.operatorPool, loadPricesFile('prices/standard.json'), 'test');
   fake = await startFakeOpenAI();
   fake.script('chat', { kind: 'error', status: 500, message: 'transient' }); // an error path, retried, is output too
   webhook = createServer((req, res) => {

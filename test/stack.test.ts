@@ -74,7 +74,8 @@ const PLANTED = {
   CRONLEDGER_ADMIN_TOKEN: 'planted-admin-token-for-the-admin-only',
   DATABASE_SUPERUSER_URL: 'postgres://postgres:planted-superuser-password@db.example:5432/postgres',
   CRONLEDGER_OWNER_PASSWORD: 'planted-owner-password',
-  CRONLEDGER_APP_PASSWORD: 'planted-app-password',
+  CRONLEDGER_WORKER_PASSWORD: 'planted-worker-password',
+  DATABASE_OPERATOR_URL: 'postgres://cronledger_operator:planted-operator-password@db.example:5432/cronledger',
   PGPASSWORD: 'planted-pgpassword',
   AWS_SECRET_ACCESS_KEY: 'planted-unrelated-secret',
 };
@@ -97,7 +98,7 @@ describe('dev up, status and down', () => {
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).toMatch(/^Temporal\s+127\.0\.0\.1:\d+\s+\(started, pid \d+\)/m);
     expect(r.stdout).toMatch(/^Web UI\s+http:\/\/127\.0\.0\.1:\d+$/m);
-    expect(r.stdout).toMatch(/^PostgreSQL\s+postgres:\/\/cronledger_app:\*\*\*@127\.0\.0\.1:\d+\/cronledger\s/m);
+    expect(r.stdout).toMatch(/^PostgreSQL\s+postgres:\/\/cronledger_worker:\*\*\*@127\.0\.0\.1:\d+\/cronledger\s/m);
     expect(r.stdout).toMatch(/^Workers\s+worker-1 \(started, pid \d+\)/m);
     expect(r.stdout).toMatch(/^Admin page\s+http:\/\/127\.0\.0\.1:\d+\s+\(started, pid \d+\)$/m);
     expect(r.stdout).toMatch(/^Budget sweep schedule budget-sweep, every 1 minute \(created\)$/m);
@@ -111,7 +112,7 @@ describe('dev up, status and down', () => {
       temporalAddress: expect.stringMatching(/^127\.0\.0\.1:\d+$/),
       uiUrl: expect.stringMatching(/^http:\/\/127\.0\.0\.1:\d+$/),
       adminUrl: expect.stringMatching(/^http:\/\/127\.0\.0\.1:\d+$/),
-      databaseUrl: expect.stringMatching(/^postgres:\/\/cronledger_app:\*\*\*@127\.0\.0\.1:\d+\/cronledger$/),
+      databaseUrl: expect.stringMatching(/^postgres:\/\/cronledger_worker:\*\*\*@127\.0\.0\.1:\d+\/cronledger$/),
       temporal: { running: true, pid: expect.any(Number), dbFile: join(a.dir, 'temporal.db') },
       postgres: { running: true, external: false, pid: expect.any(Number) },
       workers: [{ id: 'worker-1', running: true, pid: expect.any(Number) }],
@@ -191,11 +192,12 @@ describe('dev up, status and down', () => {
   it('prints passwords only from `dev env`; every role needs its password, even on the local socket', async () => {
     const stack = JSON.parse(readFileSync(join(a.dir, 'stack.json'), 'utf8')) as StackFile;
     const passwords = Object.values(stack.postgres.passwords!);
-    expect(passwords).toHaveLength(4); // superuser, owner, application role, read-only role (the admin page)
+    expect(passwords).toHaveLength(5); // superuser, owner, worker, operator, read-only role (the admin page)
     const exported = await devEnv(a.env);
     expect(exported).toMatchObject({
       TEMPORAL_ADDRESS: first.temporalAddress,
-      DATABASE_URL: expect.stringMatching(/^postgres:\/\/cronledger_app:[\w-]{20,}@127\.0\.0\.1:\d+\/cronledger$/),
+      DATABASE_URL: expect.stringMatching(/^postgres:\/\/cronledger_worker:[\w-]{20,}@127\.0\.0\.1:\d+\/cronledger$/),
+      DATABASE_OPERATOR_URL: expect.stringMatching(/^postgres:\/\/cronledger_operator:[\w-]{20,}@127\.0\.0\.1:\d+\/cronledger$/),
       DATABASE_OWNER_URL: expect.stringMatching(/^postgres:\/\/cronledger_owner:[\w-]{20,}@127\.0\.0\.1:\d+\/cronledger$/),
     });
     const outputs = [
@@ -208,7 +210,7 @@ describe('dev up, status and down', () => {
     // Password authentication only: a wrong password is refused over TCP and over the Unix socket (trust would admit it).
     const port = stack.postgres.port;
     for (const host of ['127.0.0.1', stack.postgres.clusterDir]) {
-      for (const user of ['postgres', 'cronledger_owner', 'cronledger_app', 'cronledger_readonly']) {
+      for (const user of ['postgres', 'cronledger_owner', 'cronledger_worker', 'cronledger_operator', 'cronledger_readonly']) {
         const client = new pg.Client({
           host,
           port,
@@ -221,7 +223,7 @@ describe('dev up, status and down', () => {
       }
     }
     expect(readFileSync(join(stack.postgres.clusterDir, 'pg_hba.conf'), 'utf8')).not.toMatch(/^\s*(local|host)\S*\s.*\btrust\b/m);
-    // The superuser cannot run programs for someone who only has the app role's password.
+    // The superuser cannot run programs for someone who only has the worker role's password.
     const app = new pg.Client({ connectionString: exported.DATABASE_URL });
     await app.connect();
     try {
@@ -252,8 +254,9 @@ describe('dev up, status and down', () => {
     };
 
     const worker = environ(first.workers[0].pid);
-    expect(new URL(worker.DATABASE_URL).username).toBe('cronledger_app');
-    expect(secretsIn(worker)).toEqual(['ANTHROPIC_API_KEY', 'OPENAI_API_KEY', 'app password']); // its model keys and its own role only
+    expect(new URL(worker.DATABASE_URL).username).toBe('cronledger_worker');
+    // its model keys and its own role only: no operator URL
+    expect(secretsIn(worker)).toEqual(['ANTHROPIC_API_KEY', 'OPENAI_API_KEY', 'worker password']);
 
     const admin = environ(first.admin.pid!);
     expect(new URL(admin.CRONLEDGER_ADMIN_DATABASE_URL).username).toBe('cronledger_readonly');

@@ -243,7 +243,7 @@ describe('tasks apply', () => {
 
 describe('tasks trigger', () => {
   it('in an every-minute task, the slot and a manual trigger of the same minute both run and complete', async () => {
-    await applyPrices(ctx.pool, loadPricesFile('prices/standard.json'), 'test');
+    await applyPrices(ctx.operatorPool, loadPricesFile('prices/standard.json'), 'test');
     const file = tasksFile('tick.json', {
       tasks: [{ id: 'tick', cron: '* * * * *', userId: 'u-tick', input: 'tick' }],
       monthlyReport: false,

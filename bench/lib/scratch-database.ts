@@ -8,14 +8,14 @@ import { applyPrices, loadPricesFile } from '../../src/ledger/prices';
 
 /**
  * A database of the bench's own on the local stack's PostgreSQL (`npx cronledger dev up --workers 0`), migrated as
- * the owner, with the standard prices, and used as cronledger_app like the real thing. close() drops it.
+ * the owner, with the standard prices, and used as cronledger_worker like the real thing. close() drops it.
  */
 export interface ScratchDatabase {
   name: string;
   port: number;
   /** The scratch database (or another one of the cluster) as each role, e.g. for pgbench or the owner's bulk loads. */
   urlAs(role: ClusterRole, database?: string): string;
-  /** The application role's pool. */
+  /** The worker role's pool. */
   pool: pg.Pool;
   close(): Promise<void>;
 }
@@ -38,7 +38,7 @@ export async function scratchDatabase(
   const existed = kept && (await admin.query('select 1 from pg_database where datname = $1', [name])).rowCount === 1;
   if (!existed) await admin.query(`create database ${name} owner ${OWNER_ROLE}`);
   const urlAs = (role: ClusterRole, database = name): string => databaseUrlFor(stack.port, role, passwords, database);
-  const pool = createPool(urlAs('app'), poolSize);
+  const pool = createPool(urlAs('worker'), poolSize);
   const close = async (): Promise<void> => {
     await pool.end().catch(() => undefined);
     if (kept) return void (await admin.end());
@@ -63,7 +63,10 @@ export async function scratchDatabase(
   };
   try {
     await migrateDatabase(urlAs('owner'));
-    if (!existed) await applyPrices(pool, loadPricesFile('prices/standard.json'), 'bench');
+    if (!existed) {
+      const operator = createPool(urlAs('operator'), 1);
+      await applyPrices(operator, loadPricesFile('prices/standard.json'), 'bench').finally(() => operator.end());
+    }
   } catch (err) {
     await close();
     throw err;

@@ -90,10 +90,13 @@ export async function applyBudgets(
         });
         continue;
       }
-      const inserted = await db.query<BudgetRow>(
-        `insert into budgets (user_id, monthly_limit_usd, time_zone, effective_from, source) values ($1, $2, $3, $4, $5) returning *`,
-        [change.userId, change.monthlyLimitUsd, change.timeZone, at, source],
-      );
+      const inserted = await db.query<BudgetRow>('select * from add_budget($1, $2, $3, $4, $5)', [
+        change.userId,
+        change.monthlyLimitUsd,
+        change.timeZone,
+        at,
+        source,
+      ]);
       const row = inserted.rows[0];
       budgets.push({
         userId: change.userId,

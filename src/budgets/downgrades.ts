@@ -39,12 +39,7 @@ export async function applyDowngrades(
       applied.push({ model, cheapModel, action: 'unchanged' });
       continue;
     }
-    await db.query('insert into model_downgrades (model, cheap_model, effective_from, source) values ($1, $2, $3, $4)', [
-      model,
-      cheapModel,
-      now,
-      source,
-    ]);
+    await db.query('select add_downgrade($1, $2, $3, $4)', [model, cheapModel, now, source]);
     applied.push({ model, cheapModel, action: 'added' });
   }
   return applied;

@@ -155,11 +155,8 @@ function decisionOf(d: DecisionRow): ReserveDecision {
 
 /** Releases a run's open reservations (its cleanup on failure or cancellation); returns how many. */
 export async function releaseReservations(pool: pg.Pool, runId: string): Promise<number> {
-  const { rowCount } = await pool.query(
-    `update budget_reservations set status = 'released', closed_at = now() where run_id = $1 and status = 'open'`,
-    [runId],
-  );
-  return rowCount ?? 0;
+  const { rows } = await pool.query<{ n: number }>('select release_reservations($1) as n', [runId]);
+  return rows[0].n;
 }
 
 /**
@@ -168,8 +165,6 @@ export async function releaseReservations(pool: pg.Pool, runId: string): Promise
  * counts open ones that have not expired, so a dead worker's reservation never blocks the next decision.
  */
 export async function sweepAllExpired(pool: pg.Pool): Promise<number> {
-  const { rowCount } = await pool.query(
-    `update budget_reservations set status = 'expired', closed_at = now() where status = 'open' and expires_at <= now()`,
-  );
-  return rowCount ?? 0;
+  const { rows } = await pool.query<{ n: number }>('select expire_reservations() as n');
+  return rows[0].n;
 }

@@ -30,13 +30,7 @@ export async function recordEventDelivery(
   eventId: string,
   outcome: { ok: true } | { ok: false; error: string },
 ): Promise<void> {
-  await db.query(
-    `update budget_events set attempts = attempts + 1, last_attempt_at = now(),
-            delivered_at = case when $2 then coalesce(delivered_at, now()) else delivered_at end,
-            last_error = case when $2 then last_error else $3 end
-      where event_id = $1`,
-    [eventId, outcome.ok, outcome.ok ? null : outcome.error],
-  );
+  await db.query('select record_budget_event_delivery($1, $2, $3)', [eventId, outcome.ok, outcome.ok ? null : outcome.error]);
 }
 
 /**

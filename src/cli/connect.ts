@@ -1,19 +1,22 @@
 import type { Client } from '@temporalio/client';
 import type pg from 'pg';
 import { connectClient } from '../client';
-import { resolveConnections, type Connections } from '../config';
+import { resolveConnections, resolveOperatorDatabaseUrl, type Connections } from '../config';
 import { connectPool } from '../db/pool';
 import { UserError } from '../errors';
 
 /**
  * Runs a command body with the connections it asks for and always closes them, so the CLI exits promptly.
- * A stack that is down becomes a UserError with the fix instead of a gRPC stack trace.
+ * A stack that is down becomes a UserError with the fix instead of a gRPC stack trace. `db: 'operator'`: the pool is
+ * the operator role's (DATABASE_OPERATOR_URL), for the commands that write money, prices, budgets and task versions;
+ * otherwise the worker role's (DATABASE_URL).
  */
 export async function withConnections<T>(
-  needs: { temporal?: boolean; db?: boolean },
+  needs: { temporal?: boolean; db?: boolean | 'operator' },
   body: (c: { conn: Connections; client: Client; pool: pg.Pool }) => Promise<T>,
 ): Promise<T> {
-  const conn = resolveConnections(process.env, needs);
+  const operatorUrl = needs.db === 'operator' ? resolveOperatorDatabaseUrl() : undefined;
+  const conn = resolveConnections(process.env, { temporal: needs.temporal, db: needs.db === true });
   let client: Client | undefined;
   let pool: pg.Pool | undefined;
   try {
@@ -27,7 +30,8 @@ export async function withConnections<T>(
         );
       }
     }
-    if (needs.db) pool = await connectPool(conn.databaseUrl, 'DATABASE_URL', 4);
+    if (operatorUrl) pool = await connectPool(operatorUrl, 'DATABASE_OPERATOR_URL', 4);
+    else if (needs.db) pool = await connectPool(conn.databaseUrl, 'DATABASE_URL', 4);
     return await body({ conn, client: client as Client, pool: pool as pg.Pool });
   } finally {
     await client?.connection.close();

@@ -32,28 +32,14 @@ export interface MemoryInput {
  */
 export async function stageEmbedding(db: pg.Pool, callKey: string, vector: number[]): Promise<void> {
   // named: each connection parses and plans it once, as every other statement of a run's path
-  await db.query({
-    name: 'stage-embedding',
-    text: 'insert into call_embeddings (call_key, embedding) values ($1, $2) on conflict (call_key) do nothing',
-    values: [callKey, JSON.stringify(vector)],
-  });
+  await db.query({ name: 'stage-embedding', text: 'select stage_embedding($1, $2)', values: [callKey, JSON.stringify(vector)] });
 }
 
 /**
- * The insert of one memory (a run's reply and its embedding), once per execution, its parameters numbered from $first
- * (storeRunMemoryAndComplete embeds it in the run's completion). The embedding is the vector given, else the one staged
+ * store_memory_and_complete_run's memory parameters, in order. The embedding is the vector given, else the one staged
  * under the key; neither is a not-null violation, never a memory without its embedding. `inputTruncatedFrom` says the
  * embedding covers only the reply's first tokens, up to the model's limit.
  */
-export const memoryInsertSql = (first: number): string => {
-  const $ = (k: number) => `$${first + k}`;
-  return `
-  insert into memories (run_workflow_id, temporal_run_id, task_id, user_id, content, embedding, input_truncated_from)
-  values (${$(0)}, ${$(1)}, ${$(2)}, ${$(3)}, ${$(4)},
-          coalesce(${$(5)}::jsonb, (select embedding from call_embeddings where call_key = ${$(6)})), ${$(7)})
-  on conflict do nothing`;
-};
-
 export const memoryParams = (m: MemoryInput): unknown[] => [
   m.workflowId,
   m.temporalRunId,

@@ -41,9 +41,14 @@ export async function recordDelivery(
     responseStatus: number;
   },
 ): Promise<void> {
-  await tx.query(
-    `insert into report_deliveries (month, time_zone, complete, report_sha256, target, workflow_id, attempt, response_status)
-     values ($1, $2, $3, $4, $5, $6, $7, $8)`,
-    [d.month, d.timeZone, d.complete, d.reportSha256, d.target, d.workflowId, d.attempt, d.responseStatus],
-  );
+  await tx.query('select record_report_delivery($1, $2, $3, $4, $5, $6, $7, $8)', [
+    d.month,
+    d.timeZone,
+    d.complete,
+    d.reportSha256,
+    d.target,
+    d.workflowId,
+    d.attempt,
+    d.responseStatus,
+  ]);
 }

@@ -2,19 +2,28 @@ import { randomBytes } from 'node:crypto';
 import type pg from 'pg';
 
 /**
- * The two database roles (their grants end migrations/001_baseline.sql): the owner runs migrations and owns every table;
- * the application role is what workers, the CLI and reports connect as. A private dev cluster gets both from
- * `dev up`; for an external database a DBA creates them (docs/production.md, "Database roles").
+ * The database roles, one per job (their grants end migrations/031_roles_by_job.sql; docs/security.md, "Roles"): the
+ * owner runs migrations and owns every table and function; workers (and the CLI's reading and rollup commands) connect
+ * as the worker role, which reads and executes the functions a run needs; the operator role (the CLI's credits,
+ * adjustments, prices, budgets and `tasks apply`) writes through functions that record who. A private dev cluster
+ * gets them from `dev up`; for an external database `cronledger db roles` or a DBA creates them.
  */
 export const OWNER_ROLE = 'cronledger_owner';
-export const APP_ROLE = 'cronledger_app';
+export const WORKER_ROLE = 'cronledger_worker';
+export const OPERATOR_ROLE = 'cronledger_operator';
 /** The admin page's role: SELECT only (migrations/001_baseline.sql, at its end). */
 export const READONLY_ROLE = 'cronledger_readonly';
+/**
+ * Held the worker's and the operator's jobs until migration 031, which took every privilege from it. It stays a role
+ * without login and without password only because migration 001 checks that it exists and grants to it.
+ */
+export const RETIRED_APP_ROLE = 'cronledger_app';
 
 export interface RolePasswords {
   superuser: string;
   owner: string;
-  app: string;
+  worker: string;
+  operator: string;
   readonly: string;
 }
 
@@ -24,27 +33,34 @@ export const generatePassword = (): string => randomBytes(32).toString('base64ur
 export const generatePasswords = (): RolePasswords => ({
   superuser: generatePassword(),
   owner: generatePassword(),
-  app: generatePassword(),
+  worker: generatePassword(),
+  operator: generatePassword(),
   readonly: generatePassword(),
 });
 
 /**
- * As a superuser: the three roles exist, log in with these passwords (stored as SCRAM verifiers), and hold nothing
- * special: no superuser, no CREATEROLE, no CREATEDB, no BYPASSRLS, no replication.
+ * As a superuser: the four roles exist, log in with these passwords (stored as SCRAM verifiers), and hold nothing
+ * special: no superuser, no CREATEROLE, no CREATEDB, no BYPASSRLS, no replication. The retired application role exists
+ * too, without login or password.
  */
-export async function ensureRoles(superuser: pg.ClientBase, passwords: Pick<RolePasswords, 'owner' | 'app' | 'readonly'>): Promise<void> {
+export async function ensureRoles(
+  superuser: pg.ClientBase,
+  passwords: Pick<RolePasswords, 'owner' | 'worker' | 'operator' | 'readonly'>,
+): Promise<void> {
   await superuser.query(`set password_encryption = 'scram-sha-256'`);
+  const ordinary = 'nosuperuser nocreaterole nocreatedb noreplication nobypassrls';
   for (const [role, password] of [
     [OWNER_ROLE, passwords.owner],
-    [APP_ROLE, passwords.app],
+    [WORKER_ROLE, passwords.worker],
+    [OPERATOR_ROLE, passwords.operator],
     [READONLY_ROLE, passwords.readonly],
+    [RETIRED_APP_ROLE, null],
   ] as const) {
     const exists = await superuser.query('select 1 from pg_roles where rolname = $1', [role]);
     const verb = exists.rowCount === 0 ? 'create' : 'alter';
     // Utility statements take no parameters; the password is URL-safe base64, escaped all the same.
-    await superuser.query(
-      `${verb} role ${role} login nosuperuser nocreaterole nocreatedb noreplication nobypassrls password ${superuser.escapeLiteral(password)}`,
-    );
+    const login = password === null ? 'nologin password null' : `login password ${superuser.escapeLiteral(password)}`;
+    await superuser.query(`${verb} role ${role} ${ordinary} ${login}`);
   }
 }
 

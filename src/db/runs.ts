@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { memoryInsertSql, memoryParams, type MemoryInput } from './memories';
+import { memoryParams, type MemoryInput } from './memories';
 
 export type RunStatus = 'running' | 'completed' | 'failed' | 'cancelled' | 'blocked' | 'rejected';
 
@@ -104,25 +104,6 @@ export interface RunCompletion {
   budget?: Record<string, unknown>;
 }
 
-/**
- * The statement that closes one execution's claim and its attempt row, with the memory insert in front of it when
- * `withMemory` (storeRunMemoryAndComplete). Data-modifying CTEs in one statement: one round trip and one implicit
- * transaction, where BEGIN, two updates and COMMIT took four. Only a running claim that this execution still owns
- * changes, so a retried completion is harmless and an execution that a retry superseded can never overwrite the new
- * generation's outcome. Parameters $1 to $6 are the completion's; $7 to $14 the memory's.
- */
-const completionSql = (withMemory: boolean) => `
-  with ${withMemory ? `memory as (${memoryInsertSql(7)}),` : ''}
-  claim as (
-    update runs set status = $3, error = $4, finished_at = now(), tier = coalesce($5, tier), budget = coalesce($6, budget),
-           duration_ms = (extract(epoch from (now() - claimed_at)) * 1000)::bigint
-     where idempotency_key = $1 and temporal_run_id = $2 and status = 'running'
-  ),
-  attempt as (
-    update run_attempts set status = $3, error = $4, finished_at = now() where temporal_run_id = $2 and status = 'running'
-  )
-  select 1`;
-
 const completionParams = (c: RunCompletion) => [
   c.idempotencyKey,
   c.temporalRunId,
@@ -132,9 +113,13 @@ const completionParams = (c: RunCompletion) => [
   c.budget ? JSON.stringify(c.budget) : null,
 ];
 
-/** Closes the claim of one execution (see completionSql). */
+/**
+ * Closes the claim of one execution and its attempt row (complete_run, migrations/031_roles_by_job.sql). Only a running
+ * claim that this execution still owns changes, so a retried completion is harmless and an execution that a retry
+ * superseded can never overwrite the new generation's outcome.
+ */
 export async function completeRun(db: pg.Pool, c: RunCompletion): Promise<void> {
-  await db.query(completionSql(false), completionParams(c));
+  await db.query('select complete_run($1, $2, $3, $4, $5, $6)', completionParams(c));
 }
 
 /** Stores what a completed run remembers (once per execution) and closes its claim, in one statement. */
@@ -142,7 +127,7 @@ export async function storeRunMemoryAndComplete(db: pg.Pool, c: RunCompletion, m
   // named: each connection parses and plans it once (it returns no rows, so no result type to go stale)
   await db.query({
     name: 'store-memory-and-complete-run',
-    text: completionSql(true),
+    text: 'select store_memory_and_complete_run($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)',
     values: [...completionParams(c), ...memoryParams(m)],
   });
 }

@@ -27,13 +27,9 @@ export interface TaskVersion {
  */
 export async function recordTaskVersions(db: pg.Pool, versions: TaskVersion[]): Promise<void> {
   if (versions.length === 0) return;
-  await db.query(
-    `insert into task_versions (task_id, fingerprint, definition)
-     select v.task_id, v.fingerprint, v.definition
-       from jsonb_to_recordset($1::jsonb) as v(task_id text, fingerprint text, definition jsonb)
-     on conflict (task_id, fingerprint) do nothing`,
-    [JSON.stringify(versions.map((v) => ({ task_id: v.taskId, fingerprint: v.fingerprint, definition: v.definition })))],
-  );
+  await db.query('select record_task_versions($1)', [
+    JSON.stringify(versions.map((v) => ({ task_id: v.taskId, fingerprint: v.fingerprint, definition: v.definition }))),
+  ]);
 }
 
 /** The definition applied under this task ID and fingerprint; undefined when no apply recorded that version. */
@@ -63,11 +59,13 @@ export async function recordRejectedRun(
     reason: string;
   },
 ): Promise<void> {
-  await db.query(
-    `insert into runs (idempotency_key, task_id, user_id, workflow_id, temporal_run_id, scheduled_minute, claimed_by, manual,
-                       status, finished_at, error)
-     values ('rejected:' || $3, $1, '', $2, $3, $4, $5, $6, 'rejected', now(), $7)
-     on conflict (idempotency_key) do nothing`,
-    [r.taskId, r.workflowId, r.temporalRunId, r.scheduledMinute, r.workerId, r.manual, r.reason],
-  );
+  await db.query('select record_rejected_run($1, $2, $3, $4, $5, $6, $7)', [
+    r.taskId,
+    r.workflowId,
+    r.temporalRunId,
+    r.scheduledMinute,
+    r.workerId,
+    r.manual,
+    r.reason,
+  ]);
 }

@@ -2,7 +2,8 @@
  * The environment of every process the local stack starts, by allow-list: a child gets the few variables any program
  * needs, the settings of its own job, and what the stack sets for it, never the rest of the caller's environment.
  * A shell that runs `dev up` often holds the owner's or the superuser's database URL, the roles' passwords, the admin
- * token and the model API keys; a worker must not see the first ones, the read-only admin page not the keys.
+ * token and the model API keys; a worker must not see the first ones (nor DATABASE_OPERATOR_URL: the operator's role
+ * writes credits, prices and budgets), the read-only admin page not the keys.
  */
 
 /** Where programs and home are, locale, time zone, temp dir and trusted CAs: nothing secret, everything some tool needs. */

@@ -14,7 +14,7 @@ import {
 } from 'node:fs';
 import { dirname, join, parse } from 'node:path';
 import pg from 'pg';
-import { adoptByOwner, APP_ROLE, ensureRoles, OWNER_ROLE, READONLY_ROLE, type RolePasswords } from '../db/roles';
+import { adoptByOwner, ensureRoles, OPERATOR_ROLE, OWNER_ROLE, READONLY_ROLE, WORKER_ROLE, type RolePasswords } from '../db/roles';
 import { UserError } from '../errors';
 import { childEnvironment } from './child-env';
 import { LOCALHOST } from './ports';
@@ -35,18 +35,24 @@ const SUPERUSER = 'postgres';
 export const clusterDirOf = (dataDir: string): string => join(dataDir, 'postgres');
 export const postgresLogOf = (dataDir: string): string => join(dataDir, 'logs', 'postgres.log');
 
-export type ClusterRole = 'superuser' | 'owner' | 'app' | 'readonly';
-const ROLE_NAMES: Record<ClusterRole, string> = { superuser: SUPERUSER, owner: OWNER_ROLE, app: APP_ROLE, readonly: READONLY_ROLE };
+export type ClusterRole = 'superuser' | 'owner' | 'worker' | 'operator' | 'readonly';
+const ROLE_NAMES: Record<ClusterRole, string> = {
+  superuser: SUPERUSER,
+  owner: OWNER_ROLE,
+  worker: WORKER_ROLE,
+  operator: OPERATOR_ROLE,
+  readonly: READONLY_ROLE,
+};
 
 /** A URL for one of the cluster's roles, password included (keep it out of output: redactDatabaseUrl). */
 export function databaseUrlFor(
   port: number,
   role: ClusterRole,
-  passwords: Omit<RolePasswords, 'readonly'> & { readonly?: string },
+  passwords: Pick<RolePasswords, 'superuser' | 'owner'> & Partial<RolePasswords>,
   database = LEDGER_DATABASE,
 ): string {
   const password = passwords[role];
-  // Stack files written before the read-only role existed get its password at the next `dev up`.
+  // Stack files written before a role existed get its password at the next `dev up`.
   if (password === undefined) throw new UserError(`the stack has no password for ${ROLE_NAMES[role]} yet; run \`cronledger dev up\` once`);
   return `postgres://${ROLE_NAMES[role]}:${password}@${LOCALHOST}:${port}/${database}`;
 }
@@ -130,7 +136,7 @@ export async function startPostgres(opts: {
   if (running) {
     // Its own port wins over the one asked for: it may have been started before stack.json was lost.
     await ensureDatabase(running.port, passwords, clusterDir);
-    return { databaseUrl: databaseUrlFor(running.port, 'app', passwords), port: running.port, pid: running.pid, alreadyRunning: true };
+    return { databaseUrl: databaseUrlFor(running.port, 'worker', passwords), port: running.port, pid: running.pid, alreadyRunning: true };
   }
   const binDir = await ensurePostgresBinDir(log);
   const owner = checkClusterReachable(dataDir);
@@ -189,7 +195,7 @@ export async function startPostgres(opts: {
     );
   }
   await ensureDatabase(port, passwords, clusterDir);
-  return { databaseUrl: databaseUrlFor(port, 'app', passwords), port, pid, alreadyRunning: false };
+  return { databaseUrl: databaseUrlFor(port, 'worker', passwords), port, pid, alreadyRunning: false };
 }
 
 /** Fast shutdown (disconnects clients, no crash recovery on the next start). Returns whether it was running. */

@@ -384,7 +384,8 @@ async function privatePostgres(dataDir: string): Promise<StackFile['postgres']> 
   const [port] = await freePorts(1);
   const passwords = generatePasswords();
   return {
-    databaseUrl: databaseUrlFor(port, 'app', passwords),
+    databaseUrl: databaseUrlFor(port, 'worker', passwords),
+    operatorDatabaseUrl: databaseUrlFor(port, 'operator', passwords),
     ownerDatabaseUrl: databaseUrlFor(port, 'owner', passwords),
     port,
     clusterDir: clusterDirOf(dataDir),
@@ -413,16 +414,25 @@ async function startLedgerDatabase(dataDir: string, log: (line: string) => void)
   updateStackFile(dataDir, (s) => {
     s.postgres.port = started.port;
     s.postgres.passwords = passwords;
-    s.postgres.databaseUrl = databaseUrlFor(started.port, 'app', passwords);
+    s.postgres.databaseUrl = databaseUrlFor(started.port, 'worker', passwords);
+    s.postgres.operatorDatabaseUrl = databaseUrlFor(started.port, 'operator', passwords);
     s.postgres.ownerDatabaseUrl = databaseUrlFor(started.port, 'owner', passwords);
   });
   return { external: false, pid: started.pid, alreadyRunning: started.alreadyRunning };
 }
 
-/** The stack's role passwords, generating those an older stack file lacks (the read-only role came later). */
+/** The stack's role passwords, generating those an older stack file lacks (roles added later: read-only, worker, operator). */
 function withAllPasswords(passwords: StackFile['postgres']['passwords']): RolePasswords & { temporal?: string } {
   if (!passwords) return generatePasswords();
-  return { ...passwords, readonly: passwords.readonly ?? generatePassword() };
+  const { superuser, owner, temporal } = passwords;
+  return {
+    superuser,
+    owner,
+    worker: passwords.worker ?? generatePassword(),
+    operator: passwords.operator ?? generatePassword(),
+    readonly: passwords.readonly ?? generatePassword(),
+    ...(temporal === undefined ? {} : { temporal }),
+  };
 }
 
 function settledOrThrow<A, B>([a, b]: [PromiseSettledResult<A>, PromiseSettledResult<B>]): [A, B] {

@@ -49,7 +49,7 @@ export async function startWorkers(dataDir: string, count: number, taskQueue: st
     const [metricsPort] = await freePorts(1);
     const pid = await spawnDetached(process.execPath, ['--import', 'tsx', WORKER_SCRIPT, stackMarker(dataDir)], {
       cwd: repoRoot(),
-      // By allow-list: never the owner's or the superuser's URL, another role's password or the admin token.
+      // By allow-list: never the owner's, the operator's or the superuser's URL, another role's password or the admin token.
       env: childEnvironment(WORKER_INHERITS, {
         CRONLEDGER_DATA_DIR: dataDir,
         TEMPORAL_ADDRESS: stack.temporal.address,

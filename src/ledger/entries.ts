@@ -104,14 +104,12 @@ export async function adjustEntry(
     throw new UserError(`--entry ${JSON.stringify(input.entryId)} is not a ledger entry id (a whole number)`);
   const amount = toExactString(parseUsd(input.amount, '--amount'));
   requireReason(input.reason);
-  const { rows } = await db.query<LedgerEntry>(
-    `insert into usage_ledger (idempotency_key, entry_type, original_entry_id, reason, user_id, run_id, task_id, model, kind, cost_usd)
-     select $1, 'adjustment', o.id, $3, o.user_id, o.run_id, o.task_id, o.model, o.kind, $4
-       from usage_ledger o where o.id = $2
-     on conflict (idempotency_key) do nothing
-     returning *`,
-    [input.idempotencyKey ?? `adjustment:${input.entryId}:${randomUUID()}`, input.entryId, input.reason, amount],
-  );
+  const { rows } = await db.query<LedgerEntry>('select * from adjust_entry($1, $2, $3, $4)', [
+    input.idempotencyKey ?? `adjustment:${input.entryId}:${randomUUID()}`,
+    input.entryId,
+    input.reason,
+    amount,
+  ]);
   if (rows.length === 1) return rows[0];
   await requireEntry(db, input.entryId);
   return (await db.query<LedgerEntry>('select * from usage_ledger where idempotency_key = $1', [input.idempotencyKey])).rows[0];
@@ -129,19 +127,13 @@ export async function creditUser(
   }
   requireReason(input.reason);
   parseUserId(input.userId, '--user');
-  const { rows } = await db.query<LedgerEntry>(
-    `insert into usage_ledger (idempotency_key, entry_type, original_entry_id, reason, user_id, cost_usd)
-     values ($1, 'credit', $2, $3, $4, $5)
-     on conflict (idempotency_key) do nothing
-     returning *`,
-    [
-      input.idempotencyKey ?? `credit:${input.userId}:${randomUUID()}`,
-      input.originalEntryId ?? null,
-      input.reason,
-      input.userId,
-      `-${toExactString(amount)}`,
-    ],
-  );
+  const { rows } = await db.query<LedgerEntry>('select * from credit_user($1, $2, $3, $4, $5)', [
+    input.idempotencyKey ?? `credit:${input.userId}:${randomUUID()}`,
+    input.originalEntryId ?? null,
+    input.reason,
+    input.userId,
+    `-${toExactString(amount)}`,
+  ]);
   return rows[0] ?? (await db.query<LedgerEntry>('select * from usage_ledger where idempotency_key = $1', [input.idempotencyKey])).rows[0];
 }
 

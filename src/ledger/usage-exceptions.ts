@@ -29,12 +29,8 @@ export interface UsageException {
  */
 export async function recordUsageException(db: pg.Pool, booking: UsageBooking, reason: string): Promise<UsageException> {
   const key = usageKey(booking);
-  const inserted = await db.query<UsageException>(
-    `insert into usage_exceptions (idempotency_key, user_id, workflow_id, run_id, task_id, model, provider_model, kind, status,
-                                   attempt, raw_usage, reason, provider_request_id, worker_id)
-     values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
-     on conflict (idempotency_key) do nothing
-     returning *`,
+  const { rows } = await db.query<UsageException>(
+    'select * from record_usage_exception($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)',
     [
       key,
       booking.userId,
@@ -52,7 +48,7 @@ export async function recordUsageException(db: pg.Pool, booking: UsageBooking, r
       booking.workerId,
     ],
   );
-  return inserted.rows[0] ?? (await db.query<UsageException>('select * from usage_exceptions where idempotency_key = $1', [key])).rows[0];
+  return rows[0];
 }
 
 export async function listUsageExceptions(db: pg.Pool, filter: { userId?: string; limit?: number } = {}): Promise<UsageException[]> {

@@ -26,16 +26,12 @@ export async function applyRateLimits(pool: pg.Pool, limits: RateLimit[]): Promi
         `no price was ever applied for ${unknown.rows.map((r) => r.model).join(', ')}: check the model names, or apply its prices first (\`cronledger prices apply FILE\`)`,
       );
     }
-    const removed = await client.query<{ model: string }>(`delete from rate_limits where model <> all($1::text[]) returning model`, [
+    // the operator role replaces them through apply_rate_limits (migrations/031_roles_by_job.sql), which returns the models removed
+    const removed = await client.query<{ model: string }>('select model from apply_rate_limits($1, $2, $3) as model', [
       models,
+      limits.map((l) => l.requestsPerMinute),
+      limits.map((l) => l.tokensPerMinute),
     ]);
-    await client.query(
-      `insert into rate_limits (model, requests_per_minute, tokens_per_minute)
-       select * from unnest($1::text[], $2::integer[], $3::bigint[])
-       on conflict (model) do update set requests_per_minute = excluded.requests_per_minute,
-         tokens_per_minute = excluded.tokens_per_minute, applied_at = now(), applied_by = session_user`,
-      [models, limits.map((l) => l.requestsPerMinute), limits.map((l) => l.tokensPerMinute)],
-    );
     await client.query('commit');
     return { applied: limits, removed: removed.rows.map((r) => r.model).sort() };
   } catch (err) {

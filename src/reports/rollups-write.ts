@@ -1,5 +1,4 @@
 import type pg from 'pg';
-import { monthBoundsSql } from '../db/month-bounds';
 import { inTransaction } from '../db/pool';
 import { UserError } from '../errors';
 import type { OnProgress } from '../progress-bar';
@@ -18,7 +17,9 @@ import { pendingEntries, readWatermark, type Watermark } from './rollups-read';
  *            changes touch are recomputed (the rollupRefresh schedule runs it every minute);
  * - rebuild: recomputes every bucket of a month (or of all months) from the raw ledger, deterministically.
  * A refresh and a rebuild of the same data give identical rows: both aggregate the same ledger rows the same way.
- * Reading them is rollups-read.ts.
+ * The writing is done by SECURITY DEFINER functions (rollups_fold_queues and the rollups_*_month/day ones,
+ * migrations/031_roles_by_job.sql): the worker role may not write a rollup row itself. This module takes the lock, the
+ * transactions and the batches. Reading them is rollups-read.ts.
  */
 
 export interface RefreshResult {
@@ -42,23 +43,16 @@ export interface RebuildResult {
   entries: string;
 }
 
-/** Columns of usage_rollups in insert order, and the aggregate of the ledger rows `l` that fills them. */
-const ROLLUP_COLUMNS = `zone, day, user_id, task_id, model, kind, entry_type, status, entries, prompt_tokens, cached_prompt_tokens,
-  completion_tokens, reasoning_tokens, cost_usd, first_entry_id, last_entry_id`;
 export const AGGREGATES = `count(*), sum(l.prompt_tokens)::bigint, sum(l.cached_prompt_tokens)::bigint,
   sum(l.completion_tokens)::bigint, sum(l.reasoning_tokens)::bigint, sum(l.cost_usd), min(l.id), max(l.id)`;
 /** The sums of a rollup row, in insert order after its bucket columns. */
 export const SUM_COLUMNS = ['entries', 'prompt_tokens', 'cached_prompt_tokens', 'completion_tokens', 'reasoning_tokens', 'cost_usd'];
 /** Bucket columns of usage_rollups; task_id, model and kind may be null (compared with `is not distinct from`). */
 export const DAY_BUCKET = ['zone', 'day', 'user_id', 'task_id', 'model', 'kind', 'entry_type', 'status'];
-const NULLABLE = new Set(['task_id', 'model', 'kind']);
-const columnsOf = (bucket: string[]) => [...bucket, ...SUM_COLUMNS, 'first_entry_id', 'last_entry_id'].join(', ');
-const sameBucket = (bucket: string[], a: string, b: string) =>
-  bucket.map((k) => (NULLABLE.has(k) ? `${a}.${k} is not distinct from ${b}.${k}` : `${a}.${k} = ${b}.${k}`)).join(' and ');
-
 /**
  * The rollups coarser than usage_rollups (usage_month_rollups, usage_day_totals, usage_day_users): each bucket, and the SQL that
- * sums rows of usage_rollups (`source`, filtered by `where`) into it. What is added to usage_rollups is added to them.
+ * sums rows of usage_rollups (`source`, filtered by `where`) into it, as `rollups verify` recomputes them. What is added
+ * to usage_rollups is added to them (rollup_coarser_select in migrations/031_roles_by_job.sql writes them the same way).
  */
 export const COARSER_ROLLUPS = [
   { table: 'usage_month_rollups', bucket: ['zone', 'month', 'user_id', 'model', 'kind', 'entry_type', 'status'] },
@@ -74,25 +68,6 @@ export const COARSER_ROLLUPS = [
        from ${source} where ${where} group by ${bucket.map((_, i) => i + 1).join(', ')}`,
 }));
 
-/**
- * Adds the rows of the temp table `delta` (bucket columns, sums, id span) to their buckets in `table`. The application
- * role may insert and delete rollup rows, not update them: a bucket that exists already is deleted and inserted again
- * with the sums added. The buckets it held before stay readable in the temp table `<table>_old` until commit.
- */
-async function addToBuckets(c: pg.PoolClient, table: string, bucket: string[], delta: string): Promise<void> {
-  await c.query(
-    `create temp table ${table}_old on commit drop as
-       with gone as (delete from ${table} r using ${delta} t where ${sameBucket(bucket, 'r', 't')} returning r.*)
-       select * from gone`,
-  );
-  await c.query(
-    `insert into ${table} (${columnsOf(bucket)})
-     select ${bucket.map((k) => `t.${k}`).join(', ')}, ${SUM_COLUMNS.map((k) => `t.${k} + coalesce(o.${k}, 0)`).join(', ')},
-            least(t.first_entry_id, o.first_entry_id), greatest(t.last_entry_id, o.last_entry_id)
-       from ${delta} t left join ${table}_old o on ${sameBucket(bucket, 'o', 't')}`,
-  );
-}
-
 /** The local day of a ledger row (or a run's claim) in a zone, given as SQL. */
 export const localDay = (zone: string, at = 'l.created_at') => `(${at} at time zone ${zone})::date`;
 /**
@@ -104,9 +79,6 @@ export const dayRange = (first: string, last: string, zone = '$1', at = 'l.creat
   `${at} >= ((${first})::timestamp at time zone ${zone}) - interval '3 hours'
    and ${at} < (((${last}) + 1)::timestamp at time zone ${zone}) + interval '3 hours'
    and ${localDay(zone, at)} between (${first}) and (${last})`;
-/** A claimed run `r` in the run bucket `t` (zone t.zone): the runs_user_task_claimed index finds them. */
-const inRunBucket = `r.user_id = t.user_id and r.task_id = t.task_id and ${dayRange('t.day', 't.day', 't.zone', 'r.claimed_at')}`;
-
 /**
  * One lock for every write to the rollups: refreshes and builds take turns. A build that follows a refresh reads a
  * snapshot holding every entry that refresh consumed from the queue, so a zone registered meanwhile misses nothing.
@@ -129,8 +101,8 @@ export async function assertZoneKnownToDatabase(db: pg.Pool, zone: string): Prom
 /** Starts tracking a zone: from now on every refresh folds the queue into it too. */
 export async function registerZone(db: pg.Pool, zone: string): Promise<boolean> {
   await assertZoneKnownToDatabase(db, zone);
-  const r = await db.query('insert into rollup_zones (zone) values ($1) on conflict do nothing', [zone]);
-  return r.rowCount === 1;
+  const { rows } = await db.query<{ added: boolean }>('select rollups_register_zone($1) as added', [zone]);
+  return rows[0].added;
 }
 
 /** Makes the month's rollups for a zone complete and current: builds the month once, then folds in the queue. */
@@ -158,71 +130,14 @@ type Folded = { entries: number; runChanges: number; perZone: Map<string, { buck
  * transaction, and deletes their queue rows: exactly once, since the deletion commits with the fold. Entries are
  * added to their buckets as deltas (sums add, the id span widens), so a late entry costs its own row, not a
  * recomputation of its bucket. Runs change status, so their buckets (one user's task on one day) are recomputed.
+ * rollups_fold_queues does it.
  */
 async function foldQueues(c: pg.PoolClient, limit: number | null): Promise<Folded> {
-  const zones = (await c.query<{ zone: string }>('select zone from rollup_zones order by zone')).rows.map((r) => r.zone);
-  const take = (table: string, key: string) => (limit === null ? table : `(select * from ${table} order by ${key} limit ${limit})`);
-  const picked = await c.query(
-    `create temp table picked on commit drop as
-       with taken as (
-         delete from rollup_queue where entry_id in (select entry_id from ${take('rollup_queue', 'entry_id')} q) returning entry_id)
-       select entry_id from taken`,
-  );
-  const pickedRuns = await c.query(
-    `create temp table picked_runs on commit drop as
-       with taken as (
-         delete from run_rollup_queue where id in (select id from ${take('run_rollup_queue', 'id')} q) returning claimed_at, user_id, task_id)
-       select distinct claimed_at, user_id, task_id from taken`,
-  );
-  const entries = picked.rowCount ?? 0;
-  const runChanges = pickedRuns.rowCount ?? 0;
-  const perZone = new Map<string, { buckets: number; reopened: number }>(zones.map((z) => [z, { buckets: 0, reopened: 0 }]));
-  if (entries > 0) {
-    await c.query(
-      `create temp table delta on commit drop as
-         select z.zone, ${localDay('z.zone')} as day, l.user_id, l.task_id, l.model, l.kind, l.entry_type, l.status,
-                count(*) as entries, sum(l.prompt_tokens)::bigint as prompt_tokens, sum(l.cached_prompt_tokens)::bigint as cached_prompt_tokens,
-                sum(l.completion_tokens)::bigint as completion_tokens, sum(l.reasoning_tokens)::bigint as reasoning_tokens,
-                sum(l.cost_usd) as cost_usd, min(l.id) as first_entry_id, max(l.id) as last_entry_id
-           from picked p join usage_ledger l on l.id = p.entry_id cross join rollup_zones z
-          group by 1, 2, 3, 4, 5, 6, 7, 8`,
-    );
-    await addToBuckets(c, 'usage_rollups', DAY_BUCKET, 'delta');
-    // The coarser rollups take the same additions, summed once more, in the same transaction: never apart.
-    for (const coarser of COARSER_ROLLUPS) {
-      await c.query(`create temp table ${coarser.table}_delta on commit drop as ${coarser.from('delta', 'true')}`);
-      await addToBuckets(c, coarser.table, coarser.bucket, `${coarser.table}_delta`);
-    }
-    const { rows } = await c.query<{ zone: string; buckets: string; reopened: string }>(
-      `select t.zone, count(*) as buckets, (select count(*) from usage_rollups_old o where o.zone = t.zone) as reopened from delta t group by t.zone`,
-    );
-    for (const r of rows) perZone.set(r.zone, { buckets: Number(r.buckets), reopened: Number(r.reopened) });
-  }
-  if (runChanges > 0) {
-    await c.query(
-      `create temp table touched_runs on commit drop as
-         select distinct z.zone, ${localDay('z.zone', 'p.claimed_at')} as day, p.user_id, p.task_id
-           from picked_runs p cross join rollup_zones z`,
-    );
-    await c.query(
-      `delete from run_rollups r using touched_runs t
-        where r.zone = t.zone and r.day = t.day and r.user_id = t.user_id and r.task_id = t.task_id`,
-    );
-    await c.query(
-      `insert into run_rollups (zone, day, user_id, task_id, status, tier, runs)
-       select t.zone, t.day, t.user_id, t.task_id, r.status, r.tier, count(*)
-         from touched_runs t join runs r on ${inRunBucket}
-        group by t.zone, t.day, t.user_id, t.task_id, r.status, r.tier`,
-    );
-  }
-  await c.query(
-    `update rollup_zones
-        set refreshed_at = now(),
-            last_entry_id = greatest(last_entry_id, coalesce((select max(entry_id) from picked), 0)),
-            entries_folded = entries_folded + $1`,
-    [entries],
-  );
-  return { entries, runChanges, perZone };
+  const { rows } = await c.query<{
+    folded: { entries: number; runChanges: number; zones: { zone: string; buckets: number; reopened: number }[] };
+  }>('select rollups_fold_queues($1) as folded', [limit]);
+  const { entries, runChanges, zones } = rows[0].folded;
+  return { entries, runChanges, perZone: new Map(zones.map((z) => [z.zone, { buckets: z.buckets, reopened: z.reopened }])) };
 }
 
 /**
@@ -277,7 +192,6 @@ export async function buildCurrentMonths(db: pg.Pool, onProgress?: OnProgress): 
  */
 export async function rebuildMonth(db: pg.Pool, zone: string, month: Month, onProgress?: OnProgress): Promise<RebuildResult> {
   await registerZone(db, zone);
-  const { firstDay: first, lastDay: last } = monthBoundsSql('$2', '$1');
   const days = daysOf(month);
   const phase = `rebuilding rollups ${zone} ${month}`;
   // One snapshot for the whole rebuild (repeatable read), taken after the lock: every queued entry it sees is folded
@@ -303,27 +217,13 @@ export async function rebuildMonth(db: pg.Pool, zone: string, month: Month, onPr
 
   async function rebuildInSnapshot(c: pg.PoolClient): Promise<RebuildResult> {
     await foldQueues(c, null);
-    await c.query(`delete from usage_rollups where zone = $1 and day between ${first} and ${last}`, [zone, month]);
-    await c.query(`delete from run_rollups where zone = $1 and day between ${first} and ${last}`, [zone, month]);
+    await c.query('select rollups_clear_month($1, $2)', [zone, month]);
     let buckets = 0;
     let entries = 0n;
     let lastEntryId = 0n;
     for (const [i, day] of days.entries()) {
       const inserted = await c.query<{ entries: string; last_entry_id: string }>(
-        `insert into usage_rollups (${ROLLUP_COLUMNS})
-         select $1, ${localDay('$1')}, l.user_id, l.task_id, l.model, l.kind, l.entry_type, l.status, ${AGGREGATES}
-           from usage_ledger l
-          where ${dayRange('$2::date', '$2::date')}
-          group by 2, 3, 4, 5, 6, 7, 8
-         returning entries, last_entry_id`,
-        [zone, day],
-      );
-      await c.query(
-        `insert into run_rollups (zone, day, user_id, task_id, status, tier, runs)
-         select $1, ${localDay('$1', 'r.claimed_at')}, r.user_id, r.task_id, r.status, r.tier, count(*)
-           from runs r
-          where ${dayRange('$2::date', '$2::date', '$1', 'r.claimed_at')}
-          group by 2, 3, 4, 5, 6`,
+        'select entries, last_entry_id from rollups_rebuild_day($1, $2)',
         [zone, day],
       );
       buckets += inserted.rowCount ?? 0;
@@ -333,24 +233,9 @@ export async function rebuildMonth(db: pg.Pool, zone: string, month: Month, onPr
       }
       onProgress?.({ phase, done: i + 1, total: days.length });
     }
-    const monthDays = `zone = $1 and day between ${first} and ${last}`;
-    for (const coarser of COARSER_ROLLUPS) {
-      const rows = coarser.table === 'usage_month_rollups' ? 'zone = $1 and month = $2' : monthDays;
-      await c.query(`delete from ${coarser.table} where ${rows}`, [zone, month]);
-      await c.query(`insert into ${coarser.table} (${columnsOf(coarser.bucket)}) ${coarser.from('usage_rollups', monthDays)}`, [
-        zone,
-        month,
-      ]);
-    }
-    await c.query(`insert into rollup_months (zone, month) values ($1, $2) on conflict (zone, month) do update set built_at = now()`, [
-      zone,
-      month,
-    ]);
-    // The watermark moves forward only: rows rebuilt from the raw ledger are as current as a refresh would make them.
-    await c.query('update rollup_zones set refreshed_at = now(), last_entry_id = greatest(last_entry_id, $2) where zone = $1', [
-      zone,
-      lastEntryId.toString(),
-    ]);
+    // the coarser rollups, the month's build time and the zone's watermark (forward only: rows rebuilt from the raw
+    // ledger are as current as a refresh would make them)
+    await c.query('select rollups_finish_month($1, $2, $3)', [zone, month, lastEntryId.toString()]);
     return { zone, month, buckets, entries: entries.toString() };
   }
 }

@@ -15,6 +15,8 @@ import { startWorkerProcesses, type WorkerProcess, type WorkerTarget } from '../
 export interface ChaosEnv {
   client: Client;
   pool: pg.Pool;
+  /** The operator role's pool: applied task versions and prices, as `tasks apply` and `prices apply` write them. */
+  operatorPool: pg.Pool;
   temporalAddress: string;
   namespace: string;
   databaseUrl: string;
@@ -38,7 +40,7 @@ export async function createTaskSchedule(env: ChaosEnv, fields: Record<string, u
     monthlyReport: false,
     budgetSweep: false,
   }).tasks;
-  await recordTaskVersions(env.pool, [{ taskId: task.id, fingerprint: taskFingerprint(task, taskQueue), definition: task }]);
+  await recordTaskVersions(env.operatorPool, [{ taskId: task.id, fingerprint: taskFingerprint(task, taskQueue), definition: task }]);
   await env.client.schedule.create(scheduleOptionsFor(task, taskQueue));
   return task;
 }

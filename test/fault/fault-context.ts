@@ -14,12 +14,13 @@ import type { ChaosEnv } from './chaos-env';
  */
 export async function createFaultContext(importMetaUrl: string): Promise<{ ctx: TestContext; env: ChaosEnv; close(): Promise<void> }> {
   const ctx = await createTestContext(importMetaUrl);
-  await applyPrices(ctx.pool, loadPricesFile('prices/standard.json'), 'test');
+  await applyPrices(ctx.operatorPool, loadPricesFile('prices/standard.json'), 'test');
   const fake = await startFakeOpenAI();
   const workDir = mkdtempSync(join(tmpdir(), `cronledger-fault-${ctx.namespace}-`));
   const env: ChaosEnv = {
     client: ctx.client,
     pool: ctx.pool,
+    operatorPool: ctx.operatorPool,
     temporalAddress: ctx.temporalAddress,
     namespace: ctx.namespace,
     databaseUrl: ctx.databaseUrl,

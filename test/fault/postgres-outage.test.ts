@@ -19,6 +19,7 @@ let env: ChaosEnv;
 let close: () => Promise<void>;
 let postgres: PrivatePostgres;
 let pool: pg.Pool;
+let operatorPool: pg.Pool;
 let dataDir: string;
 
 beforeAll(async () => {
@@ -26,12 +27,14 @@ beforeAll(async () => {
   dataDir = mkdtempSync(join(tmpdir(), 'cronledger-pg-outage-'));
   postgres = await PrivatePostgres.create(dataDir);
   pool = createPool(postgres.databaseUrl);
-  await applyPrices(pool, loadPricesFile('prices/standard.json'), 'test');
-  env = { ...env, pool, databaseUrl: postgres.databaseUrl };
+  operatorPool = createPool(postgres.operatorDatabaseUrl, 2);
+  await applyPrices(operatorPool, loadPricesFile('prices/standard.json'), 'test');
+  env = { ...env, pool, operatorPool, databaseUrl: postgres.databaseUrl };
 });
 
 afterAll(async () => {
   await pool?.end();
+  await operatorPool?.end();
   await postgres?.destroy();
   rmSync(dataDir, { recursive: true, force: true });
   await close?.();

@@ -46,7 +46,7 @@ export async function runRetryFailed(env: ChaosEnv, cliEnv: NodeJS.ProcessEnv): 
         },
       ],
     };
-    await applyPrices(env.pool, price, 'test');
+    await applyPrices(env.operatorPool, price, 'test');
     const retry = await runCli(['backfill', ...range, '--retry-failed'], cliEnv);
 
     const executions: string[] = [];

@@ -22,8 +22,12 @@ export async function appliedInput(pool: pg.Pool, run: TestRun): Promise<Schedul
 }
 
 /** Starts the run under `workflowId` on `taskQueue` and waits for its end: its result or its error, and its run ID. */
-export async function runToEnd(ctx: { client: Client; pool: pg.Pool }, run: TestRun, workflowId: string, taskQueue: string) {
-  const handle = await ctx.client.workflow.start(scheduledRun, { args: [await appliedInput(ctx.pool, run)], workflowId, taskQueue });
+export async function runToEnd(ctx: { client: Client; operatorPool: pg.Pool }, run: TestRun, workflowId: string, taskQueue: string) {
+  const handle = await ctx.client.workflow.start(scheduledRun, {
+    args: [await appliedInput(ctx.operatorPool, run)],
+    workflowId,
+    taskQueue,
+  });
   return handle.result().then(
     (result: ScheduledRunResult) => ({ result, error: undefined, runId: handle.firstExecutionRunId }),
     (error: unknown) => ({ result: undefined, error, runId: handle.firstExecutionRunId }),

@@ -18,9 +18,12 @@ export interface TestContext {
   temporalAddress: string;
   /** Server mode: the client certificate the suite's Temporal requires (undefined on the dev server). */
   temporalTls?: TemporalTls;
-  /** A fresh, migrated database for this context only, as the application role (what workers and the CLI use). */
+  /** A fresh, migrated database for this context only, as the worker role (what workers and the reading CLI use). */
   databaseUrl: string;
   pool: pg.Pool;
+  /** The same database as the operator role: credits, adjustments, prices, budgets and applied task versions. */
+  operatorDatabaseUrl: string;
+  operatorPool: pg.Pool;
   /** The same database as the owner role, for what only migrations may do (tests of the triggers, the grants). */
   ownerDatabaseUrl: string;
   /** A pool as the owner: loads history (ledger rows dated in the past), which only the owner may write. */
@@ -46,11 +49,13 @@ export async function createTestContext(importMetaUrl: string): Promise<TestCont
   const namespace = basename(fileURLToPath(importMetaUrl), '.test.ts');
   const database = `t_${namespace.replace(/[^a-z0-9]/gi, '_')}_${process.pid}_${++contexts}`.toLowerCase().slice(0, 63);
   await adminQuery(stack.adminDatabaseUrl, `create database "${database}" template ${stack.templateDatabase} owner ${OWNER_ROLE}`);
-  const databaseUrl = withDatabase(stack.appDatabaseUrl, database);
+  const databaseUrl = withDatabase(stack.workerDatabaseUrl, database);
+  const operatorDatabaseUrl = withDatabase(stack.operatorDatabaseUrl, database);
   const ownerDatabaseUrl = withDatabase(stack.ownerDatabaseUrl, database);
   const readonlyDatabaseUrl = withDatabase(stack.readonlyDatabaseUrl, database);
   const pool = createPool(databaseUrl);
   const ownerPool = createPool(ownerDatabaseUrl, 4);
+  const operatorPool = createPool(operatorDatabaseUrl, 4);
   const client = await connectClient({ temporalAddress: stack.temporalAddress, namespace, temporalTls: stack.temporalTls });
   await client.connection.workflowService.describeNamespace({ namespace }).catch((err: Error) => {
     throw new Error(
@@ -66,6 +71,7 @@ export async function createTestContext(importMetaUrl: string): Promise<TestCont
     TEMPORAL_ADDRESS: stack.temporalAddress,
     TEMPORAL_NAMESPACE: namespace,
     DATABASE_URL: databaseUrl,
+    DATABASE_OPERATOR_URL: operatorDatabaseUrl,
     DATABASE_OWNER_URL: ownerDatabaseUrl,
     CRONLEDGER_TASK_QUEUE: taskQueue,
     CRONLEDGER_DATA_DIR: dataDir,
@@ -76,6 +82,8 @@ export async function createTestContext(importMetaUrl: string): Promise<TestCont
     temporalTls: stack.temporalTls,
     databaseUrl,
     pool,
+    operatorDatabaseUrl,
+    operatorPool,
     ownerDatabaseUrl,
     ownerPool,
     readonlyDatabaseUrl,
@@ -86,6 +94,7 @@ export async function createTestContext(importMetaUrl: string): Promise<TestCont
       await client.connection.close();
       await pool.end();
       await ownerPool.end();
+      await operatorPool.end();
       await adminQuery(stack.adminDatabaseUrl, `drop database if exists "${database}" with (force)`);
       rmSync(dataDir, { recursive: true, force: true });
     },

@@ -63,7 +63,11 @@ export async function runScheduled(
   };
   const fleet = await startWorkers({ ...ctx, taskQueue }, 1, { provider: opts.provider ?? new MockProvider() });
   const outcome = await fleet.runWhile(async () => {
-    const handle = await ctx.client.workflow.start(scheduledRun, { args: [await appliedInput(ctx.pool, input)], workflowId, taskQueue });
+    const handle = await ctx.client.workflow.start(scheduledRun, {
+      args: [await appliedInput(ctx.operatorPool, input)],
+      workflowId,
+      taskQueue,
+    });
     return handle.result().then(
       (result: ScheduledRunResult) => ({ result, error: undefined as unknown, runId: handle.firstExecutionRunId }),
       (error: unknown) => ({ result: undefined, error, runId: handle.firstExecutionRunId }),
@@ -112,7 +116,7 @@ export function atto(text: string): bigint {
 /** A test context (its own database and namespace) with the standard prices applied. */
 export async function ledgerContext(importMetaUrl: string): Promise<TestContext> {
   const ctx = await createTestContext(importMetaUrl);
-  await applyPrices(ctx.pool, loadPricesFile(STANDARD_PRICES), 'test');
+  await applyPrices(ctx.operatorPool, loadPricesFile(STANDARD_PRICES), 'test');
   return ctx;
 }
 

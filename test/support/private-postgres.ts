@@ -15,9 +15,19 @@ export class PrivatePostgres {
     private readonly dataDir: string,
     readonly port: number,
     private readonly passwords: RolePasswords,
-    /** The migrated ledger database, `cronledger`, as the application role (what workers use). */
+    /** The migrated ledger database, `cronledger`, as the worker role (what workers use). */
     readonly databaseUrl: string,
   ) {}
+
+  /** The same database as the owner role (what tests write or lock directly). */
+  get ownerDatabaseUrl(): string {
+    return databaseUrlFor(this.port, 'owner', this.passwords);
+  }
+
+  /** The same database as the operator role (prices, budgets, credits). */
+  get operatorDatabaseUrl(): string {
+    return databaseUrlFor(this.port, 'operator', this.passwords);
+  }
 
   /** Creates the cluster in dataDir/postgres, starts it, and migrates the ledger database (as the owner role). */
   static async create(dataDir: string): Promise<PrivatePostgres> {

@@ -13,9 +13,10 @@ export interface TestStack {
   temporalCli: string;
   /** A superuser connection to the `postgres` database of the suite's cluster, for creating databases. */
   adminDatabaseUrl: string;
-  /** The owner role (owns the tables, runs migrations) and the application role, both at the template database. */
+  /** The owner role (owns the tables, runs migrations), the worker role and the operator role, at the template database. */
   ownerDatabaseUrl: string;
-  appDatabaseUrl: string;
+  workerDatabaseUrl: string;
+  operatorDatabaseUrl: string;
   /** The admin page's SELECT-only role at the template database. */
   readonlyDatabaseUrl: string;
   /** Migrated database that every test context clones (`create database x template y`). */

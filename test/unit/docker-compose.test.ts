@@ -254,11 +254,13 @@ describe('docker-compose.yml', () => {
     // The URLs the script builds name the right role, host and database for each service.
     const urlOf = (secret: string) => new URL(generated[secret].trim());
     const role = (secret: string) => [urlOf(secret).username, urlOf(secret).hostname, urlOf(secret).port, urlOf(secret).pathname];
-    expect(role('ledger_app_url')).toEqual(['cronledger_app', 'ledger-postgres', '5432', '/cronledger']);
+    expect(role('ledger_worker_url')).toEqual(['cronledger_worker', 'ledger-postgres', '5432', '/cronledger']);
+    expect(role('ledger_operator_url')).toEqual(['cronledger_operator', 'ledger-postgres', '5432', '/cronledger']);
     expect(role('ledger_owner_url')).toEqual(['cronledger_owner', 'ledger-postgres', '5432', '/cronledger']);
     expect(role('ledger_readonly_url')).toEqual(['cronledger_readonly', 'ledger-postgres', '5432', '/cronledger']);
     expect(role('ledger_superuser_url')).toEqual(['postgres', 'ledger-postgres', '5432', '/postgres']);
-    expect(urlOf('ledger_app_url').password).toBe(generated.cronledger_app_password.trim());
+    expect(urlOf('ledger_worker_url').password).toBe(generated.cronledger_worker_password.trim());
+    expect(urlOf('ledger_operator_url').password).toBe(generated.cronledger_operator_password.trim());
     expect(generated.admin_token.trim()).toMatch(/^[0-9a-f]{64}$/);
   });
 
@@ -282,19 +284,25 @@ describe('docker-compose.yml', () => {
     expect(services['temporal-schema'].secrets).toEqual(['temporal_db_password']);
   });
 
-  it('creates the ledger roles and migrates as the owner in a one-shot; workers and the CLI connect as the application role', () => {
+  it('creates the ledger roles and migrates as the owner in a one-shot; workers connect as the worker role, only the CLI gets the operator role', () => {
     const migrate = services.migrate;
     expect(script(migrate)).toContain('node bin/cronledger.js db roles && node bin/cronledger.js db migrate');
     expect(migrate.environment).toMatchObject({
       DATABASE_SUPERUSER_URL_FILE: '/run/secrets/ledger_superuser_url',
       DATABASE_OWNER_URL_FILE: '/run/secrets/ledger_owner_url',
+      CRONLEDGER_WORKER_PASSWORD_FILE: '/run/secrets/cronledger_worker_password',
+      CRONLEDGER_OPERATOR_PASSWORD_FILE: '/run/secrets/cronledger_operator_password',
       CRONLEDGER_READONLY_PASSWORD_FILE: '/run/secrets/cronledger_readonly_password', // so the admin page's role gets its password
     });
     expect(migrate.depends_on).toEqual({ 'ledger-postgres': { condition: 'service_healthy' } });
     for (const name of ['worker', 'cli']) {
-      expect([name, services[name].environment?.DATABASE_URL_FILE]).toEqual([name, '/run/secrets/ledger_app_url']);
+      expect([name, services[name].environment?.DATABASE_URL_FILE]).toEqual([name, '/run/secrets/ledger_worker_url']);
       expect(services[name].secrets).not.toContain('ledger_owner_url');
       expect(services[name].depends_on?.migrate).toEqual({ condition: 'service_completed_successfully' });
+    }
+    expect(services.cli.environment?.DATABASE_OPERATOR_URL_FILE).toBe('/run/secrets/ledger_operator_url');
+    for (const [name, s] of Object.entries(services)) {
+      if (name !== 'cli') expect([name, s.secrets ?? []]).not.toEqual([name, expect.arrayContaining(['ledger_operator_url'])]);
     }
   });
 
@@ -341,12 +349,12 @@ describe('docker-compose.yml', () => {
   it('points the workers at the Temporal service and at the ledger database', () => {
     const env = worker.environment ?? {};
     expect(env.TEMPORAL_ADDRESS).toBe('temporal-frontend:7233');
-    expect(env.DATABASE_URL_FILE).toBe('/run/secrets/ledger_app_url');
+    expect(env.DATABASE_URL_FILE).toBe('/run/secrets/ledger_worker_url');
     expect(env.MODEL_PROVIDER).toBe('${MODEL_PROVIDER:-mock}'); // offline mock unless the user opts into a real provider
   });
 
   it("keeps the roles' secrets apart: the model keys only for workers, the read-only URL only for the admin page", () => {
-    expect(worker.secrets).toEqual(['ledger_app_url', 'openai_api_key', 'anthropic_api_key', 'report_webhook_secret', 'payload_keys']);
+    expect(worker.secrets).toEqual(['ledger_worker_url', 'openai_api_key', 'anthropic_api_key', 'report_webhook_secret', 'payload_keys']);
     expect(worker.environment?.OPENAI_API_KEY_FILE).toBe('/run/secrets/openai_api_key');
     expect(worker.environment?.ANTHROPIC_API_KEY_FILE).toBe('/run/secrets/anthropic_api_key');
     for (const [name, s] of Object.entries(services)) {

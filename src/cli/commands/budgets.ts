@@ -22,7 +22,7 @@ export function registerBudgetsCommands(program: Command): void {
     .action(async (file: string, opts: { json?: boolean }) => {
       const parsed = loadBudgetsFile(file); // validated before connecting
       const changes = budgetChangesOf(parsed.budgets, file);
-      await withConnections({ db: true }, async ({ pool }) => {
+      await withConnections({ db: 'operator' }, async ({ pool }) => {
         const result = await applyBudgets(pool, { budgets: changes, downgrade: parsed.downgrade }, file);
         if (opts.json) return printJson(result);
         printAppliedBudgets(result);
@@ -43,7 +43,7 @@ export function registerBudgetsCommands(program: Command): void {
       const userId = opts.default ? null : parseUserId(user as string, 'user');
       const monthlyLimitUsd = parseMonthlyLimit(opts.monthly);
       const zone = opts.tz === undefined ? undefined : parseTimeZone(opts.tz);
-      await withConnections({ db: true }, async ({ pool }) => {
+      await withConnections({ db: 'operator' }, async ({ pool }) => {
         const current = userId === null ? null : await budgetInForce(pool, userId, new Date());
         const timeZone = zone ?? (current?.source === 'user' ? current.timeZone : 'UTC');
         const result = await applyBudgets(pool, { budgets: [{ userId, monthlyLimitUsd, timeZone }] }, 'cronledger budgets set');

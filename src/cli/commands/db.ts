@@ -22,13 +22,15 @@ export function registerDbCommands(program: Command): void {
 
   db.command('roles')
     .description(
-      'as a superuser (DATABASE_SUPERUSER_URL): create or update the roles cronledger_owner, cronledger_app and cronledger_readonly with the ' +
-        'passwords in CRONLEDGER_OWNER_PASSWORD, CRONLEDGER_APP_PASSWORD and (optional) CRONLEDGER_READONLY_PASSWORD, and the database `cronledger` owned by the owner (docker compose runs it)',
+      'as a superuser (DATABASE_SUPERUSER_URL): create or update the roles cronledger_owner, cronledger_worker, cronledger_operator and ' +
+        'cronledger_readonly with the passwords in CRONLEDGER_OWNER_PASSWORD, CRONLEDGER_WORKER_PASSWORD, CRONLEDGER_OPERATOR_PASSWORD and ' +
+        '(optional) CRONLEDGER_READONLY_PASSWORD, and the database `cronledger` owned by the owner (docker compose runs it)',
     )
     .action(async () => {
       const passwords = {
         owner: requiredSecret('CRONLEDGER_OWNER_PASSWORD'),
-        app: requiredSecret('CRONLEDGER_APP_PASSWORD'),
+        worker: requiredSecret('CRONLEDGER_WORKER_PASSWORD'),
+        operator: requiredSecret('CRONLEDGER_OPERATOR_PASSWORD'),
         // The admin page's SELECT-only role must exist for the migrations' grants; without a password set here it
         // gets a random one nobody knows, so it can't log in until CRONLEDGER_READONLY_PASSWORD is given.
         readonly: secretSetting('CRONLEDGER_READONLY_PASSWORD') ?? generatePassword(),
@@ -43,7 +45,9 @@ export function registerDbCommands(program: Command): void {
         client.release();
         await pool.end();
       }
-      process.stdout.write('roles cronledger_owner, cronledger_app and cronledger_readonly and database cronledger are in place\n');
+      process.stdout.write(
+        'roles cronledger_owner, cronledger_worker, cronledger_operator and cronledger_readonly and database cronledger are in place\n',
+      );
     });
 }
 

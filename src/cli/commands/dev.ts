@@ -108,7 +108,7 @@ export function registerDevCommands(program: Command): void {
   dev
     .command('env')
     .description(
-      'print shell export lines for this stack (TEMPORAL_ADDRESS, DATABASE_URL, DATABASE_OWNER_URL) WITH passwords: eval "$(npx cronledger dev env)"',
+      'print shell export lines for this stack (TEMPORAL_ADDRESS, DATABASE_URL, DATABASE_OPERATOR_URL, DATABASE_OWNER_URL) WITH passwords: eval "$(npx cronledger dev env)"',
     )
     .action(() => {
       const dir = dataDir();
@@ -121,6 +121,9 @@ export function registerDevCommands(program: Command): void {
         // server mode: the client certificate, for cronledger and the temporal CLI alike (both read TEMPORAL_TLS_*)
         ...Object.entries(temporalTlsEnv(stack.temporal.tls)).map(([k, v]) => `export ${k}=${quote(v)}`),
         `export DATABASE_URL=${quote(stack.postgres.databaseUrl)}`,
+        stack.postgres.operatorDatabaseUrl
+          ? `export DATABASE_OPERATOR_URL=${quote(stack.postgres.operatorDatabaseUrl)}`
+          : '# DATABASE_OPERATOR_URL: as you set it (external database)',
         stack.postgres.ownerDatabaseUrl
           ? `export DATABASE_OWNER_URL=${quote(stack.postgres.ownerDatabaseUrl)}`
           : '# DATABASE_OWNER_URL: as you set it (external database)',

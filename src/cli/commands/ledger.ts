@@ -66,7 +66,7 @@ export function registerLedgerCommands(program: Command): void {
     .option('--json', 'print JSON')
     .action(async (opts: { entry: string; amount: string; reason: string; json?: boolean }) => {
       parseCorrectionUsd(opts.amount, '--amount'); // a bad amount fails before connecting
-      await withConnections({ db: true }, async ({ pool }) => {
+      await withConnections({ db: 'operator' }, async ({ pool }) => {
         const entry = await adjustEntry(pool, { entryId: opts.entry, amount: opts.amount, reason: opts.reason });
         printAppended(entry, opts.json);
       });
@@ -86,7 +86,7 @@ export function registerLedgerCommands(program: Command): void {
       if (opts.entry !== undefined && !/^\d+$/.test(opts.entry)) {
         throw new UserError(`--entry ${JSON.stringify(opts.entry)} is not a ledger entry id (a whole number)`);
       }
-      await withConnections({ db: true }, async ({ pool }) => {
+      await withConnections({ db: 'operator' }, async ({ pool }) => {
         const entry = await creditUser(pool, { userId: opts.user, amount: opts.amount, reason: opts.reason, originalEntryId: opts.entry });
         printAppended(entry, opts.json);
       });

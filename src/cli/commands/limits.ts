@@ -17,7 +17,7 @@ export function registerLimitsCommands(program: Command): void {
     .option('--json', 'print JSON')
     .action(async (file: string, opts: { json?: boolean }) => {
       const parsed = loadRateLimitsFile(file); // validated before connecting
-      await withConnections({ db: true }, async ({ pool }) => {
+      await withConnections({ db: 'operator' }, async ({ pool }) => {
         const result = await applyRateLimits(pool, parsed);
         if (opts.json) return printJson(result);
         for (const l of result.applied) {

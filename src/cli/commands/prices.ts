@@ -18,7 +18,7 @@ export function registerPricesCommands(program: Command): void {
     .option('--json', 'print JSON')
     .action(async (file: string, opts: { json?: boolean }) => {
       const parsed = loadPricesFile(file); // validated before connecting
-      await withConnections({ db: true }, async ({ pool }) => {
+      await withConnections({ db: 'operator' }, async ({ pool }) => {
         const result = await applyPrices(pool, parsed, file);
         if (opts.json) return printJson(result);
         for (const a of result.added) process.stdout.write(`added      ${a.model} ${a.version}\n`);

@@ -31,7 +31,7 @@ Schedules cronledger did not create are never touched.`,
     )
     .action(async (file: string, opts: { json?: boolean; prune?: boolean }) => {
       const parsed = loadTasksFile(file); // everything is validated before any schedule changes
-      await withConnections({ temporal: true, db: true }, async ({ client, conn, pool }) => {
+      await withConnections({ temporal: true, db: 'operator' }, async ({ client, conn, pool }) => {
         // asked before anything changes, so Ctrl-C at the prompt leaves everything as it was
         const prune: Prune = opts.prune ? 'all' : onTerminal() ? await askToPrune(client, parsed, file) : 'none';
         // budgets and downgrades first, in one transaction: a refusal there leaves every schedule as it was
