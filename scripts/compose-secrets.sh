@@ -14,7 +14,7 @@ chmod 700 "$dir" # nobody else on this machine enters the folder
 
 password() { [ -s "$dir/$1" ] || openssl rand -hex 24 >"$dir/$1"; }
 for name in temporal_postgres_password temporal_db_password ledger_postgres_password \
-  cronledger_owner_password cronledger_app_password cronledger_readonly_password; do
+  cronledger_owner_password cronledger_worker_password cronledger_operator_password cronledger_readonly_password; do
   password "$name"
 done
 [ -s "$dir/admin_token" ] || openssl rand -hex 32 >"$dir/admin_token"
@@ -28,7 +28,8 @@ done
 url() { printf 'postgres://%s:%s@ledger-postgres:5432/%s\n' "$1" "$(cat "$dir/$2")" "$3" >"$dir/$4"; }
 url postgres ledger_postgres_password postgres ledger_superuser_url
 url cronledger_owner cronledger_owner_password cronledger ledger_owner_url
-url cronledger_app cronledger_app_password cronledger ledger_app_url
+url cronledger_worker cronledger_worker_password cronledger ledger_worker_url
+url cronledger_operator cronledger_operator_password cronledger ledger_operator_url
 url cronledger_readonly cronledger_readonly_password cronledger ledger_readonly_url
 
 # Compose bind-mounts each file as it is: the containers' users (node, postgres, temporal, nobody) must read them.
