@@ -64,7 +64,8 @@ async function session(appName: string): Promise<pg.Client> {
 const waitingOnLock = (appName: string, what: string) =>
   waitFor(
     async () =>
-      (await ctx.pool.query(`select 1 from pg_stat_activity where application_name = $1 and wait_event_type = 'Lock'`, [appName]))
+      // as the owner, whose sessions these are: pg_stat_activity shows another role's wait events only to a superuser
+      (await ctx.ownerPool.query(`select 1 from pg_stat_activity where application_name = $1 and wait_event_type = 'Lock'`, [appName]))
         .rowCount === 1,
     30_000,
     what,
