@@ -201,7 +201,7 @@ export function resolveOperatorDatabaseUrl(env: NodeJS.ProcessEnv = process.env)
     (secretSetting('DATABASE_URL', env) ? undefined : (stack?.postgres.operatorDatabaseUrl ?? undefined));
   if (!url) {
     throw new UserError(
-      `DATABASE_OPERATOR_URL is not set${secretSetting('DATABASE_URL', env) ? ' (DATABASE_URL is the worker role, which may not write credits, adjustments, prices, budgets or task versions)' : ` and no stack with its own PostgreSQL was found in ${dataDir()}`}.\n` +
+      `DATABASE_OPERATOR_URL is not set${secretSetting('DATABASE_URL', env) ? ' (DATABASE_URL is the worker role, which may not write credits, adjustments, prices, budgets, task versions or rate limits)' : ` and no stack with its own PostgreSQL was found in ${dataDir()}`}.\n` +
         'Set DATABASE_OPERATOR_URL=postgres://cronledger_operator:<password>@host:5432/<database> (or DATABASE_OPERATOR_URL_FILE), or start a local stack with `npx cronledger dev up`.',
     );
   }

@@ -211,7 +211,7 @@ describe('cronledger limits', () => {
     writeFileSync(path, content);
     return path;
   };
-  const env = () => ({ ...process.env, DATABASE_URL: ctx.databaseUrl });
+  const env = () => ({ ...process.env, DATABASE_URL: ctx.databaseUrl, DATABASE_OPERATOR_URL: ctx.operatorDatabaseUrl });
 
   it('applies a file as the whole set and lists it', async () => {
     const applied = await runCli(

@@ -15,7 +15,6 @@ export async function withConnections<T>(
   needs: { temporal?: boolean; db?: boolean | 'operator' },
   body: (c: { conn: Connections; client: Client; pool: pg.Pool }) => Promise<T>,
 ): Promise<T> {
-  const operatorUrl = needs.db === 'operator' ? resolveOperatorDatabaseUrl() : undefined;
   const conn = resolveConnections(process.env, { temporal: needs.temporal, db: needs.db === true });
   let client: Client | undefined;
   let pool: pg.Pool | undefined;
@@ -30,7 +29,7 @@ export async function withConnections<T>(
         );
       }
     }
-    if (operatorUrl) pool = await connectPool(operatorUrl, 'DATABASE_OPERATOR_URL', 4);
+    if (needs.db === 'operator') pool = await connectPool(resolveOperatorDatabaseUrl(), 'DATABASE_OPERATOR_URL', 4);
     else if (needs.db) pool = await connectPool(conn.databaseUrl, 'DATABASE_URL', 4);
     return await body({ conn, client: client as Client, pool: pool as pg.Pool });
   } finally {
