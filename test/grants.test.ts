@@ -370,7 +370,7 @@ describe('grants, walked over every table and every function', () => {
       await owner.query('create table added_later (id bigserial primary key, note text)');
       await owner.query(`create function added_later_fn() returns int language sql as 'select 1'`);
       const privileges = await tablePrivileges(owner, WORKER_ROLE);
-      expect(privileges.added_later).toEqual(['SELECT']); // the default privileges at the end of migrations/031_roles_by_job.sql
+      expect(privileges.added_later).toEqual(['SELECT']); // the default privileges at the end of migrations/032_roles_by_job.sql
       expect(privileges).not.toEqual(WORKER_ALLOWED);
       expect(await tablePrivileges(owner, OPERATOR_ROLE)).toEqual(OPERATOR_ALLOWED);
       expect(await executableFunctions(owner, WORKER_ROLE)).toContain('added_later_fn');

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type pg from 'pg';
 
 /**
- * The database roles, one per job (their grants end migrations/031_roles_by_job.sql; docs/security.md, "Roles"): the
+ * The database roles, one per job (their grants end migrations/032_roles_by_job.sql; docs/security.md, "Roles"): the
  * owner runs migrations and owns every table and function; workers (and the CLI's reading and rollup commands) connect
  * as the worker role, which reads and executes the functions a run needs; the operator role (the CLI's credits,
  * adjustments, prices, budgets and `tasks apply`) writes through functions that record who. A private dev cluster
@@ -14,7 +14,7 @@ export const OPERATOR_ROLE = 'cronledger_operator';
 /** The admin page's role: SELECT only (migrations/001_baseline.sql, at its end). */
 export const READONLY_ROLE = 'cronledger_readonly';
 /**
- * Held the worker's and the operator's jobs until migration 031, which took every privilege from it. It stays a role
+ * Held the worker's and the operator's jobs until migration 032, which took every privilege from it. It stays a role
  * without login and without password only because migration 001 checks that it exists and grants to it.
  */
 export const RETIRED_APP_ROLE = 'cronledger_app';

@@ -114,7 +114,7 @@ const completionParams = (c: RunCompletion) => [
 ];
 
 /**
- * Closes the claim of one execution and its attempt row (complete_run, migrations/031_roles_by_job.sql). Only a running
+ * Closes the claim of one execution and its attempt row (complete_run, migrations/032_roles_by_job.sql). Only a running
  * claim that this execution still owns changes, so a retried completion is harmless and an execution that a retry
  * superseded can never overwrite the new generation's outcome.
  */

@@ -26,7 +26,7 @@ export async function applyRateLimits(pool: pg.Pool, limits: RateLimit[]): Promi
         `no price was ever applied for ${unknown.rows.map((r) => r.model).join(', ')}: check the model names, or apply its prices first (\`cronledger prices apply FILE\`)`,
       );
     }
-    // the operator role replaces them through apply_rate_limits (migrations/031_roles_by_job.sql), which returns the models removed
+    // the operator role replaces them through apply_rate_limits (migrations/032_roles_by_job.sql), which returns the models removed
     const removed = await client.query<{ model: string }>('select model from apply_rate_limits($1, $2, $3) as model', [
       models,
       limits.map((l) => l.requestsPerMinute),

@@ -18,7 +18,7 @@ import { pendingEntries, readWatermark, type Watermark } from './rollups-read';
  * - rebuild: recomputes every bucket of a month (or of all months) from the raw ledger, deterministically.
  * A refresh and a rebuild of the same data give identical rows: both aggregate the same ledger rows the same way.
  * The writing is done by SECURITY DEFINER functions (rollups_fold_queues and the rollups_*_month/day ones,
- * migrations/031_roles_by_job.sql): the worker role may not write a rollup row itself. This module takes the lock, the
+ * migrations/032_roles_by_job.sql): the worker role may not write a rollup row itself. This module takes the lock, the
  * transactions and the batches. Reading them is rollups-read.ts.
  */
 
@@ -52,7 +52,7 @@ export const DAY_BUCKET = ['zone', 'day', 'user_id', 'task_id', 'model', 'kind',
 /**
  * The rollups coarser than usage_rollups (usage_month_rollups, usage_day_totals, usage_day_users): each bucket, and the SQL that
  * sums rows of usage_rollups (`source`, filtered by `where`) into it, as `rollups verify` recomputes them. What is added
- * to usage_rollups is added to them (rollup_coarser_select in migrations/031_roles_by_job.sql writes them the same way).
+ * to usage_rollups is added to them (rollup_coarser_select in migrations/032_roles_by_job.sql writes them the same way).
  */
 export const COARSER_ROLLUPS = [
   { table: 'usage_month_rollups', bucket: ['zone', 'month', 'user_id', 'model', 'kind', 'entry_type', 'status'] },
