@@ -194,7 +194,7 @@ describe('reserve_budget', () => {
 describe('the worst case of a priced tier', () => {
   const sonnet = loadPricesFile('prices/standard.json').versions.find((v) => v.version === 'v3')!.models['anthropic/claude-sonnet-4-5'];
   const decide = async (runId: string, promptTokens: number, completionTokens: number, serviceTier: string | null) => {
-    await applyBudgets(ctx.pool, { budgets: [{ userId: 'tier-user', monthlyLimitUsd: '1000', timeZone: 'UTC' }] }, 'test');
+    await applyBudgets(ctx.operatorPool, { budgets: [{ userId: 'tier-user', monthlyLimitUsd: '1000', timeZone: 'UTC' }] }, 'test');
     return reserveBudget(ctx.pool, {
       userId: 'tier-user',
       runId,

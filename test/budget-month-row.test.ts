@@ -95,7 +95,7 @@ describe('a booking and a decision of the same month', () => {
     await reserveBudget(ctx.pool, request(user, `${user}-r1`)); // r1: $0.0006 reserved
     const booking = await session(`booking-${user}`);
     const appName = `decision-${user}`;
-    const deciding = new pg.Pool({ connectionString: ctx.databaseUrl, max: 1, application_name: appName });
+    const deciding = new pg.Pool({ connectionString: ctx.ownerDatabaseUrl, max: 1, application_name: appName }); // as the sessions whose waits it reads
     try {
       await openBooking(booking, `${user}-r1:chat:1`, user, '0.0004', seedEntry); // r1's booking, holding the month row
       const decision = reserveBudget(deciding, request(user, `${user}-r2`));

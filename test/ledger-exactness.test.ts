@@ -179,9 +179,9 @@ it('every price dimension booked exactly: cache reads and writes (5 minutes, 1 h
       { version: 'o1', effectiveFrom: '2025-01-01T00:00:00Z', effectiveTo: '2025-01-10T00:00:00Z', models: { 'test/dim-ended': d2 } },
     ],
   };
-  expect((await applyPrices(ctx.pool, file, 'dimensions test')).added).toHaveLength(4);
+  expect((await applyPrices(ctx.operatorPool, file, 'dimensions test')).added).toHaveLength(4);
   // applying it again adds nothing: the stored version, tiers and contexts included, equals the file's
-  expect((await applyPrices(ctx.pool, file, 'dimensions test')).unchanged).toHaveLength(4);
+  expect((await applyPrices(ctx.operatorPool, file, 'dimensions test')).unchanged).toHaveLength(4);
 
   const from = Date.parse('2025-01-01T00:00:00Z');
   const until = Date.parse('2025-03-01T00:00:00Z');
