@@ -2975,6 +2975,7 @@ GRANT SELECT,INSERT ON TABLE public.model_prices TO cronledger_operator;
 REVOKE ALL ON FUNCTION public.is_long_context(p public.model_prices, p_prompt bigint) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.is_long_context(p public.model_prices, p_prompt bigint) TO cronledger_readonly;
 GRANT ALL ON FUNCTION public.is_long_context(p public.model_prices, p_prompt bigint) TO cronledger_worker;
+GRANT ALL ON FUNCTION public.is_long_context(p public.model_prices, p_prompt bigint) TO cronledger_operator;
 
 --
 -- Name: FUNCTION metric_add_run(p_status text, p_tier text, p_duration_ms bigint, p_sign integer); Type: ACL; Schema: public; Owner: -
@@ -3025,6 +3026,7 @@ GRANT ALL ON FUNCTION public.price_in_force(p_model text, p_at timestamp with ti
 REVOKE ALL ON FUNCTION public.price_rates(p public.model_prices, p_tier text, p_long boolean) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.price_rates(p public.model_prices, p_tier text, p_long boolean) TO cronledger_readonly;
 GRANT ALL ON FUNCTION public.price_rates(p public.model_prices, p_tier text, p_long boolean) TO cronledger_worker;
+GRANT ALL ON FUNCTION public.price_rates(p public.model_prices, p_tier text, p_long boolean) TO cronledger_operator;
 
 --
 -- Name: FUNCTION price_tier(p_tier text); Type: ACL; Schema: public; Owner: -
@@ -3033,6 +3035,7 @@ GRANT ALL ON FUNCTION public.price_rates(p public.model_prices, p_tier text, p_l
 REVOKE ALL ON FUNCTION public.price_tier(p_tier text) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.price_tier(p_tier text) TO cronledger_readonly;
 GRANT ALL ON FUNCTION public.price_tier(p_tier text) TO cronledger_worker;
+GRANT ALL ON FUNCTION public.price_tier(p_tier text) TO cronledger_operator;
 
 --
 -- Name: FUNCTION price_version_at(p_model text, p_at timestamp with time zone); Type: ACL; Schema: public; Owner: -
@@ -3041,6 +3044,7 @@ GRANT ALL ON FUNCTION public.price_tier(p_tier text) TO cronledger_worker;
 REVOKE ALL ON FUNCTION public.price_version_at(p_model text, p_at timestamp with time zone) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.price_version_at(p_model text, p_at timestamp with time zone) TO cronledger_readonly;
 GRANT ALL ON FUNCTION public.price_version_at(p_model text, p_at timestamp with time zone) TO cronledger_worker;
+GRANT ALL ON FUNCTION public.price_version_at(p_model text, p_at timestamp with time zone) TO cronledger_operator;
 
 --
 -- Name: FUNCTION rate_limit_acquire(p_model text, p_tokens bigint, p_waited_us bigint); Type: ACL; Schema: public; Owner: -

@@ -304,7 +304,11 @@ const OPERATOR_FUNCTIONS = [
   'adjust_entry',
   'apply_rate_limits',
   'credit_user',
+  'is_long_context',
   'price_in_force',
+  'price_rates',
+  'price_tier',
+  'price_version_at',
   'record_applied_tasks',
   'record_task_versions',
 ].sort();
