@@ -23,7 +23,15 @@ describe('worstCaseOf', () => {
       maxOutputTokens: 50,
       simulate: { promptTokens: 1_000, embeddingTokens: 70 },
     });
-    expect(worst.chat).toEqual({ promptTokens: 1_000, cachedPromptTokens: 0, completionTokens: 50, reasoningTokens: 0 });
+    expect(worst.chat).toEqual({
+      promptTokens: 1_000,
+      cachedPromptTokens: 0,
+      cacheWrite5mTokens: 0,
+      cacheWrite1hTokens: 0,
+      completionTokens: 50,
+      reasoningTokens: 0,
+      serviceTier: null,
+    });
     expect(worst.embedding.promptTokens).toBe(70);
   });
 });
