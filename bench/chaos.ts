@@ -77,6 +77,7 @@ async function main(): Promise<void> {
       temporalAddress: server.address,
       namespace: 'default',
       databaseUrl: postgres.databaseUrl,
+      ownerDatabaseUrl: postgres.ownerDatabaseUrl,
       fake,
       bundlePath: await writeWorkflowBundle(dir),
       logDir: join(dir, 'logs'),

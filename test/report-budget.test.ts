@@ -132,8 +132,8 @@ describe('the report budget section', () => {
     expect(budget.users.find((u: { userId: string }) => u.userId === users.cheap)).toMatchObject({ tier: 'cheap', reservedUsd: usd(0n) });
   });
 
-  it('CSV carries the same exact figures; table, Markdown and HTML show the section', async () => {
-    const csv = await runCli(['report', '--month', month, '--format', 'csv'], ctx.env);
+  it('the sectioned CSV (csv-all) carries the same exact figures; table, Markdown and HTML show the section', async () => {
+    const csv = await runCli(['report', '--month', month, '--format', 'csv-all'], ctx.env);
     expect(csv.code, csv.stderr).toBe(0);
     const [header, ...rows] = csv.stdout
       .trim()

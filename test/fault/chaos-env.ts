@@ -20,6 +20,8 @@ export interface ChaosEnv {
   temporalAddress: string;
   namespace: string;
   databaseUrl: string;
+  /** The owner role's URL: the R4 barrier locks the runs table, which only the owner may. */
+  ownerDatabaseUrl: string;
   fake: FakeOpenAI;
   bundlePath: string;
   logDir: string;

@@ -49,7 +49,7 @@ export async function runClaimRace(env: ChaosEnv, opts: ClaimRaceOptions): Promi
   });
   await Promise.all(racers.map((r) => r.worker.start()));
 
-  const barrier = new pg.Client({ connectionString: env.databaseUrl });
+  const barrier = new pg.Client({ connectionString: env.ownerDatabaseUrl }); // LOCK TABLE: the owner only
   await barrier.connect();
   let metAtBarrier: string[];
   const outcomes: { workflowId: string; status: string }[] = [];

@@ -24,6 +24,7 @@ export async function createFaultContext(importMetaUrl: string): Promise<{ ctx: 
     temporalAddress: ctx.temporalAddress,
     namespace: ctx.namespace,
     databaseUrl: ctx.databaseUrl,
+    ownerDatabaseUrl: ctx.ownerDatabaseUrl,
     fake,
     bundlePath: await workflowBundlePath(workDir),
     logDir: join(workDir, 'logs'),
