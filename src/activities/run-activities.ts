@@ -1,9 +1,10 @@
 import { ApplicationFailure, CancelledFailure, Context, log } from '@temporalio/activity';
-import { encode, encodeChat } from 'gpt-tokenizer/model/gpt-4o-mini';
+import { encode } from 'gpt-tokenizer/model/gpt-4o-mini';
 import type pg from 'pg';
 import { stageEmbedding } from '../db/memories';
 import { completeRun, storeRunMemoryAndComplete, type RunStatus, type RunTier } from '../db/runs';
 import { UserError } from '../errors';
+import { chatPromptTokens } from '../budgets/worst-case';
 import { bookUsageOrKeepException } from '../ledger/book-usage';
 import { refuseUnpricedCall } from '../ledger/price-check';
 import { LedgerConflictError, usageKey, type UsageBooking } from '../ledger/record-usage';
@@ -143,8 +144,7 @@ export const createRunActivities = (deps: RunActivityDeps) => ({
   /** One chat request. Refused before any spend when the model has no price in force now (by the database's clock). */
   async callChat(input: ModelCallInput): Promise<ModelCallOutcome> {
     // As providers count a request against tokens per minute: its prompt and its output cap.
-    const tokens = () =>
-      encodeChat([{ role: 'user', content: input.text }], 'gpt-4o-mini', PLAIN_TEXT_TOKENS).length + (input.maxOutputTokens ?? 0);
+    const tokens = () => chatPromptTokens(input.text) + (input.maxOutputTokens ?? 0);
     const call = { model: input.model, kind: 'chat' as const, tokens, serviceTier: input.serviceTier ?? null };
     return callProvider(deps.pool, capacityOf(deps.pool), call, async (signal) => {
       const cap = input.maxOutputTokens === undefined ? {} : { maxOutputTokens: input.maxOutputTokens };

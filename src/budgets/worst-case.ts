@@ -63,7 +63,7 @@ const COUNTS_KEPT = 1_000;
 const KEPT_PROMPT_CHARS = 10_000;
 const promptCounts = new Map<string, number>();
 
-function chatPromptTokens(prompt: string): number {
+export function chatPromptTokens(prompt: string): number {
   const kept = promptCounts.get(prompt);
   if (kept !== undefined) return kept;
   const count = encodeChat([{ role: 'user', content: prompt }], 'gpt-4o-mini', PLAIN_TEXT_TOKENS).length;
