@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { accessSync, constants, mkdirSync, mkdtempSync, readdirSync, renameSync, rmSync, statSync } from 'node:fs';
+import { accessSync, constants, mkdirSync, mkdtempSync, readdirSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { delimiter, join, resolve } from 'node:path';
 import { UserError } from '../errors';
@@ -7,8 +7,9 @@ import { processExists } from './processes';
 
 /**
  * Go binaries that the stack runs (the temporal CLI, the Temporal server and its schema tool, the Web UI server), each
- * found through an environment override, then the cache under ~/.cache/cronledger, else built there once with
- * `go install` from the Go module proxy, with progress shown.
+ * found through an environment override, then the cache under ~/.cache/cronledger, else built there once from the Go
+ * module proxy, with progress shown: `go install pkg@version`, or, for a binary with dependency pins, `go build` in a
+ * scratch module that requires the package and the pins (go install can't raise a dependency's version).
  */
 
 export interface GoBinary {
@@ -25,6 +26,8 @@ export interface GoBinary {
   envOverride: string;
   /** Shown while building, e.g. `~4-5 min on 2 cores`. */
   expectedBuildTime: string;
+  /** Dependencies raised above what the package's go.mod requires (`module@version`), each for a bug it fixes. */
+  dependencyPins?: string[];
 }
 
 export type GoBinarySource = 'env' | 'PATH' | 'cache' | 'built';
@@ -91,7 +94,7 @@ async function buildGoBinary(b: GoBinary, env: NodeJS.ProcessEnv, progress: Node
   const gobin = mkdtempSync(join(cacheDir, `.build-${process.pid}-`));
   const target = join(cacheDir, b.binary);
   try {
-    await runGoInstall(go, b, { ...env, GOBIN: gobin }, cacheDir, progress);
+    await runGoBuild(go, b, { ...env, GOBIN: gobin }, gobin, progress);
     renameSync(join(gobin, b.binary), target);
   } finally {
     rmSync(gobin, { recursive: true, force: true });
@@ -99,7 +102,37 @@ async function buildGoBinary(b: GoBinary, env: NodeJS.ProcessEnv, progress: Node
   return target;
 }
 
-function runGoInstall(go: string, b: GoBinary, env: NodeJS.ProcessEnv, cwd: string, out: NodeJS.WriteStream): Promise<void> {
+/** Builds b into gobin: go install, or with pins go get + go build in a scratch module under gobin. */
+async function runGoBuild(go: string, b: GoBinary, env: NodeJS.ProcessEnv, gobin: string, out: NodeJS.WriteStream): Promise<void> {
+  const pins = b.dependencyPins ?? [];
+  const progress = buildProgress(b, out);
+  try {
+    if (pins.length === 0) {
+      await runGo(go, ['install', '-v', `${b.pkg}@${b.version}`], gobin, env, b, progress);
+    } else {
+      const moduleDir = join(gobin, 'module');
+      mkdirSync(moduleDir);
+      writeFileSync(join(moduleDir, 'go.mod'), 'module cronledger.local/build\n\ngo 1.21\n');
+      // A build-tagged import keeps the package required (and its go.sum lines) once go get has added it.
+      writeFileSync(join(moduleDir, 'tools.go'), `//go:build tools\n\npackage tools\n\nimport _ "${b.pkg}"\n`);
+      const moduleEnv = { ...env, GOFLAGS: '-mod=mod' };
+      await runGo(go, ['get', `${b.pkg}@${b.version}`, ...pins], moduleDir, moduleEnv, b, progress);
+      await runGo(go, ['build', '-v', '-o', join(gobin, b.binary), b.pkg], moduleDir, moduleEnv, b, progress);
+    }
+    progress.done();
+  } catch (err) {
+    progress.done(err as Error);
+    throw err;
+  }
+}
+
+interface BuildProgress {
+  onLine(line: string): void;
+  tail: string[];
+  done(err?: Error): void;
+}
+
+function buildProgress(b: GoBinary, out: NodeJS.WriteStream): BuildProgress {
   const started = Date.now();
   const tty = Boolean(out.isTTY);
   let compiled = 0;
@@ -112,45 +145,46 @@ function runGoInstall(go: string, b: GoBinary, env: NodeJS.ProcessEnv, cwd: stri
   const draw = () => out.write(tty ? `\r${line()}` : `${line()}\n`);
   out.write(`${line()}\n`);
   const timer = setInterval(draw, tty ? 1000 : 10_000);
+  return {
+    tail,
+    onLine(l) {
+      if (l.startsWith('go: downloading ')) downloaded++;
+      else if (l.trim() && !l.startsWith('go: ')) compiled++; // -v prints each package path as it is built
+      tail.push(l);
+      if (tail.length > 30) tail.shift();
+    },
+    done(err) {
+      clearInterval(timer);
+      if (tty) out.write('\n');
+      if (!err) out.write(`${b.label} ${b.version}: built in ${formatElapsed(Date.now() - started)}\n`);
+    },
+  };
+}
 
+function runGo(go: string, args: string[], cwd: string, env: NodeJS.ProcessEnv, b: GoBinary, progress: BuildProgress): Promise<void> {
   return new Promise((resolve, reject) => {
-    const child = spawn(go, ['install', '-v', `${b.pkg}@${b.version}`], { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(go, args, { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
     let pending = '';
     const onData = (chunk: Buffer) => {
       pending += chunk.toString('utf8');
       const lines = pending.split('\n');
       pending = lines.pop() ?? '';
-      for (const l of lines) {
-        if (l.startsWith('go: downloading ')) downloaded++;
-        else if (l.trim() && !l.startsWith('go: ')) compiled++; // -v prints each package path as it is built
-        tail.push(l);
-        if (tail.length > 30) tail.shift();
-      }
+      for (const l of lines) progress.onLine(l);
     };
     child.stdout.on('data', onData);
     child.stderr.on('data', onData);
-    child.on('error', (err) => finish(new UserError(`could not run ${go}: ${err.message}`)));
+    child.on('error', (err) => reject(new UserError(`could not run ${go}: ${err.message}`)));
     child.on('close', (code, signal) => {
-      if (code === 0) return finish();
-      finish(
+      if (code === 0) return resolve();
+      reject(
         new UserError(
-          `building the ${b.label} failed (go install exited with ${signal ?? code}). Last output:\n${tail.join('\n')}\n` +
+          `building the ${b.label} failed (go ${args[0]} exited with ${signal ?? code}). Last output:\n${progress.tail.join('\n')}\n` +
             `Fix the Go setup (proxy access, disk space) and retry, or set ${b.envOverride} to an existing ${b.label} binary.`,
         ),
       );
     });
-    function finish(err?: Error) {
-      clearInterval(timer);
-      if (tty) out.write('\n');
-      if (err) reject(err);
-      else {
-        out.write(`${b.label} ${b.version}: built in ${formatElapsed(Date.now() - started)}\n`);
-        resolve();
-      }
-    }
   });
 }
-
 /** A build killed mid-way leaves its private GOBIN (up to 250 MB); remove those whose process is gone. */
 function removeAbandonedBuilds(cacheDir: string): void {
   for (const name of readdirSync(cacheDir)) {
