@@ -53,13 +53,12 @@ const ONE_SHOTS = ['temporal-certs', 'temporal-db-roles', 'temporal-schema', 'te
 /** The image whose start script renders its config file into the image, so its root file system must stay writable. */
 const WRITABLE_ROOT = ['temporal-ui'];
 /**
- * Images left on their version tag: no digest for these exact tags could be verified (no registry access here, and no
- * two independent public sources agreeing on one). Each carries a comment saying so in docker-compose.yml.
+ * Images left on their version tag: no public source pins these exact tags by digest (and there is no registry access
+ * here). Each carries a comment saying so in docker-compose.yml.
  */
 const UNPINNED = [
   'temporalio/server:1.29.1',
   'temporalio/admin-tools:1.29.1-tctl-1.18.4-cli-1.5.0',
-  'temporalio/ui:2.42.1',
   'alpine/openssl:3.3.2',
 ];
 const BUILT = 'cronledger-worker'; // this repository's Dockerfile, whose base image is pinned
