@@ -44,6 +44,58 @@ CREATE FUNCTION public.add_downgrade(p_model text, p_cheap_model text, p_effecti
 $$;
 
 --
+-- Name: add_price(text, text, timestamp with time zone, timestamp with time zone, bigint, text, jsonb); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.add_price(p_model text, p_version text, p_effective_from timestamp with time zone, p_effective_to timestamp with time zone, p_long_context_above bigint, p_source text, p_rates jsonb) RETURNS bigint
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $$
+declare
+  v_sets jsonb[] := array(select e from jsonb_array_elements(p_rates) e);
+  v_base jsonb;
+  v_bad text;
+  v_id bigint;
+begin
+  if cardinality(v_sets) = 0 or exists (select from unnest(v_sets) e where e ->> 'tier' is null or e ->> 'long' is null)
+     or (select count(*) from unnest(v_sets) e where e ->> 'tier' = 'standard' and not (e ->> 'long')::boolean) > 1 then
+    raise exception 'price version % of % needs its rate sets, each with its tier and context, at most one standard below the threshold',
+      p_version, p_model using errcode = 'check_violation';
+  end if;
+  -- A rate is stored with 12 fractional digits: one with more would be rounded, and the ledger priced at another rate.
+  select format('%s %s', e ->> 'tier', c.key) into v_bad
+    from unnest(v_sets) e cross join lateral jsonb_each_text(e - 'tier' - 'long') c
+   where c.value is not null and c.value::numeric <> round(c.value::numeric, 12)
+   limit 1;
+  if v_bad is not null then
+    raise exception 'price version % of %: the % rate has more than 12 fractional digits', p_version, p_model, v_bad
+      using errcode = 'check_violation';
+  end if;
+  v_base := (select e from unnest(v_sets) e where e ->> 'tier' = 'standard' and not (e ->> 'long')::boolean);
+  insert into model_prices (model, version, effective_from, effective_to, long_context_above, input_per_million,
+                            cached_input_per_million, cache_write_5m_per_million, cache_write_1h_per_million,
+                            output_per_million, embedding_input_per_million, source)
+  values (p_model, p_version, p_effective_from, p_effective_to, p_long_context_above, (v_base ->> 'input')::numeric,
+          (v_base ->> 'cachedInput')::numeric, (v_base ->> 'cacheWrite5m')::numeric, (v_base ->> 'cacheWrite1h')::numeric,
+          (v_base ->> 'output')::numeric, (v_base ->> 'embeddingInput')::numeric, p_source)
+  on conflict do nothing
+  returning id into v_id;
+  if v_id is null then
+    return null;
+  end if;
+  insert into model_price_rates (price_id, service_tier, long_context, input_per_million, cached_input_per_million,
+                                 cache_write_5m_per_million, cache_write_1h_per_million, output_per_million,
+                                 embedding_input_per_million)
+  select v_id, e ->> 'tier', (e ->> 'long')::boolean, (e ->> 'input')::numeric, (e ->> 'cachedInput')::numeric,
+         (e ->> 'cacheWrite5m')::numeric, (e ->> 'cacheWrite1h')::numeric, (e ->> 'output')::numeric,
+         (e ->> 'embeddingInput')::numeric
+    from unnest(v_sets) e
+   where not (e ->> 'tier' = 'standard' and not (e ->> 'long')::boolean);
+  return v_id;
+end
+$$;
+
+--
 -- Name: usage_ledger; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -2873,6 +2925,13 @@ REVOKE ALL ON FUNCTION public.add_downgrade(p_model text, p_cheap_model text, p_
 GRANT ALL ON FUNCTION public.add_downgrade(p_model text, p_cheap_model text, p_effective_from timestamp with time zone, p_source text) TO cronledger_operator;
 
 --
+-- Name: FUNCTION add_price(p_model text, p_version text, p_effective_from timestamp with time zone, p_effective_to timestamp with time zone, p_long_context_above bigint, p_source text, p_rates jsonb); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.add_price(p_model text, p_version text, p_effective_from timestamp with time zone, p_effective_to timestamp with time zone, p_long_context_above bigint, p_source text, p_rates jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.add_price(p_model text, p_version text, p_effective_from timestamp with time zone, p_effective_to timestamp with time zone, p_long_context_above bigint, p_source text, p_rates jsonb) TO cronledger_operator;
+
+--
 -- Name: TABLE usage_ledger; Type: ACL; Schema: public; Owner: -
 --
 
@@ -2915,7 +2974,7 @@ GRANT ALL ON FUNCTION public.budget_month_figures(p_user_id text, p_zone text, p
 
 GRANT SELECT ON TABLE public.model_price_rates TO cronledger_readonly;
 GRANT SELECT ON TABLE public.model_price_rates TO cronledger_worker;
-GRANT SELECT,INSERT ON TABLE public.model_price_rates TO cronledger_operator;
+GRANT SELECT ON TABLE public.model_price_rates TO cronledger_operator;
 
 --
 -- Name: FUNCTION call_cost(p_kind text, p_prompt bigint, p_cached bigint, p_write_5m bigint, p_write_1h bigint, p_completion bigint, r public.model_price_rates); Type: ACL; Schema: public; Owner: -
@@ -2966,7 +3025,7 @@ GRANT ALL ON FUNCTION public.expire_reservations() TO cronledger_worker;
 
 GRANT SELECT ON TABLE public.model_prices TO cronledger_readonly;
 GRANT SELECT ON TABLE public.model_prices TO cronledger_worker;
-GRANT SELECT,INSERT ON TABLE public.model_prices TO cronledger_operator;
+GRANT SELECT ON TABLE public.model_prices TO cronledger_operator;
 
 --
 -- Name: FUNCTION is_long_context(p public.model_prices, p_prompt bigint); Type: ACL; Schema: public; Owner: -
@@ -3315,12 +3374,6 @@ GRANT SELECT ON TABLE public.metric_run_counts TO cronledger_worker;
 GRANT SELECT ON TABLE public.model_downgrades TO cronledger_readonly;
 GRANT SELECT ON TABLE public.model_downgrades TO cronledger_worker;
 GRANT SELECT ON TABLE public.model_downgrades TO cronledger_operator;
-
---
--- Name: SEQUENCE model_prices_id_seq; Type: ACL; Schema: public; Owner: -
---
-
-GRANT USAGE ON SEQUENCE public.model_prices_id_seq TO cronledger_operator;
 
 --
 -- Name: TABLE rate_limit_state; Type: ACL; Schema: public; Owner: -

@@ -62,6 +62,9 @@ const forbidden = (table: string, role: string) => [
 const DIRECT_WRITES = [
   `insert into usage_ledger (idempotency_key, entry_type, reason, user_id, cost_usd) values ('direct', 'credit', 'why', 'u1', -1)`,
   `insert into model_prices (model, version, effective_from, input_per_million, source) values ('m', 'v', now(), 0, 'x')`,
+  `insert into model_price_rates (price_id, service_tier, long_context, input_per_million)
+   select id, 'batch', false, 0 from model_prices limit 1`,
+  `select nextval('model_prices_id_seq')`,
   `insert into budgets (user_id, monthly_limit_usd, source) values ('u1', 1000, 'x')`,
   `update budget_months set spent_usd = 0`,
   `delete from budget_reservations`,
@@ -97,18 +100,16 @@ describe.each([
   { role: WORKER_ROLE, pool: () => ctx.pool },
   { role: OPERATOR_ROLE, pool: () => ctx.operatorPool },
 ])('$role', ({ role, pool }) => {
-  it.each([
-    ...forbidden('usage_ledger', role),
-    ...forbidden('model_prices', role),
-    ...DIRECT_WRITES.filter((sql) => role === WORKER_ROLE || !sql.startsWith('insert into model_prices')),
-    `alter role ${role} superuser`,
-  ])('is refused by privilege: %s', async (sql) => {
-    const before = await guarded();
-    const err = await attempt(pool(), sql);
-    expect(err, `${sql} succeeded as ${role}`).toBeDefined();
-    expect({ code: err?.code, message: err?.message }).toMatchObject({ code: '42501' });
-    expect(await guarded()).toBe(before);
-  });
+  it.each([...forbidden('usage_ledger', role), ...forbidden('model_prices', role), ...DIRECT_WRITES, `alter role ${role} superuser`])(
+    'is refused by privilege: %s',
+    async (sql) => {
+      const before = await guarded();
+      const err = await attempt(pool(), sql);
+      expect(err, `${sql} succeeded as ${role}`).toBeDefined();
+      expect({ code: err?.code, message: err?.message }).toMatchObject({ code: '42501' });
+      expect(await guarded()).toBe(before);
+    },
+  );
 
   it('is an ordinary login role: not superuser, cannot create roles or databases, bypass RLS or act as the owner', async () => {
     expect(await roleAttributes(role)).toEqual({ ...ORDINARY, rolcanlogin: true });
@@ -205,9 +206,9 @@ const OPERATOR_ALLOWED: Record<string, string[]> = {
   ...Object.fromEntries(
     ['usage_ledger', 'budgets', 'model_downgrades', 'task_versions', 'applied_tasks', 'rate_limits'].map((t) => [t, ['SELECT']]),
   ),
-  // price versions and their rates are appended directly (applyPrices); the created_by trigger stamps the operator
-  model_prices: ['SELECT', 'INSERT'],
-  model_price_rates: ['SELECT', 'INSERT'],
+  // price versions and their rates are added through add_price only
+  model_prices: ['SELECT'],
+  model_price_rates: ['SELECT'],
 };
 
 /**
@@ -301,6 +302,7 @@ const OPERATOR_FUNCTIONS = [
   ...PUBLIC_HELPERS,
   'add_budget',
   'add_downgrade',
+  'add_price',
   'adjust_entry',
   'apply_rate_limits',
   'credit_user',
@@ -348,8 +350,7 @@ describe('grants, walked over every table and every function', () => {
     expect(writes).toEqual([]);
   });
 
-  it('give no role a sequence it may use or reset but the operator its price ids, and PUBLIC no SECURITY DEFINER function', async () => {
-    // the operator appends price versions directly: model_prices' id sequence (nextval), never setval
+  it('give no role a sequence it may use or reset, and PUBLIC no SECURITY DEFINER function', async () => {
     for (const role of [WORKER_ROLE, OPERATOR_ROLE, READONLY_ROLE]) {
       const seqs = await owner.query<{ name: string }>(
         `select c.relname as name from pg_class c join pg_namespace n on n.oid = c.relnamespace
@@ -357,8 +358,7 @@ describe('grants, walked over every table and every function', () => {
             and case when c.relkind = 'S' then has_sequence_privilege($1, c.oid, 'usage') or has_sequence_privilege($1, c.oid, 'update') else false end`,
         [role],
       );
-      const expected = role === OPERATOR_ROLE ? [{ name: 'model_prices_id_seq' }] : [];
-      expect({ role, seqs: seqs.rows }).toEqual({ role, seqs: expected });
+      expect({ role, seqs: seqs.rows }).toEqual({ role, seqs: [] });
     }
     const { rows } = await owner.query<{ name: string }>(
       `select p.proname as name from pg_proc p join pg_namespace n on n.oid = p.pronamespace, aclexplode(coalesce(p.proacl, acldefault('f', p.proowner))) a
@@ -445,6 +445,7 @@ describe('as the worker', () => {
       `select * from credit_user('w', null, 'why', 'u1', -1)`,
       `select * from adjust_entry('w', 1, 'why', -1)`,
       `select * from add_budget('u1', 1000, 'UTC', now(), 'x')`,
+      `select add_price('m', 'v', now(), null, null, 'x', '[{"tier": "standard", "long": false, "input": "0", "output": "0"}]')`,
       `select record_task_versions('[]')`,
     ]) {
       expect(await attempt(ctx.pool, sql)).toMatchObject({ code: '42501', message: /permission denied for function/ });
@@ -484,8 +485,10 @@ describe('as the operator', () => {
 // ---------------------------------------------------------------------------------------------------------------
 
 const CREDIT = `select * from credit_user($1, null, $2, 'u1', -1)`;
-const PRICE = `insert into model_prices (model, version, effective_from, input_per_million, output_per_million, source)
-               values ($1, $2, $3, $4, 1, 'test')`;
+/** A price version through add_price, as `prices apply` adds one: $4 is its standard input rate, $5 its batch tier's. */
+const PRICE = `select add_price($1, $2, $3, null, null, 'test',
+                 jsonb_build_array(jsonb_build_object('tier', 'standard', 'long', false, 'input', $4::text, 'output', '1'),
+                                   jsonb_build_object('tier', 'batch', 'long', false, 'input', coalesce($5::text, '0'), 'output', '1')))`;
 
 describe('the database, for anyone but the owner', () => {
   it.each(['', '   ', '\t\n'])('refuses a credit or correction whose reason is blank: %j', async (reason) => {
@@ -496,24 +499,51 @@ describe('the database, for anyone but the owner', () => {
     expect(await attempt(ctx.operatorPool, CREDIT, [`worded-${reason.length}`, `goodwill${reason}`])).toBeUndefined();
   });
 
-  it('refuses a negative price', async () => {
-    expect(await attempt(ctx.operatorPool, PRICE, ['test/negative', 'v1', new Date(), '-0.01'])).toMatchObject({
+  it('refuses a negative price, on the version or on a tier, and a rate it would have to round', async () => {
+    expect(await attempt(ctx.operatorPool, PRICE, ['test/negative', 'v1', new Date(), '-0.01', null])).toMatchObject({
       code: '23514',
       message: /not_negative/,
     });
-    expect(await attempt(ctx.operatorPool, PRICE, ['test/negative', 'v1', new Date(), '0'])).toBeUndefined();
+    expect(await attempt(ctx.operatorPool, PRICE, ['test/negative', 'v1', new Date(), '0', '-0.01'])).toMatchObject({
+      code: '23514',
+      message: /model_price_rates_input_per_million_check/,
+    });
+    expect(await attempt(ctx.operatorPool, PRICE, ['test/negative', 'v1', new Date(), '0.0000000000001', null])).toMatchObject({
+      code: '23514',
+      message: /the standard input rate has more than 12 fractional digits/,
+    });
+    expect(await attempt(ctx.operatorPool, PRICE, ['test/negative', 'v1', new Date(), '0', null])).toBeUndefined();
   });
 
   it('refuses a price dated before calls of its model already booked; the owner may', async () => {
     // grants-1 booked openai/gpt-4o-mini on 2026-06-01: a version from May would re-price it in every report that prices history
-    const backdated = ['openai/gpt-4o-mini', 'sneaky', new Date('2026-05-01T00:00:00Z'), '0'];
+    const backdated = ['openai/gpt-4o-mini', 'sneaky', new Date('2026-05-01T00:00:00Z'), '0', null];
     expect(await attempt(ctx.operatorPool, PRICE, backdated)).toMatchObject({ code: '23514', message: /before calls already booked/ });
-    expect(await attempt(ctx.operatorPool, PRICE, ['test/never-booked', 'v1', new Date('2024-07-18T00:00:00Z'), '0.1'])).toBeUndefined();
+    expect(
+      await attempt(ctx.operatorPool, PRICE, ['test/never-booked', 'v1', new Date('2024-07-18T00:00:00Z'), '0.1', null]),
+    ).toBeUndefined();
     await owner.query('begin');
     try {
       await owner.query(PRICE, backdated);
     } finally {
       await owner.query('rollback');
+    }
+  });
+
+  it('add_price records the operator as who added the version, whatever the rates say', async () => {
+    const client = await ctx.operatorPool.connect();
+    try {
+      await client.query('begin');
+      const { rows } = await client.query<{ id: string }>(`${PRICE} as id`, ['test/stamped', 'v1', new Date(), '0.1', '0.05']);
+      const row = await client.query(
+        `select p.created_by, r.service_tier, r.input_per_million from model_prices p join model_price_rates r on r.price_id = p.id
+          where p.id = $1`,
+        [rows[0].id],
+      );
+      expect(row.rows).toEqual([{ created_by: OPERATOR_ROLE, service_tier: 'batch', input_per_million: '0.050000000000' }]);
+    } finally {
+      await client.query('rollback');
+      client.release();
     }
   });
 

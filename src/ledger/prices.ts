@@ -179,7 +179,7 @@ function rateSetsOf(p: ModelPrices): RateSet[] {
   return sets;
 }
 
-/** A rate set as SQL reads it from JSON: each rate an exact decimal string or null. */
+/** Rate sets as add_price reads them from JSON: the standard set below the threshold first, each rate an exact decimal string or null. */
 const rateSetJson = (sets: RateSet[]): string =>
   JSON.stringify(
     sets.map((r) => ({
@@ -202,40 +202,26 @@ const SAME_RATES = ['input', 'cached_input', 'cache_write_5m', 'cache_write_1h',
   .join(' and ');
 
 /**
- * Adds every (model, version) of the file that the table lacks, in one transaction: the version's row (standard
- * rates, cache writes, long-context threshold, end) and a model_price_rates row for each other tier and context. A
- * version that exists with different prices or dates is refused and nothing is written: published prices are history.
+ * Adds every (model, version) of the file that the table lacks, in one transaction, through add_price (which records
+ * who added it): the version's row (standard rates, cache writes, long-context threshold, end) and a model_price_rates
+ * row for each other tier and context. A version that exists with different prices or dates is refused and nothing is
+ * written: published prices are history.
  */
 export async function applyPrices(pool: pg.Pool, file: PricesFile, source: string): Promise<ApplyPricesResult> {
   return inTransaction(pool, async (db) => {
-    // Appliers take turns (an advisory lock: the application role may not lock the table, it may only append).
+    // Appliers take turns (an advisory lock: the operator may not lock the table, it may only append through add_price).
     await db.query(`select pg_advisory_xact_lock(hashtextextended('cronledger-prices', 0))`);
     const result: ApplyPricesResult = { added: [], unchanged: [] };
     for (const v of file.versions) {
       for (const [model, p] of Object.entries(v.models)) {
         const sets = rateSetJson(rateSetsOf(p));
         const at = [model, v.version, v.effectiveFrom, v.effectiveTo ?? null, p.longContext?.aboveInputTokens ?? null];
-        const inserted = await db.query<{ id: string }>(
-          `insert into model_prices (model, version, effective_from, effective_to, long_context_above, input_per_million,
-                                     cached_input_per_million, cache_write_5m_per_million, cache_write_1h_per_million,
-                                     output_per_million, embedding_input_per_million, source)
-           select $1, $2, $3, $4, $5, (e ->> 'input')::numeric, (e ->> 'cachedInput')::numeric, (e ->> 'cacheWrite5m')::numeric,
-                  (e ->> 'cacheWrite1h')::numeric, (e ->> 'output')::numeric, (e ->> 'embeddingInput')::numeric, $7
-             from jsonb_array_elements($6::jsonb) with ordinality s(e, n) where n = 1
-           on conflict do nothing returning id`,
-          [...at, sets, v.source ?? source],
-        );
-        if (inserted.rowCount === 1) {
-          await db.query(
-            `insert into model_price_rates (price_id, service_tier, long_context, input_per_million, cached_input_per_million,
-                                            cache_write_5m_per_million, cache_write_1h_per_million, output_per_million,
-                                            embedding_input_per_million)
-             select $1, e ->> 'tier', (e ->> 'long')::boolean, (e ->> 'input')::numeric, (e ->> 'cachedInput')::numeric,
-                    (e ->> 'cacheWrite5m')::numeric, (e ->> 'cacheWrite1h')::numeric, (e ->> 'output')::numeric,
-                    (e ->> 'embeddingInput')::numeric
-               from jsonb_array_elements($2::jsonb) with ordinality s(e, n) where n > 1`,
-            [inserted.rows[0].id, sets],
-          );
+        const added = await db.query<{ id: string | null }>('select add_price($1, $2, $3, $4, $5, $6, $7::jsonb) as id', [
+          ...at,
+          v.source ?? source,
+          sets,
+        ]);
+        if (added.rows[0].id !== null) {
           result.added.push({ model, version: v.version });
           continue;
         }
