@@ -49,7 +49,7 @@ const RAW_SCRIPT = `insert into raw_ledger (${COLUMNS})
   values (gen_random_uuid()::text, 'usage', 'user-' || :client_id, gen_random_uuid()::text, 'wf', 'task', 'openai/gpt-4o-mini',
           'gpt-4o-mini', 'chat', 'ok', 1, 1200, 200, 300, 0, 0.000345, 'v1', 'bench', now());\n`;
 const BOOK_SCRIPT = `select book_usage(gen_random_uuid()::text, 'user-' || :client_id, gen_random_uuid()::text, 'wf', 'task',
-  'openai/gpt-4o-mini', 'gpt-4o-mini', 'chat', 'ok', 1, 1200, 200, 300, 0, null, 'bench', null, null, now());\n`;
+  'openai/gpt-4o-mini', 'gpt-4o-mini', 'chat', 'ok', 1, 1200, 200, 300, 0, 0, 0, null, null, 'bench', null, null, now());\n`;
 
 type Path = 'raw' | 'book_usage' | 'recordUsage' | 'bookCall';
 const PATHS: Path[] = ['raw', 'book_usage', 'recordUsage', 'bookCall'];
@@ -100,7 +100,11 @@ async function measure(db: ScratchDatabase, superuser: pg.Client, postmaster: nu
   const pg0 = postgresCpuSeconds(postmaster);
   const node0 = process.cpuUsage();
   const t0 = performance.now();
-  const count = await run();
+  // a failed phase stops the sampler before its client is closed, so the phase's own error is the one printed
+  const count = await run().catch(async (err: unknown) => {
+    await stop();
+    throw err;
+  });
   const seconds = (performance.now() - t0) / 1000;
   const node = process.cpuUsage(node0);
   // pgbench's backends exit as it ends: wait until they are gone, so their CPU is in the postmaster's cutime
@@ -224,7 +228,10 @@ async function main(): Promise<void> {
   await owner.connect();
   try {
     await owner.query('create table raw_ledger (like usage_ledger including all)');
-    await owner.query('grant select, insert on raw_ledger to cronledger_app');
+    // raw_ledger draws ids from a sequence of its own: the worker (pgbench's and the pools' role) may not use the ledger's
+    await owner.query(`create sequence raw_ledger_id_seq owned by raw_ledger.id;
+      alter table raw_ledger alter column id set default nextval('raw_ledger_id_seq');
+      grant select, insert on raw_ledger to cronledger_worker; grant usage on sequence raw_ledger_id_seq to cronledger_worker`);
     const lines = [`$ ${command}`, `PostgreSQL 127.0.0.1:${db.port}, ${ROUNDS} rounds of ${SECONDS} s per phase, one user per client`];
     for (const [m, mode] of MODES.entries()) {
       const pool =
