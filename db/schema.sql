@@ -3152,7 +3152,6 @@ GRANT ALL ON FUNCTION public.record_report_delivery(p_month text, p_time_zone te
 --
 
 GRANT SELECT ON TABLE public.rollup_verifications TO cronledger_readonly;
-GRANT SELECT ON TABLE public.rollup_verifications TO cronledger_worker;
 
 --
 -- Name: FUNCTION record_rollup_verification(p_months integer, p_rows_checked bigint, p_differences bigint, p_sample jsonb); Type: ACL; Schema: public; Owner: -
@@ -3332,40 +3331,24 @@ GRANT SELECT ON TABLE public.budget_reservations TO cronledger_worker;
 --
 
 GRANT SELECT ON TABLE public.budget_zones TO cronledger_readonly;
-GRANT SELECT ON TABLE public.budget_zones TO cronledger_worker;
-
---
--- Name: TABLE call_embeddings; Type: ACL; Schema: public; Owner: -
---
-
-GRANT SELECT ON TABLE public.call_embeddings TO cronledger_worker;
-
---
--- Name: TABLE memories; Type: ACL; Schema: public; Owner: -
---
-
-GRANT SELECT ON TABLE public.memories TO cronledger_worker;
 
 --
 -- Name: TABLE metric_histograms; Type: ACL; Schema: public; Owner: -
 --
 
 GRANT SELECT ON TABLE public.metric_histograms TO cronledger_readonly;
-GRANT SELECT ON TABLE public.metric_histograms TO cronledger_worker;
 
 --
 -- Name: TABLE metric_ledger_totals; Type: ACL; Schema: public; Owner: -
 --
 
 GRANT SELECT ON TABLE public.metric_ledger_totals TO cronledger_readonly;
-GRANT SELECT ON TABLE public.metric_ledger_totals TO cronledger_worker;
 
 --
 -- Name: TABLE metric_run_counts; Type: ACL; Schema: public; Owner: -
 --
 
 GRANT SELECT ON TABLE public.metric_run_counts TO cronledger_readonly;
-GRANT SELECT ON TABLE public.metric_run_counts TO cronledger_worker;
 
 --
 -- Name: TABLE model_downgrades; Type: ACL; Schema: public; Owner: -

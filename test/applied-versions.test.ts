@@ -198,7 +198,9 @@ describe('a run spends only what was applied', () => {
       expect(trigger.code).toBe(0);
       const { workflowId } = JSON.parse(trigger.stdout) as { workflowId: string };
       expect(await ctx.client.workflow.getHandle(workflowId).result()).toMatchObject({ status: 'completed' });
-      const memory = await ctx.pool.query<{ n: string }>('select count(*) as n from memories where run_workflow_id = $1', [workflowId]);
+      const memory = await ctx.ownerPool.query<{ n: string }>('select count(*) as n from memories where run_workflow_id = $1', [
+        workflowId,
+      ]);
       expect(memory.rows[0].n).toBe('1');
       // a run of the first version (as one its schedule started before the re-apply): still an applied version
       const old = await ctx.client.workflow.start('scheduledRun', {

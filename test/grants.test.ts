@@ -198,8 +198,23 @@ const TABLES = [
   'rate_limit_state',
 ];
 
-/** The worker reads what runs, reports, the budget sweep and `rollups verify` read, and writes nothing directly. */
-const WORKER_ALLOWED: Record<string, string[]> = Object.fromEntries(TABLES.map((t) => [t, ['SELECT']]));
+/**
+ * The worker reads what runs, reports, the budget sweep, the rollup refresh and the CLI's reading commands read, and
+ * writes nothing directly. Not: a run's replies and their vectors (memories, call_embeddings), which only its SECURITY
+ * DEFINER functions touch; budget_zones, which only the ledger's triggers read; the /metrics counters and
+ * rollup_verifications, which the admin page reads as the read-only role.
+ */
+const NOT_READ_BY_WORKER = [
+  'memories',
+  'call_embeddings',
+  'budget_zones',
+  'metric_ledger_totals',
+  'metric_run_counts',
+  'metric_histograms',
+  'rollup_verifications',
+];
+const WORKER_READS = TABLES.filter((table) => !NOT_READ_BY_WORKER.includes(table));
+const WORKER_ALLOWED: Record<string, string[]> = Object.fromEntries(WORKER_READS.map((t) => [t, ['SELECT']]));
 
 /** The operator reads what its commands compare against, and writes through its functions only. */
 const OPERATOR_ALLOWED: Record<string, string[]> = {
@@ -422,6 +437,10 @@ describe('SECURITY DEFINER functions', () => {
 // ---------------------------------------------------------------------------------------------------------------
 
 describe('as the worker', () => {
+  it.each(['memories', 'call_embeddings'])('reading %s (replies and their vectors) is refused by privilege', async (table) => {
+    expect(await attempt(ctx.pool, `select * from ${table}`)).toEqual({ code: '42501', message: `permission denied for table ${table}` });
+  });
+
   it('a direct INSERT into the ledger is refused by privilege, on the ledger itself', async () => {
     const err = await attempt(ctx.pool, DIRECT_WRITES[0]);
     expect(err).toEqual({ code: '42501', message: 'permission denied for table usage_ledger' });

@@ -85,7 +85,7 @@ describe('booking model calls of a scheduled run', () => {
     const embed = (await entriesOf(ctx, workflowId)).find((r) => r.kind === 'embedding') as LedgerEntry;
     expect(embed.prompt_tokens).toBe('8191'); // the mock counts the tokens it was sent
     expect(Number(embed.input_truncated_from)).toBeGreaterThan(8191);
-    const memory = await ctx.pool.query<{ input_truncated_from: string; content: string }>(
+    const memory = await ctx.ownerPool.query<{ input_truncated_from: string; content: string }>(
       'select input_truncated_from, content from memories where run_workflow_id = $1',
       [workflowId],
     );

@@ -212,7 +212,9 @@ describe('through a real worker and the scheduledRun workflow', () => {
     const { workflowId, runId, result } = await runOnce(`oa-vector-${randomUUID().slice(0, 6)}`);
 
     expect(result?.status).toBe('completed');
-    const memory = await ctx.pool.query<{ embedding: number[] }>('select embedding from memories where run_workflow_id = $1', [workflowId]);
+    const memory = await ctx.ownerPool.query<{ embedding: number[] }>('select embedding from memories where run_workflow_id = $1', [
+      workflowId,
+    ]);
     expect(memory.rows[0].embedding).toEqual(vector);
     const json = historyToJSON(await ctx.client.workflow.getHandle(workflowId, runId).fetchHistory());
     const payloads = [...json.matchAll(/"data": "([A-Za-z0-9+/=]+)"/g)].map((m) => Buffer.from(m[1], 'base64').toString('utf8')).join();
