@@ -1064,6 +1064,40 @@ CREATE FUNCTION public.release_reservations(p_run_id text) RETURNS integer
 $$;
 
 --
+-- Name: reprice_usage(timestamp with time zone, timestamp with time zone, jsonb, jsonb, jsonb, text[]); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.reprice_usage(p_from timestamp with time zone, p_to timestamp with time zone, p_versions jsonb, p_rates jsonb, p_downgrade jsonb DEFAULT '{}'::jsonb, p_models text[] DEFAULT NULL::text[]) RETURNS TABLE(user_id text, task_id text, model text, priced_as text, entries bigint, ledger_usd numeric, repriced_usd numeric, unpriced bigint, first_unpriced_at timestamp with time zone)
+    LANGUAGE sql STABLE
+    AS $$
+  with given as (
+    select array(select v from jsonb_populate_recordset(null::model_prices, p_versions) v) as versions,
+           array(select r from jsonb_populate_recordset(null::model_price_rates, p_rates) r) as rates
+  ),
+  priced as (
+    select l.user_id, l.task_id, l.model, m.priced_as, l.cost_usd, l.created_at,
+           call_cost(l.kind, l.prompt_tokens, l.cached_prompt_tokens, l.cache_write_5m_tokens, l.cache_write_1h_tokens,
+                     l.completion_tokens,
+                     (select r from unnest(given.rates) r
+                       where r.price_id = (v.p).id and r.service_tier = price_tier(l.service_tier)
+                         and r.long_context = is_long_context(v.p, l.prompt_tokens))) as cost
+      from usage_ledger l
+      cross join given
+      cross join lateral (select coalesce(p_downgrade ->> l.model, l.model) as priced_as) m
+      left join lateral (select p from unnest(given.versions) p
+                          where p.model = m.priced_as and p.effective_from <= l.created_at
+                            and (p.effective_to is null or p.effective_to > l.created_at)
+                          order by p.effective_from desc limit 1) v on true
+     where l.entry_type = 'usage' and l.created_at >= p_from and l.created_at < p_to
+       and (p_models is null or m.priced_as = any (p_models))
+  )
+  select user_id, task_id, model, priced_as, count(*), sum(cost_usd), sum(cost), count(*) filter (where cost is null),
+         min(created_at) filter (where cost is null)
+    from priced
+   group by user_id, task_id, model, priced_as
+$$;
+
+--
 -- Name: reserve_budget(text, text, text, jsonb, boolean, integer, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -3187,6 +3221,14 @@ GRANT ALL ON FUNCTION public.record_usage_exception(p_key text, p_user_id text, 
 
 REVOKE ALL ON FUNCTION public.release_reservations(p_run_id text) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.release_reservations(p_run_id text) TO cronledger_worker;
+
+--
+-- Name: FUNCTION reprice_usage(p_from timestamp with time zone, p_to timestamp with time zone, p_versions jsonb, p_rates jsonb, p_downgrade jsonb, p_models text[]); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.reprice_usage(p_from timestamp with time zone, p_to timestamp with time zone, p_versions jsonb, p_rates jsonb, p_downgrade jsonb, p_models text[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.reprice_usage(p_from timestamp with time zone, p_to timestamp with time zone, p_versions jsonb, p_rates jsonb, p_downgrade jsonb, p_models text[]) TO cronledger_worker;
+GRANT ALL ON FUNCTION public.reprice_usage(p_from timestamp with time zone, p_to timestamp with time zone, p_versions jsonb, p_rates jsonb, p_downgrade jsonb, p_models text[]) TO cronledger_readonly;
 
 --
 -- Name: FUNCTION reserve_budget(p_user_id text, p_run_id text, p_workflow_id text, p_calls jsonb, p_may_downgrade boolean, p_expiry_seconds integer, p_at timestamp with time zone); Type: ACL; Schema: public; Owner: -

@@ -280,7 +280,7 @@ const PRICING = [
   'usage_cost',
 ];
 
-/** What a run, the budget sweep, the monthly report, the rollup refresh and `rollups verify` execute. */
+/** What a run, the budget sweep, the monthly report, the rollup refresh, `rollups verify` and `report --reprice` execute. */
 const WORKER_FUNCTIONS = [
   ...PUBLIC_HELPERS,
   ...PRICING,
@@ -299,6 +299,7 @@ const WORKER_FUNCTIONS = [
   'record_rollup_verification',
   'record_usage_exception',
   'release_reservations',
+  'reprice_usage',
   'reserve_budget',
   'rollups_clear_month',
   'rollups_finish_month',
@@ -330,7 +331,7 @@ const OPERATOR_FUNCTIONS = [
   'record_task_versions',
 ].sort();
 
-const READONLY_FUNCTIONS = [...PUBLIC_HELPERS, ...PRICING, 'budget_month_figures'].sort();
+const READONLY_FUNCTIONS = [...PUBLIC_HELPERS, ...PRICING, 'budget_month_figures', 'reprice_usage'].sort();
 
 /** Every function in the public schema the role may EXECUTE, by name (trigger functions cannot be called, so not them). */
 async function executableFunctions(db: pg.Client, role: string): Promise<string[]> {

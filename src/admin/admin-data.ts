@@ -13,6 +13,7 @@ import { downgradeSavings } from '../budgets/downgrade-savings';
 import { daysOf, parseMonth, shiftMonth, type Month } from '../reports/month';
 import { monthBounds, readDailySeries, readDailySpend, readMonthSums, readRunCounts, trackedZones } from '../reports/rollups-read';
 import { lastVerification, type LastVerification } from '../reports/rollups-verify';
+import { priceVersionChoices, repriceMonthAtVersion } from '../reports/reprice';
 import type { UsageReport } from '../reports/types';
 import { quoted } from '../text-table';
 import { findAnomalies, type Anomaly, type DailyPoint } from './anomalies';
@@ -336,7 +337,8 @@ export async function userPage(db: pg.Pool, q: MonthQuery, userId: string): Prom
   };
 }
 
-export async function models(db: pg.Pool, q: MonthQuery) {
+/** `reprice`: the id of a price version in the table (?reprice=), to show the month's entries of its model at it. */
+export async function models(db: pg.Pool, q: MonthQuery, reprice?: string) {
   const { report } = await monthReport(db, q);
   return {
     month: q.month,
@@ -344,7 +346,16 @@ export async function models(db: pg.Pool, q: MonthQuery) {
     models: report.byModel.map((l) => ({ model: l.model, kind: l.kind, line: l.line, calls: l.calls, costUsd: l.costUsd })),
     /** What downgrades saved this month; null while no budget is configured. */
     downgradeSavings: (await anyBudget(db)) ? await downgradeSavings(db, report.period.from, report.period.to) : null,
+    priceVersions: await priceVersionChoices(db),
+    /** The month's entries of the chosen version's model at that version; null when none was chosen. */
+    repriced: reprice === undefined ? null : await repricedAtVersion(db, q, reprice),
   };
+}
+
+async function repricedAtVersion(db: pg.Pool, q: MonthQuery, priceId: string) {
+  const repriced = await repriceMonthAtVersion(db, { month: q.month, timeZone: q.zone, priceId });
+  if (!repriced) throw new UserError(`reprice ${quoted(priceId)} is no price version: choose one of the list on the models page`);
+  return repriced;
 }
 
 export function runView(r: RunWithCost) {

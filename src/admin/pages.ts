@@ -3,6 +3,7 @@ import { countPerDollar } from '../reports/economics';
 import { microUsd } from '../reports/render-html';
 import type { TaskListing } from '../schedules/manage-task';
 import type { TaskSlotCheck } from '../schedules/missed-slots';
+import type { PriceVersionChoice, repriceMonthAtVersion } from '../reports/reprice';
 import type { BudgetRow, DayFigures, entryView, Overview, runView, UserFigures, UserPage } from './admin-data';
 import { html, jsonForScript, type Raw } from './html';
 
@@ -36,6 +37,7 @@ export interface MissedSlotsView {
 }
 
 type RunView = ReturnType<typeof runView>;
+type RepricedAtVersion = NonNullable<Awaited<ReturnType<typeof repriceMonthAtVersion>>>;
 type EntryView = ReturnType<typeof entryView>;
 
 const NAV: [string, string][] = [
@@ -434,6 +436,8 @@ export function modelsPage(
   m: {
     models: { model: string | null; kind: string | null; line: string; calls: number; costUsd: string }[];
     downgradeSavings: { savedUsd: string; paidUsd: string; atDefaultPriceUsd: string; entries: number; unpriced: number } | null;
+    priceVersions: PriceVersionChoice[];
+    repriced: RepricedAtVersion | null;
   },
   ctx: PageContext,
 ): string {
@@ -467,8 +471,64 @@ export function modelsPage(
           )}
         </tbody>
       </table>`,
-    )}`;
+    )}
+    ${repriceSection(m.priceVersions, m.repriced, ctx)}`;
   return layout('Models', ctx, body);
+}
+
+/**
+ * What if: a price version of the table chosen, the month's entries of its model at that version (as if it had been
+ * in force all month), per user and task: the ledger's figure, the repriced one and the difference. Read only.
+ */
+function repriceSection(versions: PriceVersionChoice[], r: RepricedAtVersion | null, ctx: PageContext): Raw {
+  const form = html`<form method="get" class="reprice">
+    <input type="hidden" name="month" value="${ctx.month ?? ''}" />
+    <input type="hidden" name="tz" value="${ctx.zone ?? 'UTC'}" />
+    <label
+      >price version
+      <select name="reprice">
+        ${versions.map(
+          (v) =>
+            html`<option value="${v.id}" ${r?.version.id === v.id ? html` selected` : ''}>
+              ${v.model} ${v.version} (from ${v.effectiveFrom.slice(0, 10)})
+            </option>`,
+        )}
+      </select></label
+    >
+    <button>reprice the month</button>
+  </form>`;
+  if (!r)
+    return html`<h2>What if</h2>
+      ${form}`;
+  const t = r.totals;
+  return html`<h2>What if</h2>
+    ${form}
+    <p id="reprice-summary">
+      ${r.version.model}'s entries this month at ${r.version.version} all month: ${usd(t.repricedUsd)} instead of ${usd(t.ledgerUsd)}
+      (${usd(t.differenceUsd)}, ${String(t.calls)}
+      calls)${r.leftOut ? html`; ${String(r.leftOut)} calls of a service tier or context that version has no rates for are left out` : ''}.
+      Nothing is written; usage entries only.
+    </p>
+    ${scrollBox(
+      'Repriced',
+      html`<table class="sortable" id="repriced">
+        <thead>
+          <tr>
+            ${th('User')}${th('Task')}${th('Calls', 'int')}${th('Ledger', 'int')}${th('Repriced', 'int')}${th('Difference', 'int')}
+          </tr>
+        </thead>
+        <tbody>
+          ${r.lines.map(
+            (l) =>
+              html`<tr>
+                <td><a href="${userHref(l.userId, ctx)}">${l.userId}</a></td>
+                <td>${l.taskId ?? '-'}</td>
+                ${numCell(l.calls)}${usdCell(l.ledgerUsd)}${usdCell(l.repricedUsd)}${usdCell(l.differenceUsd)}
+              </tr>`,
+          )}
+        </tbody>
+      </table>`,
+    )}`;
 }
 
 function runsTable(runs: RunView[], ctx: PageContext): Raw {

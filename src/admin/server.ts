@@ -271,8 +271,10 @@ export function createAdminApp(opts: AdminOptions): Hono<{ Bindings: HttpBinding
   app.get('/budgets', async (c) => c.html(budgetsPage((await budgets(opts.pool, await monthQuery(c))).budgets, await pageContext(c))));
   app.get('/api/budgets', async (c) => c.json(await budgets(opts.pool, await monthQuery(c))));
 
-  app.get('/models', async (c) => c.html(modelsPage(await models(opts.pool, await monthQuery(c)), await pageContext(c))));
-  app.get('/api/models', async (c) => c.json(await models(opts.pool, await monthQuery(c))));
+  app.get('/models', async (c) =>
+    c.html(modelsPage(await models(opts.pool, await monthQuery(c), c.req.query('reprice')), await pageContext(c))),
+  );
+  app.get('/api/models', async (c) => c.json(await models(opts.pool, await monthQuery(c), c.req.query('reprice'))));
 
   app.get('/runs', async (c) => c.html(runsPage((await latestRuns(opts.pool)).runs, await pageContext(c))));
   app.get('/api/runs', async (c) => c.json({ runs: (await latestRuns(opts.pool)).runs.map(withUiUrl) }));

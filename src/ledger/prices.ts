@@ -153,13 +153,13 @@ export interface ApplyPricesResult {
 }
 
 /** One (tier, context) of a model's prices in a version, as model_price_rates (and the base columns) hold it. */
-interface RateSet extends Rates {
+export interface RateSet extends Rates {
   tier: 'standard' | 'batch' | 'flex' | 'priority';
   long: boolean;
 }
 
 /** Every (tier, context) a model's prices give: the standard base first, then long context, then the other tiers. */
-function rateSetsOf(p: ModelPrices): RateSet[] {
+export function rateSetsOf(p: ModelPrices): RateSet[] {
   const only = (r: Rates): Rates => ({
     input: r.input,
     cachedInput: r.cachedInput,

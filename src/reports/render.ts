@@ -100,7 +100,7 @@ const figureFields = (f: Figures): CsvRow => ({
   cost_usd: f.costUsd,
 });
 
-const csvText = (columns: readonly string[], rows: Record<string, string | number | null | undefined>[]): string => {
+export const csvText = (columns: readonly string[], rows: Record<string, string | number | null | undefined>[]): string => {
   const lines = [columns.join(','), ...rows.map((r) => columns.map((c) => csvField(r[c])).join(','))];
   return `${lines.join('\r\n')}\r\n`;
 };

@@ -5,7 +5,11 @@ import { REPORT_SCHEDULE_ID, ROLLUP_SCHEDULE_ID } from '../../constants';
 import { UserError } from '../../errors';
 import { displayUsd } from '../../money';
 import { buildReport } from '../../reports/build-report';
-import { monthAt, parseMonth } from '../../reports/month';
+import { monthAt, parseMonth, type Month } from '../../reports/month';
+import { loadBudgetsFile } from '../../budgets/budget-file';
+import { loadPricesFile } from '../../ledger/prices';
+import { repriceMonth } from '../../reports/reprice';
+import { REPRICE_FORMATS, renderRepricing, type RepriceFormat } from '../../reports/render-reprice';
 import { parseTimeZone } from '../../time-zone';
 import { renderHtml } from '../../reports/render-html';
 import { renderCsvAll, renderCsvTable, renderJson, renderMarkdown, renderTable, reportForCut } from '../../reports/render';
@@ -38,9 +42,15 @@ export function registerReportCommands(program: Command): void {
         .default('table'),
     )
     .option('--tz <zone>', 'IANA time zone whose month and day boundaries apply', 'UTC')
-    .action(async (opts: { month?: string; by: ReportCut; format: ReportFormat; tz: string }) => {
+    .option(
+      '--reprice <file>',
+      'what if: the month per user, task and model under the prices FILE (the format of `prices apply`): ledger, repriced, difference; writes nothing',
+    )
+    .option('--downgrade <file>', 'with --reprice: price each model as the one this map names (a budgets file\'s "downgrade" section)')
+    .action(async (opts: { month?: string; by: ReportCut; format: ReportFormat; tz: string; reprice?: string; downgrade?: string }) => {
       const month = parseMonth(opts.month);
       const timeZone = parseTimeZone(opts.tz);
+      if (opts.reprice !== undefined || opts.downgrade !== undefined) return whatIfReport({ ...opts, month, timeZone });
       await withConnections({ db: true }, async ({ pool }) => {
         const progress = terminalProgress();
         const built = await buildReport(pool, { month, timeZone, onProgress: progress.update }).finally(progress.finish);
@@ -143,4 +153,28 @@ export function registerReportCommands(program: Command): void {
         );
       });
     });
+}
+
+/** `report --reprice FILE [--downgrade FILE]`: every input checked before the database is asked anything. */
+async function whatIfReport(opts: { month: Month; timeZone: string; format: ReportFormat; reprice?: string; downgrade?: string }) {
+  const pricesPath = opts.reprice;
+  if (pricesPath === undefined) throw new UserError('--downgrade needs --reprice FILE: the prices to reprice the month under');
+  if (!(REPRICE_FORMATS as readonly string[]).includes(opts.format)) {
+    throw new UserError(`--format ${opts.format} is not available with --reprice: use ${REPRICE_FORMATS.join(', ')}`);
+  }
+  const prices = loadPricesFile(pricesPath);
+  let downgrade: { map: Record<string, string>; path: string } | undefined;
+  if (opts.downgrade !== undefined) {
+    const map = loadBudgetsFile(opts.downgrade).downgrade;
+    if (!map || Object.keys(map).length === 0) {
+      throw new UserError(
+        `${opts.downgrade} has no "downgrade" section: give a map of models, e.g. {"downgrade": {"openai/gpt-4o-mini": "openai/gpt-4.1-nano"}}`,
+      );
+    }
+    downgrade = { map, path: opts.downgrade };
+  }
+  await withConnections({ db: true }, async ({ pool }) => {
+    const repriced = await repriceMonth(pool, { month: opts.month, timeZone: opts.timeZone, prices, pricesPath, downgrade });
+    process.stdout.write(renderRepricing(repriced, opts.format as RepriceFormat));
+  });
 }
