@@ -1,4 +1,5 @@
 import { UserError } from '../errors';
+import { numberText, parseKeepingNumberText, shiftDecimal } from '../json-number-text';
 import type { ModelPrices, PricesFile, Rates } from './prices';
 
 /**
@@ -44,55 +45,10 @@ const isTokenRateKey = (key: string): boolean => /token/.test(key) && /cost/.tes
  * "3", "2"), or null when it is not a plain non-negative decimal or needs more than 12 fractional or integer digits.
  */
 export function perMillionOf(text: string): string | null {
-  const m = /^(\d+)(?:\.(\d+))?(?:[eE]([+-]?\d+))?$/.exec(text);
-  if (!m) return null;
-  const digits = (m[1] + (m[2] ?? '')).replace(/^0+(?=\d)/, '');
-  // value = digits × 10^(exponent − fraction length); per million: six places more
-  const scale = Number(m[3] ?? '0') - (m[2] ?? '').length + 6;
-  let whole: string;
-  let fraction: string;
-  if (scale >= 0) {
-    whole = digits + '0'.repeat(scale);
-    fraction = '';
-  } else {
-    const padded = digits.padStart(-scale + 1, '0');
-    whole = padded.slice(0, padded.length + scale);
-    fraction = padded.slice(padded.length + scale);
-  }
-  whole = whole.replace(/^0+(?=\d)/, '');
-  fraction = fraction.replace(/0+$/, '');
-  if (fraction.length > 12 || whole.length > 12) return null;
-  return fraction ? `${whole}.${fraction}` : whole;
-}
-
-/** A marker no JSON string of the file can hold (it starts with a NUL, which JSON text must escape). */
-const NUMBER = '\u0000number:';
-
-/**
- * JSON.parse with every number kept as its text (a string starting with NUMBER), so no rate passes through a float.
- * Strings are copied as they are; only number tokens outside strings are quoted.
- */
-function parseKeepingNumberText(text: string): unknown {
-  let out = '';
-  let i = 0;
-  while (i < text.length) {
-    const c = text[i];
-    if (c === '"') {
-      let j = i + 1;
-      while (j < text.length && text[j] !== '"') j += text[j] === '\\' ? 2 : 1;
-      out += text.slice(i, j + 1);
-      i = j + 1;
-    } else if (c === '-' || (c >= '0' && c <= '9')) {
-      const m = /^-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?/.exec(text.slice(i, i + 64));
-      const token = m ? m[0] : c;
-      out += JSON.stringify(NUMBER + token);
-      i += token.length;
-    } else {
-      out += c;
-      i++;
-    }
-  }
-  return JSON.parse(out);
+  const perMillion = text.startsWith('-') ? null : shiftDecimal(text, 6);
+  if (perMillion === null) return null;
+  const [whole, fraction = ''] = perMillion.split('.');
+  return fraction.length > 12 || whole.length > 12 ? null : perMillion;
 }
 
 export interface LitellmImport {
@@ -156,7 +112,7 @@ function pricesOfEntry(name: string, entry: Record<string, unknown>, leftOut: st
       leftOut.push(`${name}: ${key}`);
       continue;
     }
-    const raw = typeof value === 'string' && value.startsWith(NUMBER) ? value.slice(NUMBER.length) : null;
+    const raw = numberText(value);
     const perMillion = raw === null ? null : perMillionOf(raw);
     if (perMillion === null) {
       throw new UserError(

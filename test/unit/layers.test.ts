@@ -15,7 +15,7 @@ const LAYERS: string[][] = [
   ['activities'],
   ['reports'],
   ['budgets'],
-  ['ledger', 'ratelimits'],
+  ['ledger', 'ratelimits', 'reconcile'],
   ['models', 'db'],
   [
     'config.ts',
@@ -30,6 +30,7 @@ const LAYERS: string[][] = [
     'hash.ts',
     'input-file.ts',
     'loopback.ts',
+    'json-number-text.ts',
   ],
 ];
 
