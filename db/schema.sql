@@ -130,6 +130,8 @@ CREATE TABLE public.usage_ledger (
     cache_write_5m_tokens bigint DEFAULT 0 NOT NULL,
     cache_write_1h_tokens bigint DEFAULT 0 NOT NULL,
     service_tier text,
+    reconciliation_import_id bigint,
+    CONSTRAINT usage_ledger_adjustment_points_at_entry CHECK (((entry_type <> 'adjustment'::text) OR (original_entry_id IS NOT NULL))),
     CONSTRAINT usage_ledger_attempt_check CHECK ((attempt >= 1)),
     CONSTRAINT usage_ledger_cache_parts_of_prompt CHECK ((((cached_prompt_tokens + cache_write_5m_tokens) + cache_write_1h_tokens) <= prompt_tokens)),
     CONSTRAINT usage_ledger_cache_write_1h_tokens_check CHECK ((cache_write_1h_tokens >= 0)),
@@ -138,12 +140,12 @@ CREATE TABLE public.usage_ledger (
     CONSTRAINT usage_ledger_check1 CHECK (((reasoning_tokens >= 0) AND (reasoning_tokens <= completion_tokens))),
     CONSTRAINT usage_ledger_check2 CHECK (((entry_type <> 'usage'::text) OR ((model IS NOT NULL) AND (kind IS NOT NULL) AND (price_version IS NOT NULL) AND (attempt IS NOT NULL)))),
     CONSTRAINT usage_ledger_check3 CHECK (((entry_type = 'usage'::text) OR (reason IS NOT NULL))),
-    CONSTRAINT usage_ledger_check4 CHECK (((entry_type <> ALL (ARRAY['adjustment'::text, 'reconciliation'::text])) OR (original_entry_id IS NOT NULL))),
     CONSTRAINT usage_ledger_completion_tokens_check CHECK ((completion_tokens >= 0)),
     CONSTRAINT usage_ledger_entry_type_check CHECK ((entry_type = ANY (ARRAY['usage'::text, 'adjustment'::text, 'credit'::text, 'reconciliation'::text]))),
     CONSTRAINT usage_ledger_input_truncated_from_check CHECK ((input_truncated_from >= 0)),
     CONSTRAINT usage_ledger_kind_check CHECK ((kind = ANY (ARRAY['chat'::text, 'embedding'::text]))),
     CONSTRAINT usage_ledger_prompt_tokens_check CHECK ((prompt_tokens >= 0)),
+    CONSTRAINT usage_ledger_reconciliation_points_at_import CHECK (((entry_type <> 'reconciliation'::text) OR (original_entry_id IS NOT NULL) OR (reconciliation_import_id IS NOT NULL))),
     CONSTRAINT usage_ledger_status_check CHECK ((status = ANY (ARRAY['ok'::text, 'failed'::text])))
 );
 
@@ -870,6 +872,74 @@ CREATE FUNCTION public.rate_limit_now_us() RETURNS bigint
 $$;
 
 --
+-- Name: reconciliation_keys(bigint); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.reconciliation_keys(p_import_id bigint) RETURNS TABLE(day date, model text, token_class text, service_tier text, side text, ledger_model text, provider_tokens bigint, provider_usd numeric, ledger_tokens bigint, ledger_usd numeric, booked_tokens bigint, booked_usd numeric)
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $$
+  with i as (select * from reconciliation_imports where id = p_import_id),
+  p as (
+    select r.day, r.model, r.token_class, r.service_tier, sum(r.tokens)::bigint as tokens, sum(r.cost_usd) as usd
+      from provider_usage_rows r, i where r.import_id = i.id and r.in_scope and r.day between i.from_day and i.to_day
+     group by 1, 2, 3, 4
+  ),
+  l as (select s.* from i, reconciliation_ledger_side(i.provider, i.from_day, i.to_day) s),
+  b as (
+    select e.day, e.model, e.token_class, e.service_tier, sum(e.tokens)::bigint as tokens, sum(u.cost_usd) as usd
+      from reconciliation_entries e join usage_ledger u on u.id = e.ledger_entry_id, i
+     where e.provider = i.provider and e.day between i.from_day and i.to_day and e.import_id < i.id
+     group by 1, 2, 3, 4
+  )
+  select k.day, k.model, k.token_class, k.service_tier,
+         case when p.day is null then 'ledger' when l.day is null then 'provider' else 'both' end,
+         l.ledger_model, p.tokens, p.usd, coalesce(l.tokens, 0), coalesce(l.cost_usd, 0), coalesce(b.tokens, 0), coalesce(b.usd, 0)
+    from (select day, model, token_class, service_tier from p union select day, model, token_class, service_tier from l
+          union select day, model, token_class, service_tier from b) k
+    left join p using (day, model, token_class, service_tier)
+    left join l using (day, model, token_class, service_tier)
+    left join b using (day, model, token_class, service_tier)
+   order by 1, 2, 3, 4
+$$;
+
+--
+-- Name: reconciliation_ledger_side(text, date, date); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.reconciliation_ledger_side(p_provider text, p_from date, p_to date) RETURNS TABLE(day date, model text, token_class text, service_tier text, ledger_model text, tokens bigint, cost_usd numeric)
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $$
+  select (l.created_at at time zone 'UTC')::date, coalesce(l.provider_model, regexp_replace(l.model, '^[^/]*/', '')),
+         c.token_class, price_tier(l.service_tier), max(l.model), sum(c.tokens)::bigint,
+         sum(call_cost(l.kind, c.prompt, c.cached, c.write_5m, c.write_1h, c.completion,
+                       price_rates(p, price_tier(l.service_tier), is_long_context(p, l.prompt_tokens))))
+    from usage_ledger l
+    join model_prices p on p.model = l.model and p.version = l.price_version
+    cross join lateral (values
+      ('input', l.prompt_tokens - l.cached_prompt_tokens - l.cache_write_5m_tokens - l.cache_write_1h_tokens,
+                l.prompt_tokens - l.cached_prompt_tokens - l.cache_write_5m_tokens - l.cache_write_1h_tokens, 0::bigint, 0::bigint, 0::bigint, 0::bigint),
+      ('cached_input', l.cached_prompt_tokens, l.cached_prompt_tokens, l.cached_prompt_tokens, 0, 0, 0),
+      ('cache_write_5m', l.cache_write_5m_tokens, l.cache_write_5m_tokens, 0, l.cache_write_5m_tokens, 0, 0),
+      ('cache_write_1h', l.cache_write_1h_tokens, l.cache_write_1h_tokens, 0, 0, l.cache_write_1h_tokens, 0),
+      ('output', l.completion_tokens, 0, 0, 0, 0, l.completion_tokens)
+    ) c(token_class, tokens, prompt, cached, write_5m, write_1h, completion)
+   where l.entry_type = 'usage' and l.kind = 'chat' and c.tokens > 0
+     and (l.model like 'anthropic/%') = (p_provider = 'anthropic')
+     and l.created_at >= p_from::timestamp at time zone 'UTC' and l.created_at < (p_to + 1)::timestamp at time zone 'UTC'
+   group by 1, 2, 3, 4
+  union all
+  select (l.created_at at time zone 'UTC')::date, coalesce(l.provider_model, regexp_replace(l.model, '^[^/]*/', '')),
+         'embedding', price_tier(l.service_tier), max(l.model), sum(l.prompt_tokens)::bigint, sum(l.cost_usd)
+    from usage_ledger l
+   where l.entry_type = 'usage' and l.kind = 'embedding' and l.prompt_tokens > 0
+     and (l.model like 'anthropic/%') = (p_provider = 'anthropic')
+     and l.created_at >= p_from::timestamp at time zone 'UTC' and l.created_at < (p_to + 1)::timestamp at time zone 'UTC'
+   group by 1, 2, 4
+$$;
+
+--
 -- Name: record_applied_tasks(text[]); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -893,6 +963,67 @@ CREATE FUNCTION public.record_budget_event_delivery(p_event_id text, p_ok boolea
          delivered_at = case when p_ok then coalesce(delivered_at, now()) else delivered_at end,
          last_error = case when p_ok then last_error else p_error end
    where event_id = p_event_id;
+$$;
+
+--
+-- Name: record_reconciliation(text, text, date, date, text, jsonb, jsonb); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.record_reconciliation(p_provider text, p_source text, p_from date, p_to date, p_pages_sha256 text, p_scope jsonb, p_rows jsonb) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $$
+declare
+  v_import reconciliation_imports;
+  k record;
+  v_tokens bigint;
+  v_usd numeric;
+  v_entry_id bigint;
+  v_model text;
+  v_keys jsonb := '[]';
+begin
+  perform pg_advisory_xact_lock(hashtextextended('cronledger-reconcile-' || p_provider, 0));
+  insert into reconciliation_imports (provider, source, from_day, to_day, pages_sha256, scope, created_by)
+  values (p_provider, p_source, p_from, p_to, p_pages_sha256, p_scope, session_user)
+  returning * into v_import;
+  insert into provider_usage_rows (import_id, day, model, token_class, service_tier, project_id, api_key_id, tokens, cost_usd, in_scope)
+  select v_import.id, r.day, r.model, r."tokenClass", r."serviceTier", r."projectId", r."apiKeyId", r.tokens::bigint,
+         r."costUsd"::numeric(38, 18), r."inScope"
+    from jsonb_to_recordset(p_rows) as r(day date, model text, "tokenClass" text, "serviceTier" text, "projectId" text,
+                                         "apiKeyId" text, tokens text, "costUsd" text, "inScope" boolean);
+  for k in select * from reconciliation_keys(v_import.id) loop
+    v_tokens := case when k.provider_tokens is null then 0 else k.provider_tokens - k.ledger_tokens - k.booked_tokens end;
+    v_usd := case when k.provider_usd is null then 0 else k.provider_usd - k.ledger_usd - k.booked_usd end;
+    v_entry_id := null;
+    if k.side <> 'ledger' and (v_tokens <> 0 or v_usd <> 0) then
+      v_model := coalesce(k.ledger_model,
+                          (select u.model from usage_ledger u where u.provider_model = k.model and u.entry_type = 'usage' limit 1),
+                          case when k.token_class = 'line_item' then p_provider || ' line item' else p_provider || '/' || k.model end);
+      insert into usage_ledger (idempotency_key, entry_type, reconciliation_import_id, reason, user_id, model, provider_model, kind,
+                                service_tier, cost_usd)
+      values (format('reconciliation:%s:%s:%s:%s:%s:%s', v_import.id, p_provider, k.day, k.model, k.token_class, k.service_tier),
+              'reconciliation', v_import.id,
+              format('%s reports %s tokens / %s USD for %s %s %s (%s tier); the ledger holds %s / %s and reconciliation booked %s / %s before import %s',
+                     p_provider, coalesce(k.provider_tokens::text, 'no'), coalesce(k.provider_usd::text, 'no'), k.day, k.model,
+                     k.token_class, k.service_tier, k.ledger_tokens, k.ledger_usd, k.booked_tokens, k.booked_usd, v_import.id),
+              'reconciliation:' || p_provider, v_model, k.model,
+              case when k.token_class = 'embedding' then 'embedding' when k.token_class = 'line_item' then null else 'chat' end,
+              k.service_tier, v_usd)
+      returning id into v_entry_id;
+      insert into reconciliation_entries (ledger_entry_id, import_id, provider, day, model, token_class, service_tier, tokens)
+      values (v_entry_id, v_import.id, p_provider, k.day, k.model, k.token_class, k.service_tier, v_tokens);
+    end if;
+    v_keys := v_keys || jsonb_build_object(
+      'day', k.day, 'model', k.model, 'tokenClass', k.token_class, 'serviceTier', k.service_tier, 'side', k.side,
+      'providerTokens', k.provider_tokens::text, 'providerUsd', k.provider_usd::text,
+      'ledgerTokens', k.ledger_tokens::text, 'ledgerUsd', k.ledger_usd::text,
+      'bookedBeforeTokens', k.booked_tokens::text, 'bookedBeforeUsd', k.booked_usd::text,
+      'entryId', v_entry_id::text,
+      'bookedTokens', case when v_entry_id is null then '0' else v_tokens::text end,
+      'bookedUsd', case when v_entry_id is null then '0' else v_usd::text end);
+  end loop;
+  return jsonb_build_object('importId', v_import.id::text, 'importedAt', v_import.imported_at, 'keys', v_keys);
+end
 $$;
 
 --
@@ -1804,6 +1935,25 @@ CREATE SEQUENCE public.model_prices_id_seq
 ALTER SEQUENCE public.model_prices_id_seq OWNED BY public.model_prices.id;
 
 --
+-- Name: provider_usage_rows; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.provider_usage_rows (
+    import_id bigint NOT NULL,
+    day date NOT NULL,
+    model text NOT NULL,
+    token_class text NOT NULL,
+    service_tier text NOT NULL,
+    project_id text,
+    api_key_id text,
+    tokens bigint,
+    cost_usd numeric(38,18),
+    in_scope boolean NOT NULL,
+    CONSTRAINT provider_usage_rows_check CHECK (((tokens IS NULL) <> (cost_usd IS NULL))),
+    CONSTRAINT provider_usage_rows_tokens_check CHECK ((tokens >= 0))
+);
+
+--
 -- Name: rate_limit_state; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -1832,6 +1982,58 @@ CREATE TABLE public.rate_limits (
     CONSTRAINT rate_limits_requests_per_minute_check CHECK (((requests_per_minute >= 1) AND (requests_per_minute <= 1000000000))),
     CONSTRAINT rate_limits_tokens_per_minute_check CHECK (((tokens_per_minute >= 1) AND (tokens_per_minute <= '1000000000000'::bigint)))
 );
+
+--
+-- Name: reconciliation_entries; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.reconciliation_entries (
+    ledger_entry_id bigint NOT NULL,
+    import_id bigint NOT NULL,
+    provider text NOT NULL,
+    day date NOT NULL,
+    model text NOT NULL,
+    token_class text NOT NULL,
+    service_tier text NOT NULL,
+    tokens bigint NOT NULL
+);
+
+--
+-- Name: reconciliation_imports; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.reconciliation_imports (
+    id bigint NOT NULL,
+    provider text NOT NULL,
+    source text NOT NULL,
+    from_day date NOT NULL,
+    to_day date NOT NULL,
+    pages_sha256 text NOT NULL,
+    scope jsonb NOT NULL,
+    imported_at timestamp with time zone DEFAULT now() NOT NULL,
+    created_by text NOT NULL,
+    CONSTRAINT reconciliation_imports_check CHECK ((to_day >= from_day)),
+    CONSTRAINT reconciliation_imports_pages_sha256_check CHECK ((pages_sha256 ~ '^[0-9a-f]{64}$'::text)),
+    CONSTRAINT reconciliation_imports_provider_check CHECK ((provider = ANY (ARRAY['openai'::text, 'anthropic'::text]))),
+    CONSTRAINT reconciliation_imports_source_check CHECK ((source = ANY (ARRAY['api'::text, 'file'::text])))
+);
+
+--
+-- Name: reconciliation_imports_id_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+CREATE SEQUENCE public.reconciliation_imports_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+--
+-- Name: reconciliation_imports_id_seq; Type: SEQUENCE OWNED BY; Schema: public; Owner: -
+--
+
+ALTER SEQUENCE public.reconciliation_imports_id_seq OWNED BY public.reconciliation_imports.id;
 
 --
 -- Name: report_deliveries; Type: TABLE; Schema: public; Owner: -
@@ -2213,6 +2415,12 @@ ALTER TABLE ONLY public.model_downgrades ALTER COLUMN id SET DEFAULT nextval('pu
 ALTER TABLE ONLY public.model_prices ALTER COLUMN id SET DEFAULT nextval('public.model_prices_id_seq'::regclass);
 
 --
+-- Name: reconciliation_imports id; Type: DEFAULT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.reconciliation_imports ALTER COLUMN id SET DEFAULT nextval('public.reconciliation_imports_id_seq'::regclass);
+
+--
 -- Name: report_deliveries id; Type: DEFAULT; Schema: public; Owner: -
 --
 
@@ -2393,6 +2601,20 @@ ALTER TABLE ONLY public.rate_limit_state
 
 ALTER TABLE ONLY public.rate_limits
     ADD CONSTRAINT rate_limits_pkey PRIMARY KEY (model);
+
+--
+-- Name: reconciliation_entries reconciliation_entries_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.reconciliation_entries
+    ADD CONSTRAINT reconciliation_entries_pkey PRIMARY KEY (ledger_entry_id);
+
+--
+-- Name: reconciliation_imports reconciliation_imports_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.reconciliation_imports
+    ADD CONSTRAINT reconciliation_imports_pkey PRIMARY KEY (id);
 
 --
 -- Name: report_deliveries report_deliveries_pkey; Type: CONSTRAINT; Schema: public; Owner: -
@@ -2594,6 +2816,18 @@ CREATE INDEX budgets_user_effective ON public.budgets USING btree (user_id, effe
 CREATE UNIQUE INDEX memories_execution ON public.memories USING btree (COALESCE(temporal_run_id, run_workflow_id));
 
 --
+-- Name: provider_usage_rows_import; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX provider_usage_rows_import ON public.provider_usage_rows USING btree (import_id);
+
+--
+-- Name: reconciliation_entries_key; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX reconciliation_entries_key ON public.reconciliation_entries USING btree (provider, day);
+
+--
 -- Name: report_deliveries_month_once; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -2744,6 +2978,42 @@ CREATE TRIGGER model_prices_dated_now BEFORE INSERT ON public.model_prices FOR E
 CREATE TRIGGER model_prices_no_truncate BEFORE TRUNCATE ON public.model_prices FOR EACH STATEMENT EXECUTE FUNCTION public.forbid_append_only_change();
 
 --
+-- Name: provider_usage_rows provider_usage_rows_append_only; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER provider_usage_rows_append_only BEFORE DELETE OR UPDATE ON public.provider_usage_rows FOR EACH ROW EXECUTE FUNCTION public.forbid_append_only_change();
+
+--
+-- Name: provider_usage_rows provider_usage_rows_no_truncate; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER provider_usage_rows_no_truncate BEFORE TRUNCATE ON public.provider_usage_rows FOR EACH STATEMENT EXECUTE FUNCTION public.forbid_append_only_change();
+
+--
+-- Name: reconciliation_entries reconciliation_entries_append_only; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER reconciliation_entries_append_only BEFORE DELETE OR UPDATE ON public.reconciliation_entries FOR EACH ROW EXECUTE FUNCTION public.forbid_append_only_change();
+
+--
+-- Name: reconciliation_entries reconciliation_entries_no_truncate; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER reconciliation_entries_no_truncate BEFORE TRUNCATE ON public.reconciliation_entries FOR EACH STATEMENT EXECUTE FUNCTION public.forbid_append_only_change();
+
+--
+-- Name: reconciliation_imports reconciliation_imports_append_only; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER reconciliation_imports_append_only BEFORE DELETE OR UPDATE ON public.reconciliation_imports FOR EACH ROW EXECUTE FUNCTION public.forbid_append_only_change();
+
+--
+-- Name: reconciliation_imports reconciliation_imports_no_truncate; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER reconciliation_imports_no_truncate BEFORE TRUNCATE ON public.reconciliation_imports FOR EACH STATEMENT EXECUTE FUNCTION public.forbid_append_only_change();
+
+--
 -- Name: rollup_verifications rollup_verifications_append_only; Type: TRIGGER; Schema: public; Owner: -
 --
 
@@ -2866,6 +3136,27 @@ ALTER TABLE ONLY public.model_price_rates
     ADD CONSTRAINT model_price_rates_price_id_fkey FOREIGN KEY (price_id) REFERENCES public.model_prices(id);
 
 --
+-- Name: provider_usage_rows provider_usage_rows_import_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.provider_usage_rows
+    ADD CONSTRAINT provider_usage_rows_import_id_fkey FOREIGN KEY (import_id) REFERENCES public.reconciliation_imports(id);
+
+--
+-- Name: reconciliation_entries reconciliation_entries_import_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.reconciliation_entries
+    ADD CONSTRAINT reconciliation_entries_import_id_fkey FOREIGN KEY (import_id) REFERENCES public.reconciliation_imports(id);
+
+--
+-- Name: reconciliation_entries reconciliation_entries_ledger_entry_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.reconciliation_entries
+    ADD CONSTRAINT reconciliation_entries_ledger_entry_id_fkey FOREIGN KEY (ledger_entry_id) REFERENCES public.usage_ledger(id);
+
+--
 -- Name: rollup_months rollup_months_zone_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -2913,6 +3204,13 @@ ALTER TABLE ONLY public.usage_day_users
 
 ALTER TABLE ONLY public.usage_ledger
     ADD CONSTRAINT usage_ledger_original_entry_id_fkey FOREIGN KEY (original_entry_id) REFERENCES public.usage_ledger(id);
+
+--
+-- Name: usage_ledger usage_ledger_reconciliation_import_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.usage_ledger
+    ADD CONSTRAINT usage_ledger_reconciliation_import_id_fkey FOREIGN KEY (reconciliation_import_id) REFERENCES public.reconciliation_imports(id);
 
 --
 -- Name: usage_month_rollups usage_month_rollups_zone_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
@@ -3154,6 +3452,22 @@ REVOKE ALL ON FUNCTION public.rate_limit_hold(p_model text, p_after_ms bigint, p
 GRANT ALL ON FUNCTION public.rate_limit_hold(p_model text, p_after_ms bigint, p_throttled boolean) TO cronledger_worker;
 
 --
+-- Name: FUNCTION reconciliation_keys(p_import_id bigint); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.reconciliation_keys(p_import_id bigint) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.reconciliation_keys(p_import_id bigint) TO cronledger_worker;
+GRANT ALL ON FUNCTION public.reconciliation_keys(p_import_id bigint) TO cronledger_readonly;
+
+--
+-- Name: FUNCTION reconciliation_ledger_side(p_provider text, p_from date, p_to date); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.reconciliation_ledger_side(p_provider text, p_from date, p_to date) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.reconciliation_ledger_side(p_provider text, p_from date, p_to date) TO cronledger_worker;
+GRANT ALL ON FUNCTION public.reconciliation_ledger_side(p_provider text, p_from date, p_to date) TO cronledger_readonly;
+
+--
 -- Name: FUNCTION record_applied_tasks(p_task_ids text[]); Type: ACL; Schema: public; Owner: -
 --
 
@@ -3166,6 +3480,13 @@ GRANT ALL ON FUNCTION public.record_applied_tasks(p_task_ids text[]) TO cronledg
 
 REVOKE ALL ON FUNCTION public.record_budget_event_delivery(p_event_id text, p_ok boolean, p_error text) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.record_budget_event_delivery(p_event_id text, p_ok boolean, p_error text) TO cronledger_worker;
+
+--
+-- Name: FUNCTION record_reconciliation(p_provider text, p_source text, p_from date, p_to date, p_pages_sha256 text, p_scope jsonb, p_rows jsonb); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.record_reconciliation(p_provider text, p_source text, p_from date, p_to date, p_pages_sha256 text, p_scope jsonb, p_rows jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.record_reconciliation(p_provider text, p_source text, p_from date, p_to date, p_pages_sha256 text, p_scope jsonb, p_rows jsonb) TO cronledger_operator;
 
 --
 -- Name: FUNCTION record_rejected_run(p_task_id text, p_workflow_id text, p_run_id text, p_scheduled_minute timestamp with time zone, p_worker_id text, p_manual boolean, p_reason text); Type: ACL; Schema: public; Owner: -
@@ -3401,6 +3722,14 @@ GRANT SELECT ON TABLE public.model_downgrades TO cronledger_worker;
 GRANT SELECT ON TABLE public.model_downgrades TO cronledger_operator;
 
 --
+-- Name: TABLE provider_usage_rows; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT ON TABLE public.provider_usage_rows TO cronledger_worker;
+GRANT SELECT ON TABLE public.provider_usage_rows TO cronledger_readonly;
+GRANT SELECT ON TABLE public.provider_usage_rows TO cronledger_operator;
+
+--
 -- Name: TABLE rate_limit_state; Type: ACL; Schema: public; Owner: -
 --
 
@@ -3414,6 +3743,22 @@ GRANT SELECT ON TABLE public.rate_limit_state TO cronledger_worker;
 GRANT SELECT ON TABLE public.rate_limits TO cronledger_readonly;
 GRANT SELECT ON TABLE public.rate_limits TO cronledger_worker;
 GRANT SELECT ON TABLE public.rate_limits TO cronledger_operator;
+
+--
+-- Name: TABLE reconciliation_entries; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT ON TABLE public.reconciliation_entries TO cronledger_worker;
+GRANT SELECT ON TABLE public.reconciliation_entries TO cronledger_readonly;
+GRANT SELECT ON TABLE public.reconciliation_entries TO cronledger_operator;
+
+--
+-- Name: TABLE reconciliation_imports; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT ON TABLE public.reconciliation_imports TO cronledger_worker;
+GRANT SELECT ON TABLE public.reconciliation_imports TO cronledger_readonly;
+GRANT SELECT ON TABLE public.reconciliation_imports TO cronledger_operator;
 
 --
 -- Name: TABLE report_deliveries; Type: ACL; Schema: public; Owner: -

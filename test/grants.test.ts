@@ -196,6 +196,9 @@ const TABLES = [
   'rollup_verifications',
   'rate_limits',
   'rate_limit_state',
+  'reconciliation_imports',
+  'provider_usage_rows',
+  'reconciliation_entries',
 ];
 
 /**
@@ -219,7 +222,18 @@ const WORKER_ALLOWED: Record<string, string[]> = Object.fromEntries(WORKER_READS
 /** The operator reads what its commands compare against, and writes through its functions only. */
 const OPERATOR_ALLOWED: Record<string, string[]> = {
   ...Object.fromEntries(
-    ['usage_ledger', 'budgets', 'model_downgrades', 'task_versions', 'applied_tasks', 'rate_limits'].map((t) => [t, ['SELECT']]),
+    [
+      'usage_ledger',
+      'budgets',
+      'model_downgrades',
+      'task_versions',
+      'applied_tasks',
+      'rate_limits',
+      // what `reconcile` compares against and lists (it writes through record_reconciliation)
+      'reconciliation_imports',
+      'provider_usage_rows',
+      'reconciliation_entries',
+    ].map((t) => [t, ['SELECT']]),
   ),
   // price versions and their rates are added through add_price only
   model_prices: ['SELECT'],
@@ -280,10 +294,14 @@ const PRICING = [
   'usage_cost',
 ];
 
+/** The reconciliation's read side: each key of an import against the ledger (the report, the admin page, /metrics). */
+const RECONCILIATION_READS = ['reconciliation_keys', 'reconciliation_ledger_side'];
+
 /** What a run, the budget sweep, the monthly report, the rollup refresh, `rollups verify` and `report --reprice` execute. */
 const WORKER_FUNCTIONS = [
   ...PUBLIC_HELPERS,
   ...PRICING,
+  ...RECONCILIATION_READS,
   'book_usage',
   'budget_month_figures',
   'claim_and_reserve',
@@ -328,10 +346,11 @@ const OPERATOR_FUNCTIONS = [
   'price_tier',
   'price_version_at',
   'record_applied_tasks',
+  'record_reconciliation',
   'record_task_versions',
 ].sort();
 
-const READONLY_FUNCTIONS = [...PUBLIC_HELPERS, ...PRICING, 'budget_month_figures', 'reprice_usage'].sort();
+const READONLY_FUNCTIONS = [...PUBLIC_HELPERS, ...PRICING, ...RECONCILIATION_READS, 'budget_month_figures', 'reprice_usage'].sort();
 
 /** Every function in the public schema the role may EXECUTE, by name (trigger functions cannot be called, so not them). */
 async function executableFunctions(db: pg.Client, role: string): Promise<string[]> {
