@@ -40,6 +40,10 @@ export function decimalOf(value: unknown, places: number, field: string, where: 
   const text = numberText(value) ?? (typeof value === 'string' ? value : null);
   const decimal = text === null ? null : shiftDecimal(text, places);
   if (decimal === null) throw new UserError(`${where}: ${field} is ${describe(value)}, not a decimal amount`);
+  const [whole, fraction = ''] = decimal.replace('-', '').split('.');
+  if (fraction.length > 18 || whole.length > 20) {
+    throw new UserError(`${where}: ${field} ${describe(value)} is ${decimal} USD, which the ledger cannot hold exactly (numeric(38,18))`);
+  }
   return decimal;
 }
 

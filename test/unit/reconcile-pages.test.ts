@@ -136,3 +136,15 @@ describe('days and scope', () => {
     expect(inScope(scopeFromEnv('openai', {}, true), { projectId: 'anything', apiKeyId: null })).toBe(true);
   });
 });
+
+it('refuses a cost the ledger could not hold exactly rather than round it', () => {
+  expect(() =>
+    openaiPageRows(
+      parseKeepingNumberText(
+        `{"data":[{"start_time":${DAY},"results":[{"object":"organization.costs.result","amount":{"value":1.0000000000000000001,"currency":"usd"},"line_item":"x"}]}]}`,
+      ),
+      'p',
+      new Set(),
+    ),
+  ).toThrow(/cannot hold exactly/);
+});
