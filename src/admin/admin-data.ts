@@ -15,6 +15,8 @@ import { monthBounds, readDailySeries, readDailySpend, readMonthSums, readRunCou
 import { lastVerification, type LastVerification } from '../reports/rollups-verify';
 import { priceVersionChoices, repriceMonthAtVersion } from '../reports/reprice';
 import type { UsageReport } from '../reports/types';
+import { reconciliationSection } from '../reports/reconciliation-section';
+import type { ReconciliationMonth } from '../reconcile/month-figures';
 import { quoted } from '../text-table';
 import { findAnomalies, type Anomaly, type DailyPoint } from './anomalies';
 
@@ -84,6 +86,8 @@ export interface Overview {
   budgets: { downgradedRuns: number; blockedRuns: number; downgradeSavings: Awaited<ReturnType<typeof downgradeSavings>> } | null;
   /** The last `cronledger rollups verify`: when it ran and what it found; null when it never ran. */
   rollupsVerified: LastVerification | null;
+  /** The month against the providers' reports, per provider; absent while nothing was imported (`cronledger reconcile`). */
+  reconciliation?: ReconciliationMonth[];
 }
 
 /**
@@ -116,12 +120,13 @@ const ranRuns = (s: Record<string, number> | undefined) => (s?.completed ?? 0) +
 export async function overview(db: pg.Pool, q: MonthQuery, factor = '1.5'): Promise<Overview> {
   // The reads are independent: on the pool's connections at once, the database's work overlaps the parsing here.
   // The daily spend comes with the anomaly series (the same rollup rows, summed per day), not from a read of its own.
-  const [{ report, source }, runsPerDay, { found, dailySpendAtto }, budgeted, rollupsVerified] = await Promise.all([
+  const [{ report, source }, runsPerDay, { found, dailySpendAtto }, budgeted, rollupsVerified, reconciliation] = await Promise.all([
     monthReport(db, q),
     runsByDay(db, q, 'all'),
     anomalies(db, q, factor),
     anyBudget(db),
     lastVerification(db),
+    reconciliationSection(db, q.month),
   ]);
   const p = report.period;
   const perDay = runsPerDay.get('') ?? new Map<string, Record<string, number>>();
@@ -153,6 +158,7 @@ export async function overview(db: pg.Pool, q: MonthQuery, factor = '1.5'): Prom
       ? { downgradedRuns: runs.downgraded, blockedRuns: runs.blocked, downgradeSavings: await downgradeSavings(db, p.from, p.to) }
       : null,
     rollupsVerified,
+    ...(reconciliation ? { reconciliation } : {}),
   };
 }
 

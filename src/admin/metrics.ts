@@ -4,6 +4,7 @@ import { budgetStatusOfAll } from '../budgets/budget-status';
 import { histogramBuckets, ledgerTotals, runCounts } from '../db/metric-counters';
 import { parseUsd, toAttoUsd } from '../money';
 import { rateLimitStatus } from '../ratelimits/rate-limits-store';
+import { bookedDrift } from '../reconcile/month-figures';
 import { divideHalfEven } from '../reports/economics';
 import type { TaskSlotCheck } from '../schedules/missed-slots';
 import { sharedResult } from './shared-result';
@@ -25,7 +26,8 @@ export function adminMetrics(db: pg.Pool, opts: { perUser: boolean; missedSlots?
   const micro = (exact: string): number => {
     const value = divideHalfEven(toAttoUsd(parseUsd(exact)), 10n ** 12n);
     // prom-client takes JS numbers; refuse rather than lose a digit past 2^53 micro-dollars ($9 billion)
-    if (value > BigInt(Number.MAX_SAFE_INTEGER)) throw new Error(`counter value ${value} is too large to export exactly`);
+    if (value > BigInt(Number.MAX_SAFE_INTEGER) || -value > BigInt(Number.MAX_SAFE_INTEGER))
+      throw new Error(`counter value ${value} is too large to export exactly`);
     return Number(value);
   };
   const charges = new Counter({
@@ -57,6 +59,13 @@ export function adminMetrics(db: pg.Pool, opts: { perUser: boolean; missedSlots?
     name: 'cronledger_missed_slots',
     help: "Slots of each task's schedule that should have fired and have no claim after the grace period, over the check window (0: none; paused tasks are not checked)",
     labelNames: ['task'],
+    registers: [registry],
+  });
+
+  const drift = new Gauge({
+    name: 'cronledger_reconciliation_booked_micro_usd',
+    help: "What reconciliation booked against each provider's own reports (`cronledger reconcile`), signed (positive: the provider billed more than the ledger held), all days, in integer micro-dollars, half-even",
+    labelNames: ['provider'],
     registers: [registry],
   });
 
@@ -113,6 +122,8 @@ export function adminMetrics(db: pg.Pool, opts: { perUser: boolean; missedSlots?
       rateLimitCounters.waitSeconds.inc({ model: r.model }, Number(r.waitedMs) / 1000);
       rateLimitCounters.throttled.inc({ model: r.model }, Number(r.throttled));
     }
+    drift.reset();
+    for (const d of await bookedDrift(db)) drift.set({ provider: d.provider }, micro(d.bookedUsd));
     missed.reset();
     // Without Temporal (or when it fails) the gauge has no series: absent is not zero
     const checks = await opts.missedSlots?.().catch((err: Error) => {

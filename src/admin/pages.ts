@@ -240,6 +240,40 @@ function rollupsVerifiedSection(v: Overview['rollupsVerified']): Raw {
   </section>`;
 }
 
+/** The month against the providers' own reports (`cronledger reconcile`), per provider; nothing until something was imported. */
+function reconciliationPanel(months: Overview['reconciliation']): Raw {
+  if (!months) return html``;
+  return html`<section id="reconciliation">
+    <h2>Reconciliation with the providers (UTC days)</h2>
+    ${scrollBox(
+      "Ledger against the providers' reports",
+      html`<table>
+        <thead>
+          <tr>
+            ${th('Provider')}${th('Days imported', 'int')}${th('Ledger', 'int')}${th('Provider bill', 'int')}${th('Booked differences', 'int')}${th(
+              'Entries',
+              'int',
+            )}${th('Provider-only keys', 'int')}${th('Ledger-only keys', 'int')}
+          </tr>
+        </thead>
+        <tbody>
+          ${months.map(
+            (m) =>
+              html`<tr data-provider="${m.provider}">
+                <td>${m.provider}</td>
+                <td class="num">${m.daysImported}</td>
+                ${usdCell(m.ledgerUsd)}${usdCell(m.providerUsd)}${usdCell(m.bookedUsd)}
+                <td class="num">${m.bookedEntries}</td>
+                <td class="num">${m.unmatchedProviderKeys}</td>
+                <td class="num">${m.unmatchedLedgerKeys}</td>
+              </tr>`,
+          )}
+        </tbody>
+      </table>`,
+    )}
+  </section>`;
+}
+
 export function overviewPage(o: Overview & { missedSlots: MissedSlotsView }, ctx: PageContext): string {
   const missed = o.missedSlots;
   const figures: [string, Raw | string][] = [
@@ -272,7 +306,7 @@ export function overviewPage(o: Overview & { missedSlots: MissedSlotsView }, ctx
           </div>`,
       )}
     </dl>
-    ${missedSlotsSection(missed)} ${rollupsVerifiedSection(o.rollupsVerified)}
+    ${missedSlotsSection(missed)} ${rollupsVerifiedSection(o.rollupsVerified)} ${reconciliationPanel(o.reconciliation)}
     <section>
       <h2>Capacity: daily cost, daily runs and cost per completed run</h2>
       <div class="chart"><canvas id="chart-capacity" data-chart="capacity"></canvas></div>

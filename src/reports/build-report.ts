@@ -3,6 +3,7 @@ import type pg from 'pg';
 import { duplicateRuns } from '../db/run-outcomes';
 import { parseUsd, toAttoUsd, toExactString, zero, type Money } from '../money';
 import { budgetSection } from './budget-section';
+import { reconciliationSection } from './reconciliation-section';
 import { countPerDollar, moneyPer, RATIO_ROUNDING } from './economics';
 import type { Month } from './month';
 import type { OnProgress } from '../progress-bar';
@@ -22,7 +23,12 @@ export async function buildReport(db: pg.Pool, opts: { month: Month; timeZone: s
   await ensureMonthRollups(db, zone, month, onProgress);
   const sums = await readMonthSums(db, zone, month, 'stored');
   const report = await reportFromSums(db, { month, timeZone: zone, sums });
-  return { ...report, budget: await budgetSection(db, { month, period: report.period, runs: sums.runs }) };
+  const reconciliation = await reconciliationSection(db, month);
+  return {
+    ...report,
+    budget: await budgetSection(db, { month, period: report.period, runs: sums.runs }),
+    ...(reconciliation ? { reconciliation } : {}),
+  };
 }
 
 /**

@@ -1,6 +1,7 @@
 import { formatTable, printable } from '../text-table';
 import { add } from 'dinero.js/bigint';
 import { displayUsd, parseUsd, sumMoney, toExactString, zero, type Money } from '../money';
+import { reconciliationCsvRows, reconciliationText } from './reconciliation-section';
 import { budgetNote, budgetRunRows, budgetTable, capitalized, cutTable, economicsRows, linesOf, totalsRows } from './report-rows';
 import type { Figures, LineType, ReportCut, UsageReport } from './types';
 
@@ -67,6 +68,7 @@ export function renderTable(report: UsageReport, cut: ReportCut): string {
     `Duplicate-skipped runs: ${plural(report.duplicateSkippedRuns.runs, 'run')}, ${displayUsd(report.duplicateSkippedRuns.costUsd)}`,
     '',
     ...budgetText(report),
+    ...reconciliationText(report),
   ].join('\n');
 }
 
@@ -213,7 +215,7 @@ export function renderCsvAll(report: UsageReport, cuts: ReportCut[] = ['user', '
     value: report.duplicateSkippedRuns.runs,
     cost_usd: report.duplicateSkippedRuns.costUsd,
   });
-  rows.push(...budgetCsvRows(report));
+  rows.push(...budgetCsvRows(report), ...reconciliationCsvRows(report));
   return csvText(CSV_COLUMNS, rows);
 }
 

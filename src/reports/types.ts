@@ -5,6 +5,7 @@
  */
 
 import type { BudgetStatus } from '../budgets/budget-status';
+import type { ReconciliationMonth } from '../reconcile/month-figures';
 
 export type ReportCut = 'user' | 'day' | 'model';
 export const REPORT_FORMATS = ['table', 'json', 'csv', 'csv-all', 'md', 'html'] as const;
@@ -80,6 +81,8 @@ export interface UsageReport {
   duplicateSkippedRuns: { runs: number; costUsd: string };
   /** The budget guard's month (src/reports/budget-section.ts); absent from a report built from rollups alone (the admin page). */
   budget?: BudgetSection;
+  /** Per provider, the month against the providers' own reports (src/reports/reconciliation-section.ts); absent without imports. */
+  reconciliation?: ReconciliationMonth[];
 }
 
 export interface BudgetSection {
