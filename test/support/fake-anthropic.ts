@@ -3,6 +3,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import { countTokens } from 'gpt-tokenizer/model/gpt-4o-mini';
 import { PLAIN_TEXT_TOKENS } from '../../src/models/plain-text-tokens';
+import { billingGroups, costAtto, dayOf, daysOf, decimalText, pageOf, rawNumber, sendJson } from './fake-billing';
 
 /**
  * A local stand-in for Anthropic's Messages API over HTTP on 127.0.0.1: POST /v1/messages (a JSON reply, or Server-Sent
@@ -13,6 +14,11 @@ import { PLAIN_TEXT_TOKENS } from '../../src/models/plain-text-tokens';
  * Like the real API it bills a request when it generates the reply, whether or not the caller reads it to the end.
  * Its token count is not o200k's: it gives more tokens for the same text (claudeTokens), as Claude's tokenizer does,
  * so that a budget guard counting with o200k would reserve too little.
+ *
+ * From its log of billed requests it serves the Admin API's reports to an admin key, as Anthropic does: the messages
+ * usage report (/v1/organizations/usage_report/messages, daily buckets by model, tier, workspace and API key) and the
+ * cost report (/v1/organizations/cost_report, amounts in cents as decimal strings, priced at its own billing rates),
+ * paged one bucket at a time. A test plants drift with plantBilled, setBillingRates and reportLate/releaseLate.
  */
 
 export interface FakeAnthropicUsage {
@@ -52,7 +58,28 @@ export interface FakeAnthropicRequest {
 export interface FakeAnthropicBill {
   id: string;
   usage: Record<string, unknown>;
+  model: string;
+  billedAt: number;
+  workspaceId: string;
+  apiKeyId: string;
 }
+
+/** Per-million USD rates by token type, as decimal strings. */
+export interface FakeAnthropicRates {
+  input: string;
+  cacheRead: string;
+  cacheWrite5m: string;
+  cacheWrite1h: string;
+  output: string;
+}
+
+/** Anthropic's list prices of the models the tests call (standard tier), as prices/standard.json has them. */
+export const DEFAULT_ANTHROPIC_RATES: Record<string, FakeAnthropicRates> = {
+  'claude-sonnet-4-5': { input: '3', cacheRead: '0.30', cacheWrite5m: '3.75', cacheWrite1h: '6', output: '15' },
+  'claude-haiku-4-5': { input: '1', cacheRead: '0.10', cacheWrite5m: '1.25', cacheWrite1h: '2', output: '5' },
+};
+export const FAKE_WORKSPACE_ID = 'wrkspc_cronledger';
+export const FAKE_ANTHROPIC_ADMIN_KEY = 'sk-ant-admin-fake';
 
 export interface FakeAnthropic {
   /** e.g. http://127.0.0.1:43121, for ANTHROPIC_BASE_URL (the SDK adds /v1/messages). */
@@ -60,6 +87,12 @@ export interface FakeAnthropic {
   requests: FakeAnthropicRequest[];
   billed: FakeAnthropicBill[];
   script(...replies: FakeAnthropicReply[]): void;
+  setBillingRates(model: string, rates: FakeAnthropicRates): void;
+  /** A request billed that no caller received: in the log and the reports only. `usage` as usageObject takes it. */
+  plantBilled(entry: { model: string; usage: FakeAnthropicUsage; billedAt?: number }): FakeAnthropicBill;
+  /** Leave this billed request out of the reports until releaseLate. */
+  reportLate(id: string): void;
+  releaseLate(): void;
   reset(): void;
   close(): Promise<void>;
 }
@@ -89,6 +122,8 @@ export async function startFakeAnthropic(): Promise<FakeAnthropic> {
   const requests: FakeAnthropicRequest[] = [];
   const billed: FakeAnthropicBill[] = [];
   let counter = 0;
+  const billingRates = new Map(Object.entries(DEFAULT_ANTHROPIC_RATES));
+  const late = new Set<string>();
 
   const server: Server = createServer((req, res) => {
     void handle(req, res).catch((err: unknown) => {
@@ -114,6 +149,16 @@ export async function startFakeAnthropic(): Promise<FakeAnthropic> {
     const error = (status: number, message: string, headers: Record<string, string> = {}): void =>
       send(status, { type: 'error', error: { type: ERROR_TYPES[status] ?? 'api_error', message } }, headers);
 
+    if (req.method === 'GET' && path.startsWith('/v1/organizations/')) {
+      requests.push(record);
+      if (req.headers['x-api-key'] !== FAKE_ANTHROPIC_ADMIN_KEY || !req.headers['anthropic-version']) {
+        return error(401, 'an admin key and anthropic-version are required');
+      }
+      const report = adminReport(path, new URL(req.url ?? '', 'http://fake').searchParams);
+      if (!report) return error(404, `fake-anthropic: no route GET ${path}`);
+      record.status = 200;
+      return sendJson(res, 200, report);
+    }
     if (req.method !== 'POST' || (path !== '/v1/messages' && path !== '/v1/messages/count_tokens')) {
       requests.push(record);
       return error(404, `fake-anthropic: no route ${req.method} ${path}`);
@@ -137,7 +182,9 @@ export async function startFakeAnthropic(): Promise<FakeAnthropic> {
     record.billedId = id;
     const given = reply.kind === 'ok' && reply.usage === null ? null : (reply.usage ?? {});
     const usage = given && usageObject(given, promptOf(body));
-    if (usage) billed.push({ id, usage });
+    const apiKey = String(key);
+    if (usage)
+      billed.push({ id, usage, model, billedAt: Date.now(), workspaceId: FAKE_WORKSPACE_ID, apiKeyId: `apikey_${apiKey.slice(-8)}` });
     const replyText = reply.kind === 'empty' ? '' : (reply.kind === 'ok' && reply.text) || `fake claude reply ${id}`;
     const stopReason = reply.kind === 'empty' ? 'max_tokens' : 'end_turn';
     if (!record.streamed) {
@@ -188,6 +235,78 @@ export async function startFakeAnthropic(): Promise<FakeAnthropic> {
     res.end();
   }
 
+  function adminReport(path: string, query: URLSearchParams): unknown {
+    const kind = { '/v1/organizations/usage_report/messages': 'usage', '/v1/organizations/cost_report': 'cost' }[path];
+    if (!kind) return undefined;
+    const start = Date.parse(query.get('starting_at') ?? '');
+    const end = query.get('ending_at') ? Date.parse(query.get('ending_at') ?? '') : Date.now();
+    const groups = billingGroups();
+    const add = groups.add;
+    for (const b of billed.filter((x) => !late.has(x.id) && x.billedAt >= start && x.billedAt < end)) {
+      const u = b.usage as Record<string, number> & { cache_creation: Record<string, number>; service_tier: string };
+      const tokens: [string, number][] = [
+        ['uncached_input_tokens', u.input_tokens],
+        ['cache_read_input_tokens', u.cache_read_input_tokens],
+        ['cache_creation.ephemeral_5m_input_tokens', u.cache_creation.ephemeral_5m_input_tokens],
+        ['cache_creation.ephemeral_1h_input_tokens', u.cache_creation.ephemeral_1h_input_tokens],
+        ['output_tokens', u.output_tokens],
+      ];
+      const day = dayOf(b.billedAt);
+      const tier = u.service_tier;
+      if (kind === 'usage') {
+        add(
+          day,
+          { model: b.model, service_tier: tier, workspace_id: b.workspaceId, api_key_id: b.apiKeyId, context_window: '0-200k' },
+          Object.fromEntries(tokens.map(([k, n]) => [k, BigInt(n)])),
+        );
+        continue;
+      }
+      const rates = billingRates.get(b.model);
+      if (!rates) throw new Error(`fake-anthropic has no billing rates for ${b.model}`);
+      const rateOf: Record<string, string> = {
+        uncached_input_tokens: rates.input,
+        cache_read_input_tokens: rates.cacheRead,
+        'cache_creation.ephemeral_5m_input_tokens': rates.cacheWrite5m,
+        'cache_creation.ephemeral_1h_input_tokens': rates.cacheWrite1h,
+        output_tokens: rates.output,
+      };
+      for (const [tokenType, n] of tokens) {
+        if (n <= 0) continue;
+        const fields = {
+          workspace_id: b.workspaceId,
+          description: `${b.model} usage - ${tokenType}`,
+          cost_type: 'tokens',
+          context_window: '0-200k',
+          model: b.model,
+          service_tier: tier,
+          token_type: tokenType,
+        };
+        add(day, fields, { atto: costAtto(n, rateOf[tokenType]) });
+      }
+    }
+    const buckets = daysOf(start, end).map((day) => ({
+      starting_at: `${day}T00:00:00Z`,
+      ending_at: new Date(Date.parse(`${day}T00:00:00Z`) + 86_400_000).toISOString().replace('.000Z', 'Z'),
+      results: groups.of(day).map((g) =>
+        kind === 'cost'
+          ? { currency: 'USD', amount: decimalText(g.sums.atto * 100n), ...g.fields }
+          : {
+              uncached_input_tokens: rawNumber(String(g.sums.uncached_input_tokens)),
+              cache_read_input_tokens: rawNumber(String(g.sums.cache_read_input_tokens)),
+              cache_creation: {
+                ephemeral_5m_input_tokens: rawNumber(String(g.sums['cache_creation.ephemeral_5m_input_tokens'])),
+                ephemeral_1h_input_tokens: rawNumber(String(g.sums['cache_creation.ephemeral_1h_input_tokens'])),
+              },
+              output_tokens: rawNumber(String(g.sums.output_tokens)),
+              server_tool_use: { web_search_requests: 0 },
+              ...g.fields,
+            },
+      ),
+    }));
+    const page = pageOf(buckets, Math.min(Number(query.get('limit') ?? '7'), 1), query.get('page'));
+    return { data: page.buckets, has_more: page.next !== null, next_page: page.next };
+  }
+
   server.listen(0, '127.0.0.1');
   await once(server, 'listening');
   const { port } = server.address() as AddressInfo;
@@ -197,10 +316,29 @@ export async function startFakeAnthropic(): Promise<FakeAnthropic> {
     requests,
     billed,
     script: (...replies) => void script.push(...replies),
+    setBillingRates: (model, rates) => void billingRates.set(model, rates),
+    plantBilled({ model, usage, billedAt }) {
+      counter += 1;
+      const bill: FakeAnthropicBill = {
+        id: `msg_planted_${counter}`,
+        usage: usageObject(usage, ''),
+        model,
+        billedAt: billedAt ?? Date.now(),
+        workspaceId: FAKE_WORKSPACE_ID,
+        apiKeyId: 'apikey_planted',
+      };
+      billed.push(bill);
+      return bill;
+    },
+    reportLate: (id) => void late.add(id),
+    releaseLate: () => late.clear(),
     reset() {
       script.length = 0;
       requests.length = 0;
       billed.length = 0;
+      billingRates.clear();
+      for (const [model, rates] of Object.entries(DEFAULT_ANTHROPIC_RATES)) billingRates.set(model, rates);
+      late.clear();
     },
     async close() {
       server.closeAllConnections();

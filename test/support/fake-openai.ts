@@ -3,6 +3,7 @@ import { appendFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { encode, encodeChat } from 'gpt-tokenizer/model/gpt-4o-mini';
+import { billingGroups, costAtto, dayOf, daysOf, decimalText, pageOf, rawNumber, sendJson } from './fake-billing';
 
 /**
  * A local stand-in for the OpenAI HTTP API (the only thing tests stand in for): /v1/chat/completions and
@@ -13,6 +14,12 @@ import { encode, encodeChat } from 'gpt-tokenizer/model/gpt-4o-mini';
  * it, and it keeps its own log of billed requests (ID, usage, caller, time), independent of the ledger: the
  * fault-injection tests reconcile the two. A caller names itself through its base URL (baseURLFor), so a billed
  * request can be traced to the worker process that sent it.
+ *
+ * From that log it also serves the organization's admin reports, as OpenAI does to an admin key: the Usage API
+ * (/v1/organization/usage/completions and /embeddings, daily buckets by model, project, API key, batch and tier) and
+ * the Costs API (/v1/organization/costs, daily buckets by line item and project, priced at its own billing rates),
+ * paged `adminPageSize` buckets at a time. A test plants drift: a billed request nobody received (plantBilled), a
+ * billing rate other than cronledger's price (setBillingRates), a request reported late (reportLate, releaseLate).
  */
 
 export interface FakeUsage {
@@ -60,7 +67,30 @@ export interface BilledRequest {
   /** Date.now() when the request arrived and when its reply was generated (billed). */
   receivedAt: number;
   billedAt: number;
+  /** The model the reply named (the dated snapshot), and the project and API key the request was billed to. */
+  model: string;
+  projectId: string;
+  apiKeyId: string;
 }
+
+/** Per-million USD rates the fake bills at, as decimal strings (embedding models: input only). */
+export interface FakeBillingRates {
+  input: string;
+  cachedInput?: string;
+  output?: string;
+}
+
+/** OpenAI's list prices of the models the tests call, as prices/standard.json has them. */
+export const DEFAULT_BILLING_RATES: Record<string, FakeBillingRates> = {
+  'gpt-4o-mini-2024-07-18': { input: '0.15', cachedInput: '0.075', output: '0.60' },
+  'text-embedding-3-small': { input: '0.02' },
+};
+
+/** The project every request is billed to, and the admin key the reports answer. */
+export const FAKE_PROJECT_ID = 'proj_cronledger';
+export const FAKE_ADMIN_KEY = 'sk-admin-fake';
+/** The API key ID a key's requests are billed under: key_ and its last 8 characters. */
+export const apiKeyIdOf = (key: string | null): string => `key_${(key ?? 'none').slice(-8)}`;
 
 /** An outage: every request is answered 503 until `until` (Date.now() ms), with Retry-After when given. */
 export interface FakeOutage {
@@ -80,6 +110,8 @@ export interface FakeRateLimit {
 export interface FakeOpenAIOptions {
   /** Append every billed request to this file as a JSON line, as the fake bills it. */
   billedLogFile?: string;
+  /** Buckets per page of an admin report (default 1, so that a reconciliation must follow next_page). */
+  adminPageSize?: number;
 }
 
 export interface FakeOpenAI {
@@ -108,6 +140,13 @@ export interface FakeOpenAI {
   setDefault(endpoint: Endpoint, reply: FakeReply): void;
   /** The billedId of every 200 answered so far, in order. */
   billedIds(): string[];
+  /** Bill a model at these rates from now on (the admin Costs API prices the whole log at the rates in force). */
+  setBillingRates(model: string, rates: FakeBillingRates): void;
+  /** A request the fake billed that no caller ever received (its answer was lost): in the log and the reports only. */
+  plantBilled(entry: Pick<BilledRequest, 'endpoint' | 'usage' | 'model'> & Partial<BilledRequest>): BilledRequest;
+  /** Leave this billed request out of the admin reports until releaseLate (a provider that reports late). */
+  reportLate(id: string): void;
+  releaseLate(): void;
   reset(): void;
   close(): Promise<void>;
 }
@@ -127,6 +166,9 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
   const rateLimits = new Map<string, { limit: FakeRateLimit; admitted: { at: number; tokens: number }[] }>();
   let rateLimitedCount = 0;
   const inFlight = new Map<string | null, number>();
+  const billingRates = new Map(Object.entries(DEFAULT_BILLING_RATES));
+  const late = new Set<string>();
+  const adminPageSize = options.adminPageSize ?? 1;
 
   const server: Server = createServer((req, res) => {
     void handle(req, res).catch((err: unknown) => {
@@ -155,6 +197,20 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
       res.end(JSON.stringify(payload));
     };
 
+    if (req.method === 'GET' && path.startsWith('/v1/organization/')) {
+      inFlight.set(who, (inFlight.get(who) ?? 1) - 1);
+      record.status = req.headers.authorization === `Bearer ${FAKE_ADMIN_KEY}` ? 200 : 401;
+      if (record.status === 401)
+        return sendJson(res, 401, { error: { message: 'an admin key is required', type: 'invalid_request_error' } });
+      const query = new URL(req.url ?? '', 'http://fake').searchParams;
+      const report = adminReport(path, query);
+      record.status = report ? 200 : 404;
+      return sendJson(
+        res,
+        report ? 200 : 404,
+        report ?? { error: { message: `fake-openai: no route GET ${path}`, type: 'invalid_request_error' } },
+      );
+    }
     const endpoint: Endpoint | undefined = path === '/v1/chat/completions' ? 'chat' : path === '/v1/embeddings' ? 'embeddings' : undefined;
     if (!endpoint || req.method !== 'POST') {
       return send(404, { error: { message: `fake-openai: no route ${req.method} ${path}`, type: 'invalid_request_error' } });
@@ -198,9 +254,20 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
     }
     // The model thinks; a caller that hangs up meanwhile is billed all the same, as by the real API.
     if (latencyMs > 0) await new Promise((r) => setTimeout(r, latencyMs));
-    const bill = (id: string, usage: FakeUsage | null | undefined): void => {
+    const apiKey = /^Bearer (\S+)/.exec(req.headers.authorization ?? '')?.[1] ?? null;
+    const bill = (id: string, usage: FakeUsage | null | undefined, model: string): void => {
       if (!usage) return; // a reply without usage cannot be reconciled, and no test bills one
-      const entry: BilledRequest = { id, endpoint, usage, caller: caller ?? null, receivedAt, billedAt: Date.now() };
+      const entry: BilledRequest = {
+        id,
+        endpoint,
+        usage,
+        caller: caller ?? null,
+        receivedAt,
+        billedAt: Date.now(),
+        model,
+        projectId: FAKE_PROJECT_ID,
+        apiKeyId: apiKeyIdOf(apiKey),
+      };
       billed.push(entry);
       if (options.billedLogFile) appendFileSync(options.billedLogFile, `${JSON.stringify(entry)}\n`);
     };
@@ -220,7 +287,7 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
               },
             ];
       record.billedId = `chatcmpl-fake-${requestId.slice('req_fake_'.length)}`;
-      bill(record.billedId, usage);
+      bill(record.billedId, usage, model);
       return send(200, {
         id: record.billedId,
         object: 'chat.completion',
@@ -236,13 +303,76 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
     const vector = (reply.kind === 'ok' && reply.vector) || [0.25, -0.5, 0.125, 1];
     const embedding = body.encoding_format === 'base64' ? Buffer.from(new Float32Array(vector).buffer).toString('base64') : vector;
     record.billedId = requestId;
-    bill(record.billedId, usage);
+    bill(record.billedId, usage, model);
     return send(200, {
       object: 'list',
       data: reply.kind === 'empty' ? [] : [{ object: 'embedding', index: 0, embedding }],
       model,
       ...(usage ? { usage: { prompt_tokens: usage.prompt_tokens, total_tokens: usage.prompt_tokens } } : {}),
     });
+  }
+
+  /** The usage or cost report of the billed log over [start_time, end_time), one page of it; undefined for no such report. */
+  function adminReport(path: string, query: URLSearchParams): unknown {
+    const start = Number(query.get('start_time')) * 1000;
+    const end = query.get('end_time') ? Number(query.get('end_time')) * 1000 : Date.now();
+    const reported = billed.filter((b) => !late.has(b.id) && b.billedAt >= start && b.billedAt < end);
+    const kind = {
+      '/v1/organization/usage/completions': 'chat',
+      '/v1/organization/usage/embeddings': 'embeddings',
+      '/v1/organization/costs': 'costs',
+    }[path];
+    if (!kind) return undefined;
+    const groups = billingGroups();
+    const add = groups.add;
+    for (const b of reported) {
+      const day = dayOf(b.billedAt);
+      const u = b.usage;
+      if (kind === 'costs') {
+        const rates = billingRates.get(b.model);
+        if (!rates) throw new Error(`fake-openai has no billing rates for ${b.model}`);
+        const line = (what: string, tokens: number, rate: string | undefined): void => {
+          if (tokens > 0)
+            add(day, { line_item: `${b.model}, ${what}`, project_id: b.projectId }, { atto: costAtto(tokens, rate ?? rates.input) });
+        };
+        const cached = u.cached_tokens ?? 0;
+        line('input', u.prompt_tokens - cached, rates.input);
+        line('cached input', cached, rates.cachedInput);
+        line('output', u.completion_tokens ?? 0, rates.output);
+      } else if ((kind === 'chat') === (b.endpoint === 'chat')) {
+        const fields = {
+          model: b.model,
+          project_id: b.projectId,
+          api_key_id: b.apiKeyId,
+          batch: false,
+          service_tier: u.service_tier ?? 'default',
+        };
+        add(day, fields, {
+          input_tokens: BigInt(u.prompt_tokens),
+          ...(kind === 'chat'
+            ? { input_cached_tokens: BigInt(u.cached_tokens ?? 0), output_tokens: BigInt(u.completion_tokens ?? 0) }
+            : {}),
+          num_model_requests: 1n,
+        });
+      }
+    }
+    const buckets = daysOf(start, end).map((day) => {
+      const dayStart = Date.parse(`${day}T00:00:00Z`) / 1000;
+      const results = groups.of(day).map((g) =>
+        kind === 'costs'
+          ? { object: 'organization.costs.result', amount: { value: rawNumber(decimalText(g.sums.atto)), currency: 'usd' }, ...g.fields }
+          : {
+              object: `organization.usage.${kind === 'chat' ? 'completions' : 'embeddings'}.result`,
+              ...Object.fromEntries(Object.entries(g.sums).map(([k, v]) => [k, rawNumber(String(v))])),
+              user_id: null,
+              ...g.fields,
+            },
+      );
+      return { object: 'bucket', start_time: dayStart, end_time: dayStart + 86_400, results };
+    });
+    const limit = Math.min(Number(query.get('limit') ?? '7'), adminPageSize);
+    const page = pageOf(buckets, limit, query.get('page'));
+    return { object: 'page', data: page.buckets, has_more: page.next !== null, next_page: page.next };
   }
 
   server.listen(0, '127.0.0.1');
@@ -268,6 +398,30 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
     rateLimitedAnswers: () => rateLimitedCount,
     inFlight: () => new Map([...inFlight].filter(([, n]) => n > 0)),
     billedIds: () => requests.filter((r) => r.status === 200 && r.billedId).map((r) => r.billedId as string),
+    setBillingRates(model, rates) {
+      billingRates.set(model, rates);
+    },
+    plantBilled(entry) {
+      counter += 1;
+      const now = Date.now();
+      const planted: BilledRequest = {
+        id: `planted-${counter}`,
+        caller: null,
+        receivedAt: now,
+        billedAt: now,
+        projectId: FAKE_PROJECT_ID,
+        apiKeyId: apiKeyIdOf(null),
+        ...entry,
+      };
+      billed.push(planted);
+      return planted;
+    },
+    reportLate(id) {
+      late.add(id);
+    },
+    releaseLate() {
+      late.clear();
+    },
     script(endpoint, ...replies) {
       scripts[endpoint].push(...replies);
     },
@@ -286,6 +440,9 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
       latencyMs = 0;
       rateLimits.clear();
       rateLimitedCount = 0;
+      billingRates.clear();
+      for (const [model, rates] of Object.entries(DEFAULT_BILLING_RATES)) billingRates.set(model, rates);
+      late.clear();
       inFlight.clear();
     },
     async close() {

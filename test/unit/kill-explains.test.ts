@@ -17,6 +17,9 @@ const billed = (over: Partial<BilledRequest> = {}): BilledRequest => ({
   caller: 'worker-1.2',
   receivedAt: T,
   billedAt: T + 2_500,
+  model: 'gpt-4o-mini-2024-07-18',
+  projectId: 'proj_cronledger',
+  apiKeyId: 'key_test',
   ...over,
 });
 const kill = (incarnation: string, at: number): KillEvent => ({ worker: incarnation.split('.')[0], incarnation, pid: 4242, at });
