@@ -2,6 +2,7 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { describeUnbooked, formatFigures } from '../support/chaos-figures';
 import type { ChaosEnv } from './chaos-env';
 import { createFaultContext } from './fault-context';
+import { reconcileWithBill } from './bill-reconcile';
 import { runWorkerKills } from './worker-kills';
 
 /** R1, short form (bench/chaos.ts runs the long one): real worker processes SIGKILLed at random during a backfill. */
@@ -32,4 +33,15 @@ it('R1: with a random worker SIGKILLed every few seconds, every slot completes o
   const lost = r.unbooked.filter((u) => !u.kill).map((u) => describeUnbooked(u, r.kills));
   expect(lost, 'billed requests with no ledger row and no kill to explain them').toEqual([]);
   expect(r.figures.billed).toBe(r.figures.ledgerRows + r.figures.unbookedExplained);
+
+  // The one window a worker can't close is closed by the provider's bill: reconciling against the fake's own reports
+  // books exactly the lost answers' tokens and cost, and the ledger then equals the bill to the last digit.
+  const bill = await reconcileWithBill(env, { startedAt: r.startedAt, billed: r.billed, unbooked: r.unbooked });
+  process.stdout.write(
+    `  reconcile openai: ${bill.bookedEntries} entries booked, ${bill.bookedTokens} tokens, ${bill.bookedUsd} USD ` +
+      `(lost answers: ${bill.lostTokens} tokens, ${bill.lostUsd} USD); ledger ${bill.ledgerUsd} USD = bill ${bill.billUsd} USD\n`,
+  );
+  expect(bill.bookedTokens).toBe(bill.lostTokens);
+  expect(bill.bookedUsd).toBe(bill.lostUsd);
+  expect(bill.ledgerUsd).toBe(bill.billUsd);
 }, 900_000);

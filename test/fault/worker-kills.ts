@@ -1,5 +1,6 @@
 import { backfill } from '../../src/schedules/backfill';
 import { reconcile, type ChaosFigures, type UnbookedRequest } from '../support/chaos-figures';
+import type { BilledRequest } from '../support/fake-openai';
 import type { KillEvent, WorkerProcess } from '../support/worker-processes';
 import { createTaskSchedule, scenarioId, sleep, startOpenAIWorkers, type ChaosEnv } from './chaos-env';
 
@@ -30,6 +31,9 @@ export interface WorkerKillsResult {
   killsWithCallsInFlight: number;
   /** Slot outcomes as the backfill saw them. */
   executed: number;
+  /** When the scenario started, and the requests the fake billed during it. */
+  startedAt: number;
+  billed: BilledRequest[];
   failedSlots: string[];
 }
 
@@ -93,11 +97,12 @@ export async function runWorkerKills(env: ChaosEnv, opts: WorkerKillsOptions): P
     env.fake.setLatency(0);
   }
 
+  const billed = env.fake.billed.slice(billedBefore);
   const { figures, unbooked } = await reconcile(env.pool, {
     scenario: `R1 worker kills: ${workerCount} worker processes, one SIGKILLed every ${killEveryMs[0] / 1000}-${killEveryMs[1] / 1000} s and restarted`,
     taskIds: [taskId],
     slots,
-    billed: env.fake.billed.slice(billedBefore),
+    billed,
     kills,
     killWindowMs: KILL_WINDOW_MS,
     startedAt,
@@ -114,6 +119,8 @@ export async function runWorkerKills(env: ChaosEnv, opts: WorkerKillsOptions): P
     kills,
     killsWithCallsInFlight,
     executed: outcome.summary.completed,
+    startedAt,
+    billed,
     failedSlots: outcome.results.filter((r) => r.outcome !== 'completed').map((r) => `${r.workflowId}: ${r.outcome} ${r.detail ?? ''}`),
   };
 }
