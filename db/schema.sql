@@ -845,6 +845,24 @@ CREATE FUNCTION public.rate_limit_cost_us(p_units bigint, p_per_minute bigint) R
 $$;
 
 --
+-- Name: rate_limit_count_hour(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.rate_limit_count_hour() RETURNS trigger
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $$
+begin
+  insert into rate_limit_hours as h (model, hour, waited, waited_us, throttled)
+  values (new.model, date_trunc('hour', now(), 'UTC'), new.waited - old.waited, new.waited_us - old.waited_us,
+          new.throttled - old.throttled)
+  on conflict (model, hour) do update
+    set waited = h.waited + excluded.waited, waited_us = h.waited_us + excluded.waited_us, throttled = h.throttled + excluded.throttled;
+  return null;
+end
+$$;
+
+--
 -- Name: rate_limit_hold(text, bigint, boolean); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -1954,6 +1972,21 @@ CREATE TABLE public.provider_usage_rows (
 );
 
 --
+-- Name: rate_limit_hours; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.rate_limit_hours (
+    model text NOT NULL,
+    hour timestamp with time zone NOT NULL,
+    waited bigint DEFAULT 0 NOT NULL,
+    waited_us bigint DEFAULT 0 NOT NULL,
+    throttled bigint DEFAULT 0 NOT NULL,
+    CONSTRAINT rate_limit_hours_throttled_check CHECK ((throttled >= 0)),
+    CONSTRAINT rate_limit_hours_waited_check CHECK ((waited >= 0)),
+    CONSTRAINT rate_limit_hours_waited_us_check CHECK ((waited_us >= 0))
+);
+
+--
 -- Name: rate_limit_state; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -2589,6 +2622,13 @@ ALTER TABLE ONLY public.model_prices
     ADD CONSTRAINT model_prices_pkey PRIMARY KEY (id);
 
 --
+-- Name: rate_limit_hours rate_limit_hours_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.rate_limit_hours
+    ADD CONSTRAINT rate_limit_hours_pkey PRIMARY KEY (model, hour);
+
+--
 -- Name: rate_limit_state rate_limit_state_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -2988,6 +3028,12 @@ CREATE TRIGGER provider_usage_rows_append_only BEFORE DELETE OR UPDATE ON public
 --
 
 CREATE TRIGGER provider_usage_rows_no_truncate BEFORE TRUNCATE ON public.provider_usage_rows FOR EACH STATEMENT EXECUTE FUNCTION public.forbid_append_only_change();
+
+--
+-- Name: rate_limit_state rate_limit_state_hours; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER rate_limit_state_hours AFTER UPDATE ON public.rate_limit_state FOR EACH ROW WHEN (((new.waited > old.waited) OR (new.waited_us > old.waited_us) OR (new.throttled > old.throttled))) EXECUTE FUNCTION public.rate_limit_count_hour();
 
 --
 -- Name: reconciliation_entries reconciliation_entries_append_only; Type: TRIGGER; Schema: public; Owner: -
@@ -3728,6 +3774,12 @@ GRANT SELECT ON TABLE public.model_downgrades TO cronledger_operator;
 GRANT SELECT ON TABLE public.provider_usage_rows TO cronledger_worker;
 GRANT SELECT ON TABLE public.provider_usage_rows TO cronledger_readonly;
 GRANT SELECT ON TABLE public.provider_usage_rows TO cronledger_operator;
+
+--
+-- Name: TABLE rate_limit_hours; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT ON TABLE public.rate_limit_hours TO cronledger_readonly;
 
 --
 -- Name: TABLE rate_limit_state; Type: ACL; Schema: public; Owner: -

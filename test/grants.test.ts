@@ -199,6 +199,7 @@ const TABLES = [
   'reconciliation_imports',
   'provider_usage_rows',
   'reconciliation_entries',
+  'rate_limit_hours',
 ];
 
 /**
@@ -215,6 +216,7 @@ const NOT_READ_BY_WORKER = [
   'metric_run_counts',
   'metric_histograms',
   'rollup_verifications',
+  'rate_limit_hours',
 ];
 const WORKER_READS = TABLES.filter((table) => !NOT_READ_BY_WORKER.includes(table));
 const WORKER_ALLOWED: Record<string, string[]> = Object.fromEntries(WORKER_READS.map((t) => [t, ['SELECT']]));

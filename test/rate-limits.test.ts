@@ -9,7 +9,7 @@ import { createPool, readOnlySessionUrl } from '../src/db/pool';
 import { applyPrices, loadPricesFile } from '../src/ledger/prices';
 import { createOpenAIProvider } from '../src/models/openai-provider';
 import { loadRateLimitsFile } from '../src/ratelimits/rate-limits-file';
-import { applyRateLimits, rateLimitStatus } from '../src/ratelimits/rate-limits-store';
+import { applyRateLimits, rateLimitStatus, rateLimitWaits, type RateLimitWaits } from '../src/ratelimits/rate-limits-store';
 import { scheduledRun } from '../src/workflows/scheduled-run';
 import { appliedInput } from './support/applied';
 import { startTestAdmin } from './support/admin-server';
@@ -23,14 +23,18 @@ import { startWorkers } from './support/workers';
 
 let ctx: TestContext;
 let fake: FakeOpenAI;
+/** The admin page's read-only role. */
+let readonlyPool: pg.Pool;
 
 beforeAll(async () => {
   ctx = await createTestContext(import.meta.url);
   await applyPrices(ctx.operatorPool, loadPricesFile('prices/standard.json'), 'test');
   fake = await startFakeOpenAI();
+  readonlyPool = createPool(readOnlySessionUrl(ctx.readonlyDatabaseUrl), 1);
 });
 
 afterAll(async () => {
+  await readonlyPool?.end();
   await fake?.close();
   await ctx?.close();
 });
@@ -156,6 +160,25 @@ describe('runs through real workers against a provider that enforces its limit',
       expect(value('cronledger_rate_limit_waited_total')).toBe(status?.waited);
       expect(Number(value('cronledger_rate_limit_wait_seconds_total'))).toBeGreaterThan(0);
       expect(value('cronledger_rate_limit_throttled_total')).toBe('0');
+
+      // and the admin page's Models page shows the waits of the last 24 hours (UTC hours), the same as in all
+      const { rateLimits } = (await (await fetch(`${admin.url}/api/models`)).json()) as { rateLimits: RateLimitWaits[] };
+      const waits = rateLimits.find((r) => r.model === model);
+      expect(waits).toMatchObject({
+        requestsPerMinute: 30,
+        tokensPerMinute: '200000',
+        waitsLast24h: status?.waited,
+        waitedMsLast24h: status?.waitedMs,
+        throttledLast24h: '0',
+        waited: status?.waited,
+        waitedMs: status?.waitedMs,
+      });
+      expect(Number(waits?.waitsThisHour)).toBeLessThanOrEqual(Number(status?.waited));
+      const page = await (await fetch(`${admin.url}/models`)).text();
+      const row = new RegExp(`<tr data-model="${model}">[\\s\\S]*?</tr>`).exec(page)?.[0] ?? '';
+      const ms = BigInt(status?.waitedMs ?? '0');
+      expect(row).toContain(`>${status?.waited}</td>`);
+      expect(row).toContain(`>${ms / 1000n}.${(ms % 1000n).toString().padStart(3, '0')} s</td>`);
     } finally {
       await admin.close();
       await readonly.end();
@@ -168,6 +191,8 @@ describe("a provider's 429 on a rate-limited model", () => {
     const model = 'openai/gpt-4o-mini';
     await applyRateLimits(ctx.operatorPool, [{ model, requestsPerMinute: 10_000, tokensPerMinute: null }]);
     const before = (await rateLimitStatus(ctx.pool)).find((s) => s.model === model);
+    const waitsOf = async () => (await rateLimitWaits(readonlyPool)).find((r) => r.model === model);
+    const waitsBefore = await waitsOf();
     fake.reset();
     fake.script('chat', { kind: 'error', status: 429, retryAfter: '2' });
     const provider = createOpenAIProvider({ OPENAI_BASE_URL: fake.baseURL, OPENAI_API_KEY: 'sk-test-fake' });
@@ -202,6 +227,10 @@ describe("a provider's 429 on a rate-limited model", () => {
     expect(BigInt(answeredAt) * 1000n).toBeGreaterThanOrEqual(heldUntilUs - 1000n);
     const after = (await rateLimitStatus(ctx.pool)).find((s) => s.model === model);
     expect(Number(after?.throttled) - Number(before?.throttled ?? 0)).toBe(1);
+    // the admin page's figures (read as its read-only role): the 429 counted in the last 24 hours and in all
+    const waitsAfter = await waitsOf();
+    expect(Number(waitsAfter?.throttledLast24h) - Number(waitsBefore?.throttledLast24h ?? 0)).toBe(1);
+    expect(waitsAfter?.throttled).toBe(after?.throttled);
   });
 });
 

@@ -14,6 +14,7 @@ import { daysOf, parseMonth, shiftMonth, type Month } from '../reports/month';
 import { monthBounds, readDailySeries, readDailySpend, readMonthSums, readRunCounts, trackedZones } from '../reports/rollups-read';
 import { lastVerification, type LastVerification } from '../reports/rollups-verify';
 import { priceVersionChoices, repriceMonthAtVersion } from '../reports/reprice';
+import { rateLimitWaits } from '../ratelimits/rate-limits-store';
 import type { UsageReport } from '../reports/types';
 import { reconciliationSection } from '../reports/reconciliation-section';
 import type { ReconciliationMonth } from '../reconcile/month-figures';
@@ -355,6 +356,8 @@ export async function models(db: pg.Pool, q: MonthQuery, reprice?: string) {
     priceVersions: await priceVersionChoices(db),
     /** The month's entries of the chosen version's model at that version; null when none was chosen. */
     repriced: reprice === undefined ? null : await repricedAtVersion(db, q, reprice),
+    /** Rate-limit waits and 429s by model, now (this hour, the last 24 hours, in all), whatever the month. */
+    rateLimits: await rateLimitWaits(db),
   };
 }
 

@@ -1,6 +1,7 @@
 import { displayUsd, formatScaled, parseUsd, toAttoUsd } from '../money';
 import { countPerDollar } from '../reports/economics';
 import { microUsd } from '../reports/render-html';
+import type { RateLimitWaits } from '../ratelimits/rate-limits-store';
 import type { TaskListing } from '../schedules/manage-task';
 import type { TaskSlotCheck } from '../schedules/missed-slots';
 import type { PriceVersionChoice, repriceMonthAtVersion } from '../reports/reprice';
@@ -472,6 +473,7 @@ export function modelsPage(
     downgradeSavings: { savedUsd: string; paidUsd: string; atDefaultPriceUsd: string; entries: number; unpriced: number } | null;
     priceVersions: PriceVersionChoice[];
     repriced: RepricedAtVersion | null;
+    rateLimits: RateLimitWaits[];
   },
   ctx: PageContext,
 ): string {
@@ -506,8 +508,47 @@ export function modelsPage(
         </tbody>
       </table>`,
     )}
-    ${repriceSection(m.priceVersions, m.repriced, ctx)}`;
+    ${repriceSection(m.priceVersions, m.repriced, ctx)} ${rateLimitSection(m.rateLimits)}`;
   return layout('Models', ctx, body);
+}
+
+/** Whole milliseconds as seconds with 3 decimals ("2.200 s"), sorted by the milliseconds. */
+const secondsCell = (ms: string): Raw =>
+  html`<td class="num" data-sort="${ms}">${(BigInt(ms) / 1000n).toString()}.${(BigInt(ms) % 1000n).toString().padStart(3, '0')} s</td>`;
+
+/** Calls that waited for the shared rate limits, and the provider's 429s, per model (`cronledger limits`). */
+function rateLimitSection(rows: RateLimitWaits[]): Raw {
+  const heading = html`<h2>Rate limits: calls that waited for capacity, and 429s</h2>`;
+  if (rows.length === 0)
+    return html`<section id="rate-limits">
+      ${heading}
+      <p>No rate limit applied and no 429 seen: <code>cronledger limits apply FILE</code> sets them.</p>
+    </section>`;
+  return html`<section id="rate-limits">
+    ${heading}
+    <p class="muted">All workers together. This hour and the last 24 hours are UTC hours (the current one and the 23 before).</p>
+    ${scrollBox(
+      'Rate-limit waits by model',
+      html`<table class="sortable">
+        <thead>
+          <tr>
+            ${th('Model')}${th('Requests/min', 'int')}${th('Tokens/min', 'int')}${th('Waits this hour', 'int')}${th('429s this hour', 'int')}${th('Waits, 24 h', 'int')}${th('Time waited, 24 h', 'int')}${th('429s, 24 h', 'int')}${th('Waits in all', 'int')}${th('Time waited in all', 'int')}${th('429s in all', 'int')}
+          </tr>
+        </thead>
+        <tbody>
+          ${rows.map(
+            (r) =>
+              html`<tr data-model="${r.model}">
+                <td>${r.model}</td>
+                ${numCell(r.requestsPerMinute)}${numCell(r.tokensPerMinute)}${numCell(r.waitsThisHour)}${numCell(r.throttledThisHour)}
+                ${numCell(r.waitsLast24h)}${secondsCell(r.waitedMsLast24h)}${numCell(r.throttledLast24h)}
+                ${numCell(r.waited)}${secondsCell(r.waitedMs)}${numCell(r.throttled)}
+              </tr>`,
+          )}
+        </tbody>
+      </table>`,
+    )}
+  </section>`;
 }
 
 /**

@@ -64,3 +64,43 @@ export async function rateLimitStatus(pool: pg.Pool): Promise<RateLimitStatus[]>
   // a whole number of at most 10^12 (the table's check), exact as a JS number
   return rows.map((r) => ({ ...r, tokensPerMinute: r.tokensPerMinute === null ? null : Number(r.tokensPerMinute) }));
 }
+
+/**
+ * What waiting for the rate limits cost, per model: in the current UTC hour, in the last 24 hours (that hour and the 23
+ * before it) and in all. Counts are decimal strings (bigint), times whole milliseconds.
+ */
+export interface RateLimitWaits {
+  model: string;
+  /** The model's limits now; both null when it has none (a 429 of an unlimited model is counted too). */
+  requestsPerMinute: number | null;
+  tokensPerMinute: string | null;
+  waitsThisHour: string;
+  throttledThisHour: string;
+  waitsLast24h: string;
+  waitedMsLast24h: string;
+  throttledLast24h: string;
+  waited: string;
+  waitedMs: string;
+  throttled: string;
+}
+
+/** Every model with a limit or a counted wait or 429, by model (rate_limit_hours, rate_limit_state). */
+export async function rateLimitWaits(pool: pg.Pool): Promise<RateLimitWaits[]> {
+  const { rows } = await pool.query<RateLimitWaits>(
+    `with hours as (
+       select model, sum(waited) filter (where hour >= date_trunc('hour', now(), 'UTC')) as waits_this_hour,
+              sum(throttled) filter (where hour >= date_trunc('hour', now(), 'UTC')) as throttled_this_hour,
+              sum(waited) as waits, sum(waited_us) as waited_us, sum(throttled) as throttled
+         from rate_limit_hours where hour >= date_trunc('hour', now(), 'UTC') - interval '23 hours' group by model
+     )
+     select m.model, l.requests_per_minute as "requestsPerMinute", l.tokens_per_minute::text as "tokensPerMinute",
+            coalesce(h.waits_this_hour, 0)::text as "waitsThisHour", coalesce(h.throttled_this_hour, 0)::text as "throttledThisHour",
+            coalesce(h.waits, 0)::text as "waitsLast24h", (coalesce(h.waited_us, 0) / 1000)::text as "waitedMsLast24h",
+            coalesce(h.throttled, 0)::text as "throttledLast24h", coalesce(s.waited, 0)::text as waited,
+            (coalesce(s.waited_us, 0) / 1000)::text as "waitedMs", coalesce(s.throttled, 0)::text as throttled
+       from (select model from rate_limits union select model from rate_limit_state) m
+       left join rate_limits l using (model) left join rate_limit_state s using (model) left join hours h using (model)
+      order by m.model`,
+  );
+  return rows;
+}
