@@ -88,9 +88,9 @@ export interface RateLimitWaits {
 export async function rateLimitWaits(pool: pg.Pool): Promise<RateLimitWaits[]> {
   const { rows } = await pool.query<RateLimitWaits>(
     `with hours as (
-       select model, sum(waited) filter (where hour >= date_trunc('hour', now(), 'UTC')) as waits_this_hour,
-              sum(throttled) filter (where hour >= date_trunc('hour', now(), 'UTC')) as throttled_this_hour,
-              sum(waited) as waits, sum(waited_us) as waited_us, sum(throttled) as throttled
+       select model, sum(waited) filter (where hour >= date_trunc('hour', now(), 'UTC'))::bigint as waits_this_hour,
+              sum(throttled) filter (where hour >= date_trunc('hour', now(), 'UTC'))::bigint as throttled_this_hour,
+              sum(waited)::bigint as waits, sum(waited_us)::bigint as waited_us, sum(throttled)::bigint as throttled
          from rate_limit_hours where hour >= date_trunc('hour', now(), 'UTC') - interval '23 hours' group by model
      )
      select m.model, l.requests_per_minute as "requestsPerMinute", l.tokens_per_minute::text as "tokensPerMinute",
