@@ -6,7 +6,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createPool, readOnlySessionUrl } from '../src/db/pool';
 import { applyPrices, loadPricesFile } from '../src/ledger/prices';
 import { selectProvider } from '../src/models/select-provider';
-import type { ReconciledKey } from '../src/reconcile/book';
+import { bookReconciliation, type ReconciledKey } from '../src/reconcile/book';
+import { readProviderReports } from '../src/reconcile/read-reports';
 import type { ReconciliationMonth } from '../src/reconcile/month-figures';
 import { divideHalfEven } from '../src/reports/economics';
 import { startTestAdmin } from './support/admin-server';
@@ -203,6 +204,20 @@ describe('reconcile openai', () => {
     expect(fromFile.booked).toBe(0);
     expect(fromFile.keys.length).toBe(first.keys.length);
   });
+
+  it('two imports at once book a new difference once: they take turns', async () => {
+    openai.plantBilled({ endpoint: 'chat', model: CHAT_MODEL, usage: { prompt_tokens: 0, completion_tokens: 33 } });
+    const input = await readProviderReports({ provider: 'openai', from: yesterday, to: today, files: [], wholeOrganization: false, env });
+    const pools = [createPool(ctx.operatorDatabaseUrl, 1), createPool(ctx.operatorDatabaseUrl, 1)];
+    try {
+      const results = await Promise.all(pools.map((pool) => bookReconciliation(pool, input)));
+      const booked = results.flatMap((r) => r.keys.filter((k) => k.entryId !== null));
+      const rates = DEFAULT_BILLING_RATES[CHAT_MODEL];
+      expect(booked.map((k) => [k.tokenClass, k.bookedTokens, atto(k.bookedUsd)])).toEqual([['output', '33', costAtto(33, rates.output!)]]);
+    } finally {
+      await Promise.all(pools.map((pool) => pool.end()));
+    }
+  });
 });
 
 describe('reconcile anthropic', () => {
@@ -247,7 +262,7 @@ describe("the report's reconciliation section and the /metrics drift gauge", () 
       expect(m.unmatchedLedgerKeys).toBe(0);
     }
     const [o, a] = months;
-    expect([o.bookedEntries, o.unmatchedProviderKeys, a.bookedEntries, a.unmatchedProviderKeys]).toEqual([4, 1, 3, 1]);
+    expect([o.bookedEntries, o.unmatchedProviderKeys, a.bookedEntries, a.unmatchedProviderKeys]).toEqual([5, 1, 3, 1]);
     const text = await runCli(['report', '--month', today.slice(0, 7)], env);
     expect(text.stdout).toMatch(/Reconciliation with the providers \(UTC days\)\n\s*PROVIDER/);
 
