@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { NOMINAL_PROBE_PREFIX, slotTimes } from '../src/schedules/slot-times';
-import { timestampFromDate, dateFromTimestamp } from '../src/schedules/proto-timestamp';
+import { timestampFromDate, dateFromTimestamp } from '../src/temporal-reads';
 import { applyTasks } from '../src/schedules/apply-tasks';
 import { parseTasksFile } from '../src/tasks/tasks-file';
 import { createTestContext, type TestContext } from './support/context';

@@ -11,7 +11,7 @@ import { ensureReportSchedule } from './report-schedule';
 import { ensureRollupSchedule } from './rollup-schedule';
 import { isManagedTaskSchedule } from './schedule-memos';
 import { PAUSED_BY_APPLY, scheduleOptionsFor, taskFingerprint } from './task-schedule';
-import { taskNoteOf, wantedTaskNote } from './task-note';
+import { taskNoteOf, wantedTaskNote } from '../task-note';
 import type { Task, TasksFile } from '../tasks/tasks-file';
 
 export type Change = {

@@ -1,7 +1,7 @@
 import { ScheduleNotFoundError, type Client, type ScheduleDescription } from '@temporalio/client';
 import { taskScheduleId } from '../constants';
 import { UserError } from '../errors';
-import { retryDeadlineExceeded } from './read-retry';
+import { retryDeadlineExceeded } from '../temporal-reads';
 import { isManagedTaskSchedule } from './schedule-memos';
 
 export async function describeOrUndefined(client: Client, scheduleId: string): Promise<ScheduleDescription | undefined> {

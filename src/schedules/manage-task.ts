@@ -10,7 +10,7 @@ import { latestRunsWithCostPerTask } from '../db/runs';
 import { describeOrUndefined, describeTaskSchedule } from './describe-schedule';
 import { resumeSchedule } from './resume-schedule';
 import { appliedTaskOf, isManagedTaskSchedule } from './schedule-memos';
-import { taskNoteOf } from './task-note';
+import { taskNoteOf } from '../task-note';
 import { mapWithConcurrency, TEMPORAL_CALL_CONCURRENCY } from './bounded-concurrency';
 
 export interface TaskListing {

@@ -1,8 +1,9 @@
 import type { Client } from '@temporalio/client';
 import Long from 'long';
 import { randomUUID } from 'node:crypto';
-import { dateFromTimestamp, timestampFromDate } from './proto-timestamp';
-import { retryDeadlineExceeded } from './read-retry';
+import { matchingTimes, retryDeadlineExceeded } from '../temporal-reads';
+
+export { matchingTimes };
 
 type ScheduleSpec = NonNullable<NonNullable<Awaited<ReturnType<Client['workflowService']['describeSchedule']>>['schedule']>['spec']>;
 
@@ -56,27 +57,3 @@ export async function slotTimes(client: Client, scheduleId: string, from: Date, 
 }
 
 const hasJitter = (spec: ScheduleSpec): boolean => Number(spec.jitter?.seconds ?? 0) > 0 || (spec.jitter?.nanos ?? 0) > 0;
-
-/**
- * Every matching time in [from, to] (jittered, for a schedule with jitter: when it fires). A read, unlike slotTimes on a
- * jittered schedule. The server returns at most 1,000 per call and says nothing when it stops there,
- * so this pages: each call starts after the last time the previous one returned, until a call returns nothing.
- */
-export async function matchingTimes(client: Client, scheduleId: string, from: Date, to: Date): Promise<Date[]> {
-  const times: Date[] = [];
-  // the server's start bound is exclusive: start 1 ms early so a slot exactly at `from` counts
-  let after = new Date(from.getTime() - 1);
-  for (;;) {
-    const request = {
-      namespace: client.options.namespace,
-      scheduleId,
-      startTime: timestampFromDate(after),
-      endTime: timestampFromDate(to),
-    };
-    const res = await retryDeadlineExceeded(() => client.workflowService.listScheduleMatchingTimes(request));
-    const page = (res.startTime ?? []).map(dateFromTimestamp).filter((d) => d > after && d <= to);
-    if (page.length === 0) return times;
-    times.push(...page);
-    after = page[page.length - 1];
-  }
-}

@@ -6,7 +6,7 @@ import { scheduledRun, type ScheduledRunInput } from '../workflows/scheduled-run
 import { parseDuration } from '../tasks/duration';
 import type { Task } from '../tasks/tasks-file';
 import type { TaskActionMemo } from './schedule-memos';
-import { taskNoteOf } from './task-note';
+import { taskNoteOf } from '../task-note';
 
 /** The pause reason of a task the tasks file marks `"paused": true`. */
 export const PAUSED_BY_APPLY = 'paused by cronledger tasks apply';

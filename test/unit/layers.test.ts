@@ -31,6 +31,8 @@ const LAYERS: string[][] = [
     'input-file.ts',
     'loopback.ts',
     'json-number-text.ts',
+    'temporal-reads.ts',
+    'task-note.ts',
   ],
 ];
 

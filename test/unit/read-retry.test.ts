@@ -1,6 +1,6 @@
 import { ServiceError } from '@temporalio/client';
 import { expect, it } from 'vitest';
-import { retryDeadlineExceeded } from '../../src/schedules/read-retry';
+import { retryDeadlineExceeded } from '../../src/temporal-reads';
 
 /** A gRPC error as grpc-js gives it: an Error with a numeric status code. */
 const grpcError = (code: number, details: string) => Object.assign(new Error(`${code} ${details}`), { code, details });
