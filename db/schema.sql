@@ -261,6 +261,34 @@ CREATE FUNCTION public.budget_cheap_model(p_model text, p_at timestamp with time
 $$;
 
 --
+-- Name: budget_cheap_worst_cases(jsonb, text[], boolean, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.budget_cheap_worst_cases(p_calls jsonb, p_models text[], p_may_downgrade boolean, p_at timestamp with time zone, OUT models text[], OUT costs numeric[], OUT downgrades boolean, OUT worst numeric) RETURNS record
+    LANGUAGE plpgsql STABLE
+    AS $$
+declare
+  v_priced boolean;
+begin
+  select array_agg(w.cheap_model order by w.n), array_agg(w.cheap_cost order by w.n), bool_and(w.cheap_cost is not null),
+         bool_or(w.cheap_model <> w.model), sum(w.cheap_cost)
+    into models, costs, v_priced, downgrades, worst
+    from (select u.n, u.model, d.cheap_model,
+                 worst_case_call_cost(j.c ->> 'kind', (j.c ->> 'prompt')::bigint, (j.c ->> 'completion')::bigint, j.c ->> 'tier', q)
+                   as cheap_cost
+            from unnest(p_models) with ordinality u(model, n)
+            join jsonb_array_elements(p_calls) with ordinality j(c, n) using (n)
+            cross join lateral (
+              select coalesce(case when p_may_downgrade then budget_cheap_model(u.model, p_at) end, u.model) as cheap_model) d
+            left join lateral price_version_at(d.cheap_model, p_at) q on true) w;
+  if not v_priced then
+    perform worst_case_cost(c, m, p_at)
+       from jsonb_array_elements(p_calls) with ordinality j(c, n) join unnest(models) with ordinality u(m, n) using (n);
+  end if;
+end
+$$;
+
+--
 -- Name: budget_choice(numeric, numeric, numeric, numeric, boolean); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -310,6 +338,23 @@ CREATE FUNCTION public.budget_month_of(p_at timestamp with time zone, p_zone tex
     LANGUAGE sql STABLE
     AS $$
   select (date_trunc('month', p_at at time zone p_zone))::date
+$$;
+
+--
+-- Name: budget_pauses_due(timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.budget_pauses_due(p_at timestamp with time zone) RETURNS TABLE(pause_id bigint, task_id text, cause text)
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $$
+  select p.id, p.task_id,
+         case when budget_month_of(p_at, p.time_zone) > p.month then 'month-turnover' else 'limit-raised' end
+    from budget_pause_intervals p
+    left join lateral budget_in_force(p.user_id, p_at) b on true
+   where p.resumed_at is null
+     and (budget_month_of(p_at, p.time_zone) > p.month or b.id is null or b.monthly_limit_usd > p.limit_usd)
+   order by p.id
 $$;
 
 --
@@ -382,10 +427,10 @@ CREATE FUNCTION public.call_cost(p_kind text, p_prompt bigint, p_cached bigint, 
 $$;
 
 --
--- Name: claim_and_reserve(text, text, text, text, text, timestamp with time zone, text, boolean, text, jsonb, integer, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
+-- Name: claim_and_reserve(text, text, text, text, text, timestamp with time zone, text, boolean, text, jsonb, integer, timestamp with time zone, numeric); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.claim_and_reserve(p_key text, p_task_id text, p_user_id text, p_workflow_id text, p_run_id text, p_scheduled_minute timestamp with time zone, p_worker_id text, p_manual boolean, p_supersedes_run_id text, p_calls jsonb, p_expiry_seconds integer, p_at timestamp with time zone) RETURNS jsonb
+CREATE FUNCTION public.claim_and_reserve(p_key text, p_task_id text, p_user_id text, p_workflow_id text, p_run_id text, p_scheduled_minute timestamp with time zone, p_worker_id text, p_manual boolean, p_supersedes_run_id text, p_calls jsonb, p_expiry_seconds integer, p_at timestamp with time zone, p_max_cost_per_run numeric) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'public', 'pg_temp'
     AS $$
@@ -397,7 +442,7 @@ begin
     return jsonb_build_object('claim', v_claim, 'decision', null);
   end if;
   return jsonb_build_object('claim', v_claim,
-           'decision', reserve_budget(p_user_id, p_run_id, p_workflow_id, p_calls, true, p_expiry_seconds, p_at));
+           'decision', reserve_budget(p_user_id, p_run_id, p_workflow_id, p_calls, true, p_expiry_seconds, p_at, p_max_cost_per_run, true));
 end
 $$;
 
@@ -984,6 +1029,40 @@ CREATE FUNCTION public.record_budget_event_delivery(p_event_id text, p_ok boolea
 $$;
 
 --
+-- Name: record_budget_pause(text, text, text, date, text, numeric, text, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.record_budget_pause(p_task_id text, p_user_id text, p_reason text, p_month date, p_time_zone text, p_limit numeric, p_run_id text, p_at timestamp with time zone) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $$
+declare
+  v_id bigint;
+begin
+  perform pg_advisory_xact_lock(hashtextextended('cronledger-budget-pause:' || p_task_id, 0));
+  select p.id into v_id from budget_pause_intervals p where p.task_id = p_task_id and p.resumed_at is null order by p.id limit 1;
+  if found then return jsonb_build_object('pauseId', v_id, 'recorded', false); end if;
+  insert into budget_pauses (task_id, user_id, reason, month, time_zone, limit_usd, paused_by_run_id, paused_at)
+  values (p_task_id, p_user_id, p_reason, p_month, p_time_zone, p_limit, p_run_id, coalesce(p_at, now()))
+  on conflict (paused_by_run_id) do nothing
+  returning id into v_id;
+  return jsonb_build_object('pauseId', v_id, 'recorded', v_id is not null);
+end
+$$;
+
+--
+-- Name: record_budget_resume(bigint, timestamp with time zone, text, integer); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.record_budget_resume(p_pause_id bigint, p_at timestamp with time zone, p_cause text, p_skipped_slots integer) RETURNS void
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $$
+  insert into budget_pause_ends (pause_id, resumed_at, cause, skipped_slots) values (p_pause_id, p_at, p_cause, p_skipped_slots)
+  on conflict do nothing;
+$$;
+
+--
 -- Name: record_reconciliation(text, text, date, date, text, jsonb, jsonb); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -1247,27 +1326,29 @@ CREATE FUNCTION public.reprice_usage(p_from timestamp with time zone, p_to times
 $$;
 
 --
--- Name: reserve_budget(text, text, text, jsonb, boolean, integer, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
+-- Name: reserve_budget(text, text, text, jsonb, boolean, integer, timestamp with time zone, numeric, boolean); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.reserve_budget(p_user_id text, p_run_id text, p_workflow_id text, p_calls jsonb, p_may_downgrade boolean, p_expiry_seconds integer, p_at timestamp with time zone) RETURNS jsonb
+CREATE FUNCTION public.reserve_budget(p_user_id text, p_run_id text, p_workflow_id text, p_calls jsonb, p_may_downgrade boolean, p_expiry_seconds integer, p_at timestamp with time zone, p_max_cost_per_run numeric, p_may_wait boolean) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'public', 'pg_temp'
     AS $$
 declare
   v_at timestamptz := coalesce(p_at, now());
+  v_cap numeric := case when p_may_downgrade then p_max_cost_per_run end;
   v_budget budgets;
+  v_has_budget boolean;
+  v_zone text;
   v_month date;
   v_keys text[];
   v_steps text[];
   v_models text[];
   v_costs numeric[];
-  v_cheap_models text[];
-  v_cheap_costs numeric[];
+  v_cheap record;     -- budget_cheap_worst_cases: models, costs, downgrades, worst
   v_priced boolean;
-  v_downgrades boolean;
   v_default_worst numeric;
-  v_cheap_worst numeric;
+  v_over_cap boolean;
+  v_default_allowed numeric; -- the default models' worst case, or null when the cap rules them out
   v_spent numeric;
   v_reserved numeric;
   v_retried boolean;
@@ -1275,18 +1356,20 @@ declare
   v_limit numeric;
   v_tier text;
   v_worst numeric;
+  v_reason text;
   v_event_ids jsonb := '[]'::jsonb;
-  v_figures record;   -- spent and reserved of a user without a budget
+  v_figures record;   -- spent and reserved outside the lock: a user without a budget, a run over its cap
 begin
   select * into v_budget from budget_in_force(p_user_id, v_at);
-  if not found then
-    v_month := budget_month_of(v_at, 'UTC');
+  v_has_budget := found;
+  v_zone := case when v_has_budget then v_budget.time_zone else 'UTC' end;
+  v_month := budget_month_of(v_at, v_zone);
+  if not v_has_budget and v_cap is null then
     v_figures := budget_month_figures(p_user_id, 'UTC', v_month, v_at);
     return jsonb_build_object('tier', 'default', 'models', (select jsonb_object_agg(c ->> 'step', c ->> 'model') from jsonb_array_elements(p_calls) c),
       'worstCaseUsd', '0', 'eventIds', '[]'::jsonb, 'limitUsd', null, 'spentUsd', v_figures.spent::text,
       'reservedUsd', v_figures.reserved::text, 'timeZone', 'UTC', 'month', to_char(v_month, 'YYYY-MM'));
   end if;
-  v_month := budget_month_of(v_at, v_budget.time_zone);
   v_limit := v_budget.monthly_limit_usd;
 
   -- Lock-free: each call's key and its worst case at its own model, and their sum, as arrays in the calls' order.
@@ -1304,19 +1387,42 @@ begin
     perform worst_case_cost(c, c ->> 'model', v_at) from jsonb_array_elements(p_calls) c;
   end if;
 
+  -- The task's cap, lock-free: over it, the cheap models must fit under it, whatever the budget.
+  v_over_cap := v_cap is not null and v_default_worst > v_cap;
+  v_default_allowed := case when v_over_cap then null else v_default_worst end;
+  if v_over_cap then
+    select * into v_cheap from budget_cheap_worst_cases(p_calls, v_models, p_may_downgrade, v_at);
+    if not (v_cheap.downgrades and v_cheap.worst <= v_cap) then
+      v_figures := budget_month_figures(p_user_id, v_zone, v_month, v_at);
+      return jsonb_build_object('tier', 'blocked', 'reason', 'max-cost-per-run', 'maxCostPerRunUsd', v_cap::text,
+               'worstCaseUsd', least(v_default_worst, v_cheap.worst)::text, 'eventIds', '[]'::jsonb, 'limitUsd', v_limit::text,
+               'spentUsd', v_figures.spent::text, 'reservedUsd', v_figures.reserved::text, 'timeZone', v_zone,
+               'month', to_char(v_month, 'YYYY-MM'));
+    end if;
+  end if;
+  if not v_has_budget then
+    -- no budget, so nothing to reserve: the cap alone chose the models
+    v_figures := budget_month_figures(p_user_id, 'UTC', v_month, v_at);
+    return jsonb_build_object('tier', case when v_over_cap then 'cheap' else 'default' end,
+             'models', jsonb_object(v_steps, case when v_over_cap then v_cheap.models else v_models end),
+             'worstCaseUsd', '0', 'eventIds', '[]'::jsonb, 'limitUsd', null, 'spentUsd', v_figures.spent::text,
+             'reservedUsd', v_figures.reserved::text, 'timeZone', 'UTC', 'month', to_char(v_month, 'YYYY-MM'))
+           || case when v_over_cap then jsonb_build_object('reason', 'max-cost-per-run', 'maxCostPerRunUsd', v_cap::text) else '{}'::jsonb end;
+  end if;
+
   -- The lock, held to the commit: no other decision and no booking of this month gets past it meanwhile.
   select m.spent_usd into v_spent from budget_months m
-   where m.user_id = p_user_id and m.time_zone = v_budget.time_zone and m.month = v_month for update;
+   where m.user_id = p_user_id and m.time_zone = v_zone and m.month = v_month for update;
   if not found then
-    insert into budget_months (user_id, time_zone, month) values (p_user_id, v_budget.time_zone, v_month) on conflict do nothing;
+    insert into budget_months (user_id, time_zone, month) values (p_user_id, v_zone, v_month) on conflict do nothing;
     select m.spent_usd into v_spent from budget_months m
-     where m.user_id = p_user_id and m.time_zone = v_budget.time_zone and m.month = v_month for update;
+     where m.user_id = p_user_id and m.time_zone = v_zone and m.month = v_month for update;
   end if;
 
   -- Reserved (open and not expired), and whether these keys were reserved already (a retried request). The keys are
   -- probed one by one through the primary key (LATERAL ... LIMIT 1), never planned as a scan.
   select (select coalesce(sum(r.amount_usd), 0) from budget_reservations r
-           where r.user_id = p_user_id and r.time_zone = v_budget.time_zone and r.month = v_month and r.status = 'open' and r.expires_at > v_at),
+           where r.user_id = p_user_id and r.time_zone = v_zone and r.month = v_month and r.status = 'open' and r.expires_at > v_at),
          exists (select from unnest(v_keys) k(key) cross join lateral (select from budget_reservations r where r.idempotency_key = k.key limit 1) r)
     into v_reserved, v_retried;
 
@@ -1325,52 +1431,48 @@ begin
     return (
       select jsonb_build_object('tier', min(r.tier), 'models', jsonb_object_agg(k.step, coalesce(r.model, k.model)),
                'worstCaseUsd', coalesce(sum(r.amount_usd), 0)::text)
+             || case when min(r.reason) is null then '{}'::jsonb
+                     else jsonb_build_object('reason', min(r.reason), 'maxCostPerRunUsd', v_cap::text) end
         from unnest(v_keys, v_steps, v_models) k(key, step, model) left join budget_reservations r on r.idempotency_key = k.key
     ) || jsonb_build_object('eventIds', '[]'::jsonb, 'limitUsd', v_limit::text, 'spentUsd', v_spent::text,
-           'reservedUsd', v_reserved::text, 'timeZone', v_budget.time_zone, 'month', to_char(v_month, 'YYYY-MM'));
+           'reservedUsd', v_reserved::text, 'timeZone', v_zone, 'month', to_char(v_month, 'YYYY-MM'));
   end if;
 
   v_used := v_spent + v_reserved;
-  v_tier := budget_choice(v_used, v_limit, v_default_worst, null, false); -- 'default', or not without the cheap prices
+  v_tier := budget_choice(v_used, v_limit, v_default_allowed, null, false); -- 'default', or not without the cheap prices
   if v_tier = 'default' then
     v_worst := v_default_worst;
   else
-    -- The cheap models (each call's own when it has none, or when the run may not downgrade) and their worst cases,
-    -- priced only now that the choice needs them.
-    select array_agg(w.cheap_model order by w.n), array_agg(w.cheap_cost order by w.n), bool_and(w.cheap_cost is not null),
-           bool_or(w.cheap_model <> w.model), sum(w.cheap_cost)
-      into v_cheap_models, v_cheap_costs, v_priced, v_downgrades, v_cheap_worst
-      from (select u.n, u.model, d.cheap_model,
-                   worst_case_call_cost(j.c ->> 'kind', (j.c ->> 'prompt')::bigint, (j.c ->> 'completion')::bigint, j.c ->> 'tier', q)
-                     as cheap_cost
-              from unnest(v_models) with ordinality u(model, n)
-              join jsonb_array_elements(p_calls) with ordinality j(c, n) using (n)
-              cross join lateral (
-                select coalesce(case when p_may_downgrade then budget_cheap_model(u.model, v_at) end, u.model) as cheap_model) d
-              left join lateral price_version_at(d.cheap_model, v_at) q on true) w;
-    if not v_priced then
-      perform worst_case_cost(c, m, v_at)
-         from jsonb_array_elements(p_calls) with ordinality j(c, n) join unnest(v_cheap_models) with ordinality u(m, n) using (n);
+    -- the cheap models and their worst cases, priced only now that the choice needs them (or already, for the cap)
+    if not v_over_cap then
+      select * into v_cheap from budget_cheap_worst_cases(p_calls, v_models, p_may_downgrade, v_at);
     end if;
-    v_tier := budget_choice(v_used, v_limit, v_default_worst, v_cheap_worst, v_downgrades);
-    if p_may_downgrade and v_reserved > 0 and budget_choice(v_spent, v_limit, v_default_worst, v_cheap_worst, v_downgrades) <> v_tier then
-      return jsonb_build_object('tier', 'wait', 'worstCaseUsd', '0', 'eventIds', '[]'::jsonb, 'limitUsd', v_limit::text,
-               'spentUsd', v_spent::text, 'reservedUsd', v_reserved::text, 'timeZone', v_budget.time_zone,
-               'month', to_char(v_month, 'YYYY-MM'));
+    v_tier := budget_choice(v_used, v_limit, v_default_allowed, v_cheap.worst, v_cheap.downgrades);
+    if p_may_downgrade and v_reserved > 0
+       and budget_choice(v_spent, v_limit, v_default_allowed, v_cheap.worst, v_cheap.downgrades) <> v_tier then
+      if p_may_wait then
+        return jsonb_build_object('tier', 'wait', 'worstCaseUsd', '0', 'eventIds', '[]'::jsonb, 'limitUsd', v_limit::text,
+                 'spentUsd', v_spent::text, 'reservedUsd', v_reserved::text, 'timeZone', v_zone,
+                 'month', to_char(v_month, 'YYYY-MM'));
+      end if;
+      v_reason := 'waited-for-reservations';
     end if;
     if v_tier = 'cheap' then
-      v_worst := v_cheap_worst;
-      v_models := v_cheap_models;
-      v_costs := v_cheap_costs;
+      v_worst := v_cheap.worst;
+      v_models := v_cheap.models;
+      v_costs := v_cheap.costs;
+      if v_over_cap then v_reason := 'max-cost-per-run'; end if;
     else
-      v_worst := v_cheap_worst; -- blocked: the last tier tried (the default one, without downgrades, costs the same)
+      v_worst := v_cheap.worst; -- blocked: the last tier tried (the default one, without downgrades, costs the same)
+      v_reason := coalesce(v_reason, 'monthly-limit');
     end if;
   end if;
 
   if v_tier <> 'blocked' then
-    insert into budget_reservations (idempotency_key, user_id, time_zone, month, amount_usd, model, tier, workflow_id, run_id, expires_at)
-    select k.key, p_user_id, v_budget.time_zone, v_month, k.cost, k.model, v_tier, p_workflow_id, p_run_id,
-           v_at + make_interval(secs => p_expiry_seconds)
+    insert into budget_reservations (idempotency_key, user_id, time_zone, month, amount_usd, model, tier, workflow_id, run_id,
+                                     expires_at, reason)
+    select k.key, p_user_id, v_zone, v_month, k.cost, k.model, v_tier, p_workflow_id, p_run_id,
+           v_at + make_interval(secs => p_expiry_seconds), case when v_reason = 'max-cost-per-run' then v_reason end
       from unnest(v_keys, v_models, v_costs) k(key, model, cost);
   end if;
 
@@ -1379,8 +1481,8 @@ begin
   if v_tier = 'blocked' or budget_tier(v_used + v_worst, v_limit) <> 'default' then
     with inserted as (
       insert into budget_events (event_id, user_id, time_zone, month, threshold, limit_usd, spent_usd, reserved_usd)
-      select format('budget:%s:%s:%s:%s', p_user_id, v_budget.time_zone, to_char(v_month, 'YYYY-MM'), b.from_percent), p_user_id,
-             v_budget.time_zone, v_month, b.from_percent, v_limit, v_spent,
+      select format('budget:%s:%s:%s:%s', p_user_id, v_zone, to_char(v_month, 'YYYY-MM'), b.from_percent), p_user_id,
+             v_zone, v_month, b.from_percent, v_limit, v_spent,
              v_reserved + case when v_tier = 'blocked' then 0 else v_worst end
         from budget_bands() b
        where v_tier = 'blocked' or (v_used + v_worst) * 100 >= v_limit * b.from_percent
@@ -1391,9 +1493,12 @@ begin
   end if;
 
   return jsonb_build_object('tier', v_tier, 'worstCaseUsd', v_worst::text, 'eventIds', v_event_ids, 'limitUsd', v_limit::text,
-           'spentUsd', v_spent::text, 'reservedUsd', v_reserved::text, 'timeZone', v_budget.time_zone,
+           'spentUsd', v_spent::text, 'reservedUsd', v_reserved::text, 'timeZone', v_zone,
            'month', to_char(v_month, 'YYYY-MM'))
-      || case when v_tier = 'blocked' then '{}'::jsonb else jsonb_build_object('models', jsonb_object(v_steps, v_models)) end;
+      || case when v_tier = 'blocked' then '{}'::jsonb else jsonb_build_object('models', jsonb_object(v_steps, v_models)) end
+      || case when v_reason is null then '{}'::jsonb
+              when v_reason = 'max-cost-per-run' then jsonb_build_object('reason', v_reason, 'maxCostPerRunUsd', v_cap::text)
+              else jsonb_build_object('reason', v_reason) end;
 end
 $$;
 
@@ -1792,6 +1897,71 @@ CREATE TABLE public.budget_months (
 );
 
 --
+-- Name: budget_pause_ends; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.budget_pause_ends (
+    pause_id bigint NOT NULL,
+    resumed_at timestamp with time zone NOT NULL,
+    cause text NOT NULL,
+    skipped_slots integer NOT NULL,
+    CONSTRAINT budget_pause_ends_cause_check CHECK ((cause = ANY (ARRAY['month-turnover'::text, 'limit-raised'::text]))),
+    CONSTRAINT budget_pause_ends_skipped_slots_check CHECK ((skipped_slots >= 0))
+);
+
+--
+-- Name: budget_pauses; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.budget_pauses (
+    id bigint NOT NULL,
+    task_id text NOT NULL,
+    user_id text NOT NULL,
+    reason text NOT NULL,
+    month date NOT NULL,
+    time_zone text NOT NULL,
+    limit_usd numeric(38,18),
+    paused_by_run_id text NOT NULL,
+    paused_at timestamp with time zone NOT NULL
+);
+
+--
+-- Name: budget_pause_intervals; Type: VIEW; Schema: public; Owner: -
+--
+
+CREATE VIEW public.budget_pause_intervals AS
+ SELECT p.id,
+    p.task_id,
+    p.user_id,
+    p.paused_at,
+    e.resumed_at,
+    p.reason,
+    p.month,
+    p.time_zone,
+    p.limit_usd,
+    e.cause,
+    e.skipped_slots
+   FROM (public.budget_pauses p
+     LEFT JOIN public.budget_pause_ends e ON ((e.pause_id = p.id)));
+
+--
+-- Name: budget_pauses_id_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+CREATE SEQUENCE public.budget_pauses_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+--
+-- Name: budget_pauses_id_seq; Type: SEQUENCE OWNED BY; Schema: public; Owner: -
+--
+
+ALTER SEQUENCE public.budget_pauses_id_seq OWNED BY public.budget_pauses.id;
+
+--
 -- Name: budget_reservations; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -1810,7 +1980,9 @@ CREATE TABLE public.budget_reservations (
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     closed_at timestamp with time zone,
     settled_entry_id bigint,
+    reason text,
     CONSTRAINT budget_reservations_amount_usd_check CHECK ((amount_usd >= (0)::numeric)),
+    CONSTRAINT budget_reservations_reason_check CHECK ((reason = 'max-cost-per-run'::text)),
     CONSTRAINT budget_reservations_status_check CHECK ((status = ANY (ARRAY['open'::text, 'settled'::text, 'released'::text, 'expired'::text]))),
     CONSTRAINT budget_reservations_tier_check CHECK ((tier = ANY (ARRAY['default'::text, 'cheap'::text])))
 );
@@ -2430,6 +2602,12 @@ CREATE TABLE public.usage_rollups (
 );
 
 --
+-- Name: budget_pauses id; Type: DEFAULT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.budget_pauses ALTER COLUMN id SET DEFAULT nextval('public.budget_pauses_id_seq'::regclass);
+
+--
 -- Name: budgets id; Type: DEFAULT; Schema: public; Owner: -
 --
 
@@ -2522,6 +2700,27 @@ ALTER TABLE ONLY public.budget_events
 
 ALTER TABLE ONLY public.budget_months
     ADD CONSTRAINT budget_months_pkey PRIMARY KEY (user_id, time_zone, month);
+
+--
+-- Name: budget_pause_ends budget_pause_ends_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.budget_pause_ends
+    ADD CONSTRAINT budget_pause_ends_pkey PRIMARY KEY (pause_id);
+
+--
+-- Name: budget_pauses budget_pauses_paused_by_run_id_key; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.budget_pauses
+    ADD CONSTRAINT budget_pauses_paused_by_run_id_key UNIQUE (paused_by_run_id);
+
+--
+-- Name: budget_pauses budget_pauses_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.budget_pauses
+    ADD CONSTRAINT budget_pauses_pkey PRIMARY KEY (id);
 
 --
 -- Name: budget_reservations budget_reservations_pkey; Type: CONSTRAINT; Schema: public; Owner: -
@@ -2826,6 +3025,12 @@ ALTER TABLE ONLY public.usage_rollups
     ADD CONSTRAINT usage_rollups_bucket UNIQUE NULLS NOT DISTINCT (zone, day, user_id, task_id, model, kind, entry_type, status);
 
 --
+-- Name: budget_pauses_task; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX budget_pauses_task ON public.budget_pauses USING btree (task_id, paused_at);
+
+--
 -- Name: budget_reservations_open; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -2944,6 +3149,30 @@ CREATE INDEX usage_ledger_user_created ON public.usage_ledger USING btree (user_
 --
 
 CREATE INDEX usage_ledger_workflow ON public.usage_ledger USING btree (workflow_id);
+
+--
+-- Name: budget_pause_ends budget_pause_ends_append_only; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER budget_pause_ends_append_only BEFORE DELETE OR UPDATE ON public.budget_pause_ends FOR EACH ROW EXECUTE FUNCTION public.forbid_append_only_change();
+
+--
+-- Name: budget_pause_ends budget_pause_ends_no_truncate; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER budget_pause_ends_no_truncate BEFORE TRUNCATE ON public.budget_pause_ends FOR EACH STATEMENT EXECUTE FUNCTION public.forbid_append_only_change();
+
+--
+-- Name: budget_pauses budget_pauses_append_only; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER budget_pauses_append_only BEFORE DELETE OR UPDATE ON public.budget_pauses FOR EACH ROW EXECUTE FUNCTION public.forbid_append_only_change();
+
+--
+-- Name: budget_pauses budget_pauses_no_truncate; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER budget_pauses_no_truncate BEFORE TRUNCATE ON public.budget_pauses FOR EACH STATEMENT EXECUTE FUNCTION public.forbid_append_only_change();
 
 --
 -- Name: budgets budgets_append_only; Type: TRIGGER; Schema: public; Owner: -
@@ -3175,6 +3404,13 @@ ALTER TABLE ONLY public.budget_months
     ADD CONSTRAINT budget_months_time_zone_fkey FOREIGN KEY (time_zone) REFERENCES public.budget_zones(time_zone);
 
 --
+-- Name: budget_pause_ends budget_pause_ends_pause_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.budget_pause_ends
+    ADD CONSTRAINT budget_pause_ends_pause_id_fkey FOREIGN KEY (pause_id) REFERENCES public.budget_pauses(id);
+
+--
 -- Name: model_price_rates model_price_rates_price_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -3339,12 +3575,25 @@ REVOKE ALL ON FUNCTION public.book_usage(p_key text, p_user_id text, p_run_id te
 GRANT ALL ON FUNCTION public.book_usage(p_key text, p_user_id text, p_run_id text, p_workflow_id text, p_task_id text, p_model text, p_provider_model text, p_kind text, p_status text, p_attempt integer, p_prompt bigint, p_cached bigint, p_completion bigint, p_reasoning bigint, p_cache_write_5m bigint, p_cache_write_1h bigint, p_service_tier text, p_provider_request_id text, p_worker_id text, p_input_truncated_from bigint, p_occurred_at timestamp with time zone, p_usage_received_at timestamp with time zone) TO cronledger_worker;
 
 --
+-- Name: FUNCTION budget_cheap_worst_cases(p_calls jsonb, p_models text[], p_may_downgrade boolean, p_at timestamp with time zone, OUT models text[], OUT costs numeric[], OUT downgrades boolean, OUT worst numeric); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.budget_cheap_worst_cases(p_calls jsonb, p_models text[], p_may_downgrade boolean, p_at timestamp with time zone, OUT models text[], OUT costs numeric[], OUT downgrades boolean, OUT worst numeric) FROM PUBLIC;
+
+--
 -- Name: FUNCTION budget_month_figures(p_user_id text, p_zone text, p_month date, p_at timestamp with time zone, OUT spent numeric, OUT reserved numeric); Type: ACL; Schema: public; Owner: -
 --
 
 REVOKE ALL ON FUNCTION public.budget_month_figures(p_user_id text, p_zone text, p_month date, p_at timestamp with time zone, OUT spent numeric, OUT reserved numeric) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.budget_month_figures(p_user_id text, p_zone text, p_month date, p_at timestamp with time zone, OUT spent numeric, OUT reserved numeric) TO cronledger_readonly;
 GRANT ALL ON FUNCTION public.budget_month_figures(p_user_id text, p_zone text, p_month date, p_at timestamp with time zone, OUT spent numeric, OUT reserved numeric) TO cronledger_worker;
+
+--
+-- Name: FUNCTION budget_pauses_due(p_at timestamp with time zone); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.budget_pauses_due(p_at timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.budget_pauses_due(p_at timestamp with time zone) TO cronledger_worker;
 
 --
 -- Name: TABLE model_price_rates; Type: ACL; Schema: public; Owner: -
@@ -3363,11 +3612,11 @@ GRANT ALL ON FUNCTION public.call_cost(p_kind text, p_prompt bigint, p_cached bi
 GRANT ALL ON FUNCTION public.call_cost(p_kind text, p_prompt bigint, p_cached bigint, p_write_5m bigint, p_write_1h bigint, p_completion bigint, r public.model_price_rates) TO cronledger_worker;
 
 --
--- Name: FUNCTION claim_and_reserve(p_key text, p_task_id text, p_user_id text, p_workflow_id text, p_run_id text, p_scheduled_minute timestamp with time zone, p_worker_id text, p_manual boolean, p_supersedes_run_id text, p_calls jsonb, p_expiry_seconds integer, p_at timestamp with time zone); Type: ACL; Schema: public; Owner: -
+-- Name: FUNCTION claim_and_reserve(p_key text, p_task_id text, p_user_id text, p_workflow_id text, p_run_id text, p_scheduled_minute timestamp with time zone, p_worker_id text, p_manual boolean, p_supersedes_run_id text, p_calls jsonb, p_expiry_seconds integer, p_at timestamp with time zone, p_max_cost_per_run numeric); Type: ACL; Schema: public; Owner: -
 --
 
-REVOKE ALL ON FUNCTION public.claim_and_reserve(p_key text, p_task_id text, p_user_id text, p_workflow_id text, p_run_id text, p_scheduled_minute timestamp with time zone, p_worker_id text, p_manual boolean, p_supersedes_run_id text, p_calls jsonb, p_expiry_seconds integer, p_at timestamp with time zone) FROM PUBLIC;
-GRANT ALL ON FUNCTION public.claim_and_reserve(p_key text, p_task_id text, p_user_id text, p_workflow_id text, p_run_id text, p_scheduled_minute timestamp with time zone, p_worker_id text, p_manual boolean, p_supersedes_run_id text, p_calls jsonb, p_expiry_seconds integer, p_at timestamp with time zone) TO cronledger_worker;
+REVOKE ALL ON FUNCTION public.claim_and_reserve(p_key text, p_task_id text, p_user_id text, p_workflow_id text, p_run_id text, p_scheduled_minute timestamp with time zone, p_worker_id text, p_manual boolean, p_supersedes_run_id text, p_calls jsonb, p_expiry_seconds integer, p_at timestamp with time zone, p_max_cost_per_run numeric) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.claim_and_reserve(p_key text, p_task_id text, p_user_id text, p_workflow_id text, p_run_id text, p_scheduled_minute timestamp with time zone, p_worker_id text, p_manual boolean, p_supersedes_run_id text, p_calls jsonb, p_expiry_seconds integer, p_at timestamp with time zone, p_max_cost_per_run numeric) TO cronledger_worker;
 
 --
 -- Name: FUNCTION claim_run(p_key text, p_task_id text, p_user_id text, p_workflow_id text, p_run_id text, p_scheduled_minute timestamp with time zone, p_worker_id text, p_manual boolean, p_supersedes_run_id text); Type: ACL; Schema: public; Owner: -
@@ -3528,6 +3777,20 @@ REVOKE ALL ON FUNCTION public.record_budget_event_delivery(p_event_id text, p_ok
 GRANT ALL ON FUNCTION public.record_budget_event_delivery(p_event_id text, p_ok boolean, p_error text) TO cronledger_worker;
 
 --
+-- Name: FUNCTION record_budget_pause(p_task_id text, p_user_id text, p_reason text, p_month date, p_time_zone text, p_limit numeric, p_run_id text, p_at timestamp with time zone); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.record_budget_pause(p_task_id text, p_user_id text, p_reason text, p_month date, p_time_zone text, p_limit numeric, p_run_id text, p_at timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.record_budget_pause(p_task_id text, p_user_id text, p_reason text, p_month date, p_time_zone text, p_limit numeric, p_run_id text, p_at timestamp with time zone) TO cronledger_worker;
+
+--
+-- Name: FUNCTION record_budget_resume(p_pause_id bigint, p_at timestamp with time zone, p_cause text, p_skipped_slots integer); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.record_budget_resume(p_pause_id bigint, p_at timestamp with time zone, p_cause text, p_skipped_slots integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.record_budget_resume(p_pause_id bigint, p_at timestamp with time zone, p_cause text, p_skipped_slots integer) TO cronledger_worker;
+
+--
 -- Name: FUNCTION record_reconciliation(p_provider text, p_source text, p_from date, p_to date, p_pages_sha256 text, p_scope jsonb, p_rows jsonb); Type: ACL; Schema: public; Owner: -
 --
 
@@ -3598,11 +3861,11 @@ GRANT ALL ON FUNCTION public.reprice_usage(p_from timestamp with time zone, p_to
 GRANT ALL ON FUNCTION public.reprice_usage(p_from timestamp with time zone, p_to timestamp with time zone, p_versions jsonb, p_rates jsonb, p_downgrade jsonb, p_models text[]) TO cronledger_readonly;
 
 --
--- Name: FUNCTION reserve_budget(p_user_id text, p_run_id text, p_workflow_id text, p_calls jsonb, p_may_downgrade boolean, p_expiry_seconds integer, p_at timestamp with time zone); Type: ACL; Schema: public; Owner: -
+-- Name: FUNCTION reserve_budget(p_user_id text, p_run_id text, p_workflow_id text, p_calls jsonb, p_may_downgrade boolean, p_expiry_seconds integer, p_at timestamp with time zone, p_max_cost_per_run numeric, p_may_wait boolean); Type: ACL; Schema: public; Owner: -
 --
 
-REVOKE ALL ON FUNCTION public.reserve_budget(p_user_id text, p_run_id text, p_workflow_id text, p_calls jsonb, p_may_downgrade boolean, p_expiry_seconds integer, p_at timestamp with time zone) FROM PUBLIC;
-GRANT ALL ON FUNCTION public.reserve_budget(p_user_id text, p_run_id text, p_workflow_id text, p_calls jsonb, p_may_downgrade boolean, p_expiry_seconds integer, p_at timestamp with time zone) TO cronledger_worker;
+REVOKE ALL ON FUNCTION public.reserve_budget(p_user_id text, p_run_id text, p_workflow_id text, p_calls jsonb, p_may_downgrade boolean, p_expiry_seconds integer, p_at timestamp with time zone, p_max_cost_per_run numeric, p_may_wait boolean) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.reserve_budget(p_user_id text, p_run_id text, p_workflow_id text, p_calls jsonb, p_may_downgrade boolean, p_expiry_seconds integer, p_at timestamp with time zone, p_max_cost_per_run numeric, p_may_wait boolean) TO cronledger_worker;
 
 --
 -- Name: FUNCTION rollup_add_to_buckets(p_table text, p_bucket text[], p_delta text); Type: ACL; Schema: public; Owner: -
@@ -3727,6 +3990,27 @@ GRANT SELECT ON TABLE public.budget_events TO cronledger_worker;
 
 GRANT SELECT ON TABLE public.budget_months TO cronledger_readonly;
 GRANT SELECT ON TABLE public.budget_months TO cronledger_worker;
+
+--
+-- Name: TABLE budget_pause_ends; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT ON TABLE public.budget_pause_ends TO cronledger_worker;
+GRANT SELECT ON TABLE public.budget_pause_ends TO cronledger_readonly;
+
+--
+-- Name: TABLE budget_pauses; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT ON TABLE public.budget_pauses TO cronledger_worker;
+GRANT SELECT ON TABLE public.budget_pauses TO cronledger_readonly;
+
+--
+-- Name: TABLE budget_pause_intervals; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT ON TABLE public.budget_pause_intervals TO cronledger_worker;
+GRANT SELECT ON TABLE public.budget_pause_intervals TO cronledger_readonly;
 
 --
 -- Name: TABLE budget_reservations; Type: ACL; Schema: public; Owner: -

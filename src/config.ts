@@ -24,6 +24,22 @@ export function secretSetting(name: string, env: NodeJS.ProcessEnv = process.env
   return text.replace(/\r?\n$/, '');
 }
 
+/** How long a run waits at most for other runs' open budget reservations to settle before it decides: 10 minutes. */
+export const DEFAULT_BUDGET_WAIT_MAX_SECONDS = 600;
+
+/**
+ * CRONLEDGER_BUDGET_WAIT_MAX: the budget guard's longest wait, as seconds ("90") or with a unit ("90s", "10m", "1h");
+ * unset or empty: DEFAULT_BUDGET_WAIT_MAX_SECONDS. 0 never waits (a burst then decides against reservations at once).
+ */
+export function budgetWaitMaxSeconds(env: NodeJS.ProcessEnv = process.env): number {
+  const text = env.CRONLEDGER_BUDGET_WAIT_MAX?.trim();
+  if (!text) return DEFAULT_BUDGET_WAIT_MAX_SECONDS;
+  const m = /^(\d{1,7})(s|m|h)?$/.exec(text);
+  if (!m) throw new UserError(`CRONLEDGER_BUDGET_WAIT_MAX=${text} is not a duration: write seconds or a unit, e.g. "600", "90s" or "10m"`);
+  const unit = (m[2] ?? 's') as 's' | 'm' | 'h';
+  return Number(m[1]) * { s: 1, m: 60, h: 3600 }[unit];
+}
+
 /** The checkout this code runs from (migrations, prices and examples are found relative to it). */
 export const repoRoot = (): string => resolve(dirname(fileURLToPath(import.meta.url)), '..');
 

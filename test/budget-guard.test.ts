@@ -23,6 +23,7 @@ import { bookExactSpend } from './support/budget-spend';
 import { waitFor } from './support/wait';
 import { startFakeOpenAI } from './support/fake-openai';
 import { createTestContext, type TestContext } from './support/context';
+import { openReservationOfOneRun } from './support/open-reservation';
 import { oracleCost } from './support/cost-oracle';
 import { startWorkers, workflowBundlePath } from './support/workers';
 import { startWorkerProcesses, stopWorkerProcesses } from './support/worker-processes';
@@ -200,17 +201,10 @@ describe("a run that does not fit only because of another run's open reservation
     const w = await worstCase('openai/gpt-4o-mini');
     await budgetWithSpend(user, (w * 3n) / 2n, 0n); // room for one run's worst case, not for two
     // Another run's reservation of its worst case, open: with it, this run would be blocked (or downgraded).
-    const planned = worstCaseOf({ prompt: PROMPT, maxOutputTokens: MAX_OUTPUT, simulate: SIMULATE });
-    const other = await reserveBudget(ctx.pool, {
-      userId: user,
-      runId: `other-${user}`,
-      workflowId: `other-${user}`,
-      mayDowngrade: true,
-      expirySeconds: 600,
-      calls: [
-        { step: 'chat', attempt: 1, kind: 'chat', model: 'openai/gpt-4o-mini', worstCase: planned.chat },
-        { step: 'embed', attempt: 1, kind: 'embedding', model: 'openai/text-embedding-3-small', worstCase: planned.embedding },
-      ],
+    const other = await openReservationOfOneRun(ctx.pool, user, `other-${user}`, {
+      prompt: PROMPT,
+      maxOutputTokens: MAX_OUTPUT,
+      simulate: SIMULATE,
     });
     expect(other).toMatchObject({ tier: 'default', worstCaseUsd: usd(w) });
     const fleet = await startWorkers(ctx, 1);

@@ -117,7 +117,7 @@ describe('a booking and a decision of the same month', () => {
     try {
       // The decision for r2, its transaction still open: it holds the month row.
       await decision.query('begin');
-      const { rows } = await decision.query('select reserve_budget($1, $2, $3, $4, false, 600, null) as d', [
+      const { rows } = await decision.query('select reserve_budget($1, $2, $3, $4, false, 600, null, null, true) as d', [
         user,
         `${user}-r2`,
         `${user}-r2`,

@@ -200,6 +200,9 @@ const TABLES = [
   'provider_usage_rows',
   'reconciliation_entries',
   'rate_limit_hours',
+  'budget_pauses',
+  'budget_pause_ends',
+  'budget_pause_intervals',
 ];
 
 /**
@@ -306,6 +309,7 @@ const WORKER_FUNCTIONS = [
   ...RECONCILIATION_READS,
   'book_usage',
   'budget_month_figures',
+  'budget_pauses_due',
   'claim_and_reserve',
   'claim_run',
   'complete_run',
@@ -314,6 +318,8 @@ const WORKER_FUNCTIONS = [
   'rate_limit_acquire',
   'rate_limit_hold',
   'record_budget_event_delivery',
+  'record_budget_pause',
+  'record_budget_resume',
   'record_rejected_run',
   'record_report_delivery',
   'record_rollup_verification',

@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, inject, it } from 'vitest';
 import { applyBudgets } from '../src/budgets/budgets-store';
+import { releaseReservations } from '../src/budgets/reserve';
 import { applyPrices, loadPricesFile } from '../src/ledger/prices';
 import { budgetSweep } from '../src/workflows/budget-sweep';
 import { monthlyReport } from '../src/workflows/monthly-report';
@@ -14,6 +15,7 @@ import { scheduledRun } from '../src/workflows/scheduled-run';
 import { appliedInput, type TestRun } from './support/applied';
 import { bookExactSpend } from './support/budget-spend';
 import { createTestContext, type TestContext } from './support/context';
+import { openReservationOfOneRun } from './support/open-reservation';
 import { FIXTURE_NAMES, FIXTURES } from './support/histories';
 import { waitFor } from './support/wait';
 import { startWorkers, workflowBundle } from './support/workers';
@@ -36,6 +38,8 @@ beforeAll(async () => {
         { userId: 'u-cheap', monthlyLimitUsd: '1', timeZone: 'UTC' },
         // exactly one run's worst case (see blocked-again): after a billed chat call, calling again does not fit
         { userId: 'u-again', monthlyLimitUsd: '0.00077', timeZone: 'UTC' },
+        // room for one such run, not for two: a run beside another's open reservation waits (see waited)
+        { userId: 'u-wait', monthlyLimitUsd: '0.0012', timeZone: 'UTC' },
       ],
       downgrade: { 'openai/gpt-4o-mini': 'openai/gpt-4.1-nano' },
     },
@@ -135,6 +139,19 @@ async function runEveryPath(): Promise<Recorded[]> {
   const again = await start('cron-replayed-2026-11-02T10:10:00Z', task({ userId: 'u-again', maxOutputTokens: 1000, simulate }));
   expect(await again.result()).toMatchObject({ status: 'blocked', budget: { blockedBefore: 'chat call 2' } });
   out.push(recordOf('scheduled-run-blocked-again', again));
+  // a task that pauses its schedule when the budget runs out (no schedule here: the activity finds none to pause)
+  const paused = await start('cron-replayed-2026-11-02T10:15:00Z', task({ userId: 'u-blocked', onBudgetExhausted: 'pause' }));
+  expect(await paused.result()).toMatchObject({ status: 'blocked' });
+  out.push(recordOf('scheduled-run-blocked-paused', paused));
+  // beside another run's open reservation: waits on timers until it is released, then runs as it would alone
+  const planned = { promptTokens: 1000, completionTokens: 1000, embeddingTokens: 1000 };
+  const other = { prompt: 'Summarise the day.', maxOutputTokens: 1000, simulate: planned };
+  expect(await openReservationOfOneRun(ctx.pool, 'u-wait', 'replay-other', other)).toMatchObject({ tier: 'default' });
+  const waits = await start('cron-replayed-2026-11-02T10:20:00Z', task({ userId: 'u-wait', maxOutputTokens: 1000, simulate: planned }));
+  await new Promise((r) => setTimeout(r, 2_500));
+  await releaseReservations(ctx.pool, 'replay-other');
+  expect(await waits.result()).toMatchObject({ status: 'completed', tier: 'default' });
+  out.push(recordOf('scheduled-run-waited', waits));
 
   // the other workflows
   const report = await ctx.client.workflow.start(monthlyReport, {

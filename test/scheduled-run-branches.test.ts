@@ -109,6 +109,8 @@ function stubActivities(calls: Call[], over: Over = {}): Activities {
     bookUsageAndCompleteRun: record('bookUsageAndCompleteRun', async ({ booking }) => (over.bookUsage ?? happyBook)(booking)),
     reserveBudget: record('reserveBudget', happyReserve),
     releaseBudget: record('releaseBudget', async () => ({ released: 0 })),
+    pauseTaskForBudget: record('pauseTaskForBudget', async () => ({ paused: false })),
+    resumeBudgetPausedTasks: unused('resumeBudgetPausedTasks'),
     deliverBudgetEvent: unused('deliverBudgetEvent'),
     sweepExpiredReservations: unused('sweepExpiredReservations'),
     budgetEventsToRedeliver: unused('budgetEventsToRedeliver'),

@@ -1,6 +1,7 @@
 import { ApplicationFailure, Context, log } from '@temporalio/activity';
+import { ScheduleNotFoundError, type Client, type ScheduleDescription } from '@temporalio/client';
 import type pg from 'pg';
-import { secretSetting } from '../config';
+import { budgetWaitMaxSeconds, secretSetting } from '../config';
 import {
   AwaitingReservationsError,
   claimAndReserve,
@@ -8,6 +9,7 @@ import {
   releaseReservations,
   sweepAllExpired,
   type BudgetFigures,
+  type DecisionWhy,
   type PlannedCall,
   type ReserveDecision,
 } from '../budgets/reserve';
@@ -17,7 +19,11 @@ import { NoPriceError } from '../ledger/prices';
 import { budgetEvent, recordEventDelivery, undeliveredEvents } from '../budgets/threshold-events';
 import { cheapModelsEverNamed } from '../budgets/downgrades';
 import { worstCaseOf } from '../budgets/worst-case';
-import { DEFAULT_MAX_OUTPUT_TOKENS } from '../constants';
+import { budgetPausesDue, recordBudgetPause, recordBudgetResume } from '../budgets/budget-pauses';
+import { DEFAULT_MAX_OUTPUT_TOKENS, taskScheduleId } from '../constants';
+import { slotClaimMinutes } from '../db/runs';
+import { budgetPauseReason, isBudgetPause, notePausedFor, noteResumed } from '../task-note';
+import { matchingTimes } from '../temporal-reads';
 import { ProviderRejectedError, type PromptCountRequest, type ServiceTier } from '../models/provider';
 import type { SimulateProfile } from '../models/simulate-profile';
 import { UserError } from '../errors';
@@ -35,6 +41,10 @@ export interface RunDefinition {
   simulate?: SimulateProfile;
   /** The service tier the chat call asks for; unset: standard. */
   serviceTier?: ServiceTier;
+  /** The most one run's worst case may cost (USD, exact decimal string), whatever the budget; unset: no cap. */
+  maxCostPerRun?: string;
+  /** What the task's schedule does when its user's budget is exhausted: each run blocked (unset), or paused. */
+  onBudgetExhausted?: 'block' | 'pause';
 }
 
 /** The run's first step: which applied version to load, and the claim it makes (its user comes from the version). */
@@ -81,6 +91,10 @@ export interface BudgetActivityDeps {
   simulateHonoured: boolean;
   /** The provider's own count of a chat prompt (ModelProvider.countPromptTokens), for models it counts. */
   countPromptTokens?: (request: PromptCountRequest) => Promise<number | undefined>;
+  /** Default: $CRONLEDGER_BUDGET_WAIT_MAX (config.ts budgetWaitMaxSeconds), else 10 minutes. */
+  budgetWaitMaxSeconds?: number;
+  /** The clock of budget pauses and of the sweeper's resumes (tests turn the month over with it); default: now. */
+  now?: () => Date;
 }
 
 export interface ReserveRunInput {
@@ -93,6 +107,10 @@ export interface ReserveRunInput {
   maxOutputTokens?: number;
   simulate?: SimulateProfile;
   serviceTier?: ServiceTier;
+  /** The task's cap on one run's worst case (USD); counts on the run's first decision. */
+  maxCostPerRun?: string;
+  /** The run's first decision after it waited its longest for other runs' reservations: decide counting them. */
+  waited?: boolean;
   /** A call made again after a billed failure: reserve that one call, on the run's models, never downgrading. */
   again?: { step: 'chat' | 'embed'; attempt: number };
 }
@@ -132,21 +150,28 @@ async function providerPromptTokens(deps: BudgetActivityDeps, input: ReserveRunI
 
 /**
  * What the workflow reads of a budget decision, and nothing else, since the result is kept in the run's history: the
- * tier, the models only when they are not the ones asked for (a downgrade), the threshold events only when there are
- * any, and the figures only for a blocked run (its reason).
+ * tier, the models only when they are not the ones asked for (a downgrade), why when the budget's band alone did not
+ * decide it, the threshold events only when there are any, and the figures only for a blocked run (its reason). 'wait':
+ * other runs' open reservations alone make it worse; the run asks again later, waiting at most waitMaxSeconds (the
+ * worker's setting, read here so that the workflow has it from its history).
  */
 export type RunDecision =
-  | { tier: 'default' | 'cheap'; models?: Record<string, string>; eventIds?: string[] }
-  | (BudgetFigures & { tier: 'blocked'; worstCaseUsd: string; eventIds?: string[] });
+  | (DecisionWhy & { tier: 'default' | 'cheap'; models?: Record<string, string>; eventIds?: string[] })
+  | (BudgetFigures & DecisionWhy & { tier: 'blocked'; worstCaseUsd: string; eventIds?: string[] })
+  | { tier: 'wait'; reservedUsd: string; waitMaxSeconds: number };
 
 function forTheRun(decision: ReserveDecision, calls: PlannedCall[]): RunDecision {
   const events = decision.eventIds.length > 0 ? { eventIds: decision.eventIds } : {};
+  const why: DecisionWhy = {
+    ...(decision.reason ? { reason: decision.reason } : {}),
+    ...(decision.maxCostPerRunUsd ? { maxCostPerRunUsd: decision.maxCostPerRunUsd } : {}),
+  };
   if (decision.tier === 'blocked') {
     const { limitUsd, spentUsd, reservedUsd, worstCaseUsd, month, timeZone } = decision;
-    return { tier: 'blocked', limitUsd, spentUsd, reservedUsd, worstCaseUsd, month, timeZone, ...events };
+    return { tier: 'blocked', limitUsd, spentUsd, reservedUsd, worstCaseUsd, month, timeZone, ...why, ...events };
   }
   const downgraded = calls.some((c) => decision.models[c.step] !== c.model);
-  return { tier: decision.tier, ...(downgraded ? { models: decision.models } : {}), ...events };
+  return { tier: decision.tier, ...(downgraded ? { models: decision.models } : {}), ...why, ...events };
 }
 
 const logDecision = (decision: ReserveDecision): void =>
@@ -157,27 +182,55 @@ const logDecision = (decision: ReserveDecision): void =>
     reservedUsd: decision.reservedUsd,
   });
 
-/** How often a run's first decision asks again while other runs' open reservations alone keep it from its tier. */
-export const AWAITING_RESERVATIONS_POLL = '1 second';
-
 /**
  * What a failed decision throws to Temporal:
  * - NoPriceError: a model without a price in force cannot be reserved for, and retrying will not price it; the decision
  *   fails for good, with NoPriceError's message (the model, the instant, and `cronledger prices apply FILE` as the fix).
- * - AwaitingReservationsError: this attempt fails, and the retry policy (no limit) asks again after
- *   AWAITING_RESERVATIONS_POLL. Other runs' reservations settle when they book or end, or stop counting at their
- *   expiry, so the wait ends.
  * - anything else as it is (retried).
+ * A decision that must wait for other runs' reservations is no failure: it comes back as tier 'wait' (waitFor).
  */
 function decisionFailure(err: unknown): never {
   if (err instanceof NoPriceError) throw ApplicationFailure.nonRetryable(err.message, 'NoPriceError');
-  if (err instanceof AwaitingReservationsError) {
-    throw ApplicationFailure.create({ message: err.message, type: 'AwaitingReservations', nextRetryDelay: AWAITING_RESERVATIONS_POLL });
-  }
   throw err;
 }
 
+/** The blocked run's figures a budget pause names (BudgetReason's). */
+export interface BudgetPauseInput {
+  taskId: string;
+  userId: string;
+  month: string;
+  timeZone: string;
+  limitUsd: string | null;
+}
+
+/** A task schedule's description; undefined when it does not exist (a run started without one, a deleted task). */
+const describeTaskSchedule = (client: Client, taskId: string): Promise<ScheduleDescription | undefined> =>
+  client.schedule
+    .getHandle(taskScheduleId(taskId))
+    .describe()
+    .catch((err: unknown) => {
+      if (err instanceof ScheduleNotFoundError) return undefined;
+      throw err;
+    });
+
+/** The schedule's slots in (from, to] that no run claimed: those a pause skipped. */
+async function unclaimedSlots(client: Client, pool: pg.Pool, taskId: string, from: Date, to: Date): Promise<number> {
+  if (to <= from) return 0;
+  const times = (await matchingTimes(client, taskScheduleId(taskId), from, to)).filter((t) => t > from);
+  const claimed = new Set((await slotClaimMinutes(pool, taskId, from, to)).map((m) => m.getTime()));
+  return times.filter((t) => !claimed.has(Math.floor(t.getTime() / 60_000) * 60_000)).length;
+}
+
 export const createBudgetActivities = (deps: BudgetActivityDeps) => {
+  const now = (): Date => deps.now?.() ?? new Date();
+  // read once, when the worker starts: a malformed CRONLEDGER_BUDGET_WAIT_MAX stops the worker, not a run
+  const waitMaxSeconds = deps.budgetWaitMaxSeconds ?? budgetWaitMaxSeconds();
+  /** AwaitingReservationsError as the decision 'wait', with the longest the run may wait; anything else as it is. */
+  const waitFor = (err: unknown): Extract<RunDecision, { tier: 'wait' }> => {
+    if (!(err instanceof AwaitingReservationsError)) throw err;
+    log.info("budget decision waits for other runs' open reservations", { reservedUsd: err.figures.reservedUsd });
+    return { tier: 'wait', reservedUsd: err.figures.reservedUsd, waitMaxSeconds };
+  };
   const expirySeconds = (): number =>
     deps.reservationExpirySeconds ?? (Number(process.env.CRONLEDGER_RESERVATION_EXPIRY_SECONDS) || DEFAULT_RESERVATION_EXPIRY_SECONDS);
   const eventRetrySeconds = (): number => {
@@ -195,22 +248,30 @@ export const createBudgetActivities = (deps: BudgetActivityDeps) => {
     /**
      * The budget guard, before a run's first model call: decides the tier and reserves the worst case of its chat and
      * embedding calls together (so an embedding is never blocked after its chat was paid), under the month's row lock.
+     * A first decision asked again after a wait ('wait' from claimAndReserve) may wait again, until `waited`. A call
+     * made again (`again`) reserves that call alone, on the run's models, and never waits.
      */
     async reserveBudget(input: ReserveRunInput): Promise<RunDecision> {
       const all = await plannedCalls(deps, input);
       const calls = input.again
         ? all.filter((c) => c.step === input.again?.step).map((c) => ({ ...c, attempt: input.again?.attempt ?? 1 }))
         : all;
-      const decision = await reserveBudget(deps.pool, {
-        userId: input.userId,
-        runId: input.runId,
-        workflowId: input.workflowId,
-        calls,
-        mayDowngrade: !input.again,
-        expirySeconds: expirySeconds(),
-      }).catch(decisionFailure);
-      logDecision(decision);
-      return forTheRun(decision, calls);
+      try {
+        const decision = await reserveBudget(deps.pool, {
+          userId: input.userId,
+          runId: input.runId,
+          workflowId: input.workflowId,
+          calls,
+          mayDowngrade: !input.again,
+          expirySeconds: expirySeconds(),
+          maxCostPerRunUsd: input.maxCostPerRun,
+          mayWait: !input.waited,
+        }).catch(decisionFailure);
+        logDecision(decision);
+        return forTheRun(decision, calls);
+      } catch (err) {
+        return waitFor(err);
+      }
     },
 
     /**
@@ -258,11 +319,16 @@ export const createBudgetActivities = (deps: BudgetActivityDeps) => {
         maxOutputTokens: version.maxOutputTokens,
         ...(version.serviceTier ? { serviceTier: version.serviceTier } : {}),
         ...(version.simulate && deps.simulateHonoured ? { simulate: version.simulate } : {}),
+        ...(version.maxCostPerRun ? { maxCostPerRun: version.maxCostPerRun } : {}),
+        ...(version.onBudgetExhausted ? { onBudgetExhausted: version.onBudgetExhausted } : {}),
       };
       const budget: ReserveRunInput = { workflowId, runId, ...definition, prompt: definition.input };
       const claim = { ...rest, taskId, userId: definition.userId, workflowId, temporalRunId: runId, workerId: deps.workerId };
       const calls = await plannedCalls(deps, budget);
-      const result = await claimAndReserve(deps.pool, claim, { calls, expirySeconds: expirySeconds() }).catch(async (err: unknown) => {
+      const reservation = { calls, expirySeconds: expirySeconds(), maxCostPerRunUsd: definition.maxCostPerRun };
+      const result = await claimAndReserve(deps.pool, claim, reservation).catch(async (err: unknown) => {
+        // a decision that must wait: the claim is made, and the run asks again with reserveBudget
+        if (err instanceof AwaitingReservationsError && err.claim) return { claim: err.claim, decision: waitFor(err) };
         if (!(err instanceof NoPriceError)) return decisionFailure(err);
         // The statement rolled back, claim included. The claim alone, so the failure is recorded on the run (the
         // workflow closes it as failed with this message); a slot another execution owns is its business.
@@ -271,6 +337,7 @@ export const createBudgetActivities = (deps: BudgetActivityDeps) => {
         return decisionFailure(err);
       });
       if (!result.decision) return { claim: result.claim, decision: null, definition };
+      if (result.decision.tier === 'wait') return { claim: { generation: result.claim.generation }, decision: result.decision, definition };
       logDecision(result.decision);
       return { claim: { generation: result.claim.generation }, decision: forTheRun(result.decision, calls), definition };
     },
@@ -331,6 +398,46 @@ export const createBudgetActivities = (deps: BudgetActivityDeps) => {
       }
       await recordEventDelivery(deps.pool, event.event_id, { ok: true });
       return { delivered: true };
+    },
+
+    /**
+     * A blocked run of a task with onBudgetExhausted "pause": records the pause (once per task until it is resumed), then
+     * pauses the task's schedule with a note naming the reason and the month. A schedule someone else paused stays
+     * theirs (nothing recorded, so the sweeper never resumes it); no schedule (a run started by hand): nothing to pause.
+     */
+    async pauseTaskForBudget(input: BudgetPauseInput): Promise<{ paused: boolean }> {
+      const { client, info } = Context.current();
+      const described = await describeTaskSchedule(client, input.taskId);
+      if (!described || (described.state.paused && !isBudgetPause(described.state.note))) return { paused: false };
+      const reason = budgetPauseReason(input);
+      const runId = info.workflowExecution?.runId ?? info.activityId;
+      const { recorded } = await recordBudgetPause(deps.pool, { ...input, reason, runId, at: now() });
+      if (!described.state.paused)
+        await client.schedule.getHandle(taskScheduleId(input.taskId)).pause(notePausedFor(described.state.note, reason));
+      log.warn('task paused: budget exhausted', { taskId: input.taskId, month: input.month, recorded });
+      return { paused: true };
+    },
+
+    /**
+     * The sweeper: resumes each task paused for budget whose month has turned over in the budget's zone, or whose user's
+     * limit was raised, then records the resume with the slots the pause skipped. The schedule is resumed first, so a
+     * crash in between resumes it again (harmless) rather than leave it paused with its pause closed. A schedule paused
+     * again by someone else since is left paused; its budget pause is closed all the same.
+     */
+    async resumeBudgetPausedTasks(): Promise<{ resumed: number }> {
+      const { client } = Context.current();
+      const at = now();
+      const due = await budgetPausesDue(deps.pool, at);
+      for (const pause of due) {
+        const described = await describeTaskSchedule(client, pause.taskId);
+        if (described?.state.paused && isBudgetPause(described.state.note)) {
+          await client.schedule.getHandle(taskScheduleId(pause.taskId)).unpause(noteResumed(described.state.note));
+        }
+        const skipped = described ? await unclaimedSlots(client, deps.pool, pause.taskId, pause.pausedAt, at) : 0;
+        await recordBudgetResume(deps.pool, pause.pauseId, at, pause.cause, skipped);
+        log.info('task resumed after a budget pause', { taskId: pause.taskId, cause: pause.cause, skippedSlots: skipped });
+      }
+      return { resumed: due.length };
     },
   };
 };

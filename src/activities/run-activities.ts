@@ -127,6 +127,8 @@ export interface CompletedRunInput {
   memory: StoreMemoryInput;
   idempotencyKey: string;
   tier?: RunTier;
+  /** Why the run was downgraded other than by its budget's band (the task's maxCostPerRun, a wait's end): runs.budget. */
+  budget?: Record<string, unknown>;
 }
 
 export const createRunActivities = (deps: RunActivityDeps) => ({
@@ -206,7 +208,13 @@ export const createRunActivities = (deps: RunActivityDeps) => ({
     const embeddingKey = input.memory.embedding ? undefined : usageKey(input.booking);
     await storeRunMemoryAndComplete(
       deps.pool,
-      { idempotencyKey: input.idempotencyKey, temporalRunId, status: 'completed', ...(input.tier ? { tier: input.tier } : {}) },
+      {
+        idempotencyKey: input.idempotencyKey,
+        temporalRunId,
+        status: 'completed',
+        ...(input.tier ? { tier: input.tier } : {}),
+        ...(input.budget ? { budget: input.budget } : {}),
+      },
       { ...input.memory, embeddingKey, temporalRunId: input.memory.runId },
     );
     return booked;

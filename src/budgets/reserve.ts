@@ -25,6 +25,13 @@ export interface ReserveRequest {
   expirySeconds: number;
   /** Decide as of this instant instead of the database's now (tests and benchmarks). */
   at?: Date;
+  /** The task's maxCostPerRun (USD, exact decimal string): the most the run's worst case may be, whatever the budget. */
+  maxCostPerRunUsd?: string;
+  /**
+   * Whether a first decision that other runs' open reservations alone made worse may wait for them (default true);
+   * false once the run has waited its longest: it is decided counting them, reason 'waited-for-reservations'.
+   */
+  mayWait?: boolean;
 }
 
 /** What was used when the decision was made, exact decimal strings; the reason a blocked run records. */
@@ -37,23 +44,38 @@ export interface BudgetFigures {
   month: string;
 }
 
+/**
+ * Why a run was downgraded or blocked other than by its tier's band alone: the task's cap on one run's worst case, the
+ * monthly limit, or the limit counting other runs' open reservations after the run waited its longest for them.
+ */
+export type DecisionReason = 'max-cost-per-run' | 'monthly-limit' | 'waited-for-reservations';
+
+/** What a downgraded or blocked decision says of why; maxCostPerRunUsd with reason 'max-cost-per-run'. */
+export interface DecisionWhy {
+  reason?: DecisionReason;
+  maxCostPerRunUsd?: string;
+}
+
 export type ReserveDecision =
-  | (BudgetFigures & {
-      tier: Exclude<Tier, 'blocked'>;
-      /** The model each step runs on: the cheap ones for a downgraded run. */
-      models: Record<string, string>;
-      /** This decision's reservation: the worst case of the calls on those models (0 without a limit). */
-      worstCaseUsd: string;
-      /** Threshold events recorded and not yet delivered, for the workflow to deliver. */
-      eventIds: string[];
-    })
-  | (BudgetFigures & { tier: 'blocked'; worstCaseUsd: string; eventIds: string[] });
+  | (BudgetFigures &
+      DecisionWhy & {
+        tier: Exclude<Tier, 'blocked'>;
+        /** The model each step runs on: the cheap ones for a downgraded run. */
+        models: Record<string, string>;
+        /** This decision's reservation: the worst case of the calls on those models (0 without a limit). */
+        worstCaseUsd: string;
+        /** Threshold events recorded and not yet delivered, for the workflow to deliver. */
+        eventIds: string[];
+      })
+  | (BudgetFigures & DecisionWhy & { tier: 'blocked'; worstCaseUsd: string; eventIds: string[] });
 
 /**
  * A run's first decision that other runs' open reservations alone made worse (blocked or downgraded, where spent alone
  * would not be): nothing was reserved, and the run decides again once they have settled (reserve_budget's tier 'wait').
  */
 export class AwaitingReservationsError extends Error {
+  /** From claimAndReserve: the claim, made and committed with the decision to wait. */
+  claim?: ClaimOutcome;
   constructor(readonly figures: BudgetFigures) {
     super(
       `the budget decision waits for other runs' open reservations (${figures.reservedUsd} USD) to settle: spent ${figures.spentUsd} of ${figures.limitUsd} USD`,
@@ -76,21 +98,34 @@ type DecisionRow = ReserveDecision | (BudgetFigures & { tier: 'wait' });
  * theirs fits, else it is blocked. "Fits" is spent + reserved + worst case <= limit, exactly. The bands and the
  * threshold events (one per band reached, once per user and month) are SQL's (budget_bands). Repeating a request (a
  * retried activity) returns the reservation already made for those keys. A run's first decision
- * (mayDowngrade) that others' open reservations alone made worse throws AwaitingReservationsError instead.
+ * (mayDowngrade) that others' open reservations alone made worse throws AwaitingReservationsError instead, unless
+ * mayWait is false (the run waited its longest): then it is decided counting them, reason 'waited-for-reservations'.
+ * The task's maxCostPerRunUsd counts on the first decision, whatever the budget: over it, the run gets the cheap models
+ * only if their worst case is within it (reason 'max-cost-per-run'), else it is blocked, reserving nothing.
  */
 export async function reserveBudget(pool: pg.Pool, req: ReserveRequest): Promise<ReserveDecision> {
   const { rows } = await pool
     .query<{ decision: DecisionRow }>({
       name: 'reserve-budget',
-      text: 'select reserve_budget($1, $2, $3, $4, $5, $6, $7) as decision',
-      values: [req.userId, req.runId, req.workflowId, callsJson(req.calls), req.mayDowngrade, req.expirySeconds, req.at ?? null],
+      text: 'select reserve_budget($1, $2, $3, $4, $5, $6, $7, $8, $9) as decision',
+      values: [
+        req.userId,
+        req.runId,
+        req.workflowId,
+        callsJson(req.calls),
+        req.mayDowngrade,
+        req.expirySeconds,
+        req.at ?? null,
+        req.maxCostPerRunUsd ?? null,
+        req.mayWait ?? true,
+      ],
     })
     .catch(rethrowPriced);
   return decisionOf(rows[0].decision);
 }
 
 /** A run's first decision, made with its claim: the run's own calls, and the cheap models may stand in. */
-export type ClaimReservation = Omit<ReserveRequest, 'userId' | 'runId' | 'workflowId' | 'mayDowngrade'>;
+export type ClaimReservation = Omit<ReserveRequest, 'userId' | 'runId' | 'workflowId' | 'mayDowngrade' | 'mayWait'>;
 
 /**
  * The claim and the run's first budget decision in one statement, so one transaction and one commit
@@ -107,12 +142,17 @@ export async function claimAndReserve(
   const { rows } = await pool
     .query<{ result: { claim: ClaimOutcome; decision: DecisionRow | null } }>({
       name: 'claim-and-reserve',
-      text: 'select claim_and_reserve($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) as result',
-      values: [...claimValues(claim), callsJson(req.calls), req.expirySeconds, req.at ?? null],
+      text: 'select claim_and_reserve($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) as result',
+      values: [...claimValues(claim), callsJson(req.calls), req.expirySeconds, req.at ?? null, req.maxCostPerRunUsd ?? null],
     })
     .catch(rethrowPriced);
   const { claim: outcome, decision } = rows[0].result;
-  return { claim: outcome, decision: decision && decisionOf(decision) };
+  try {
+    return { claim: outcome, decision: decision && decisionOf(decision) };
+  } catch (err) {
+    if (err instanceof AwaitingReservationsError) err.claim = outcome;
+    throw err;
+  }
 }
 
 /** A model or price class without a price in force comes back as NoPriceError; anything else as it is. */
@@ -150,6 +190,7 @@ function decisionOf(d: DecisionRow): ReserveDecision {
     spentUsd: exact(d.spentUsd),
     reservedUsd: exact(d.reservedUsd),
     limitUsd: d.limitUsd === null ? null : exact(d.limitUsd),
+    ...(d.maxCostPerRunUsd === undefined ? {} : { maxCostPerRunUsd: exact(d.maxCostPerRunUsd) }),
   };
 }
 

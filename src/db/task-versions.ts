@@ -11,6 +11,10 @@ export interface AppliedTask {
   maxOutputTokens: number;
   simulate?: SimulateProfile;
   serviceTier?: ServiceTier;
+  /** The most one run's worst case may cost, USD (exact decimal string); unset: no cap. */
+  maxCostPerRun?: string;
+  /** What the schedule does when the user's budget is exhausted; unset: block. */
+  onBudgetExhausted?: 'block' | 'pause';
 }
 
 /** One applied version of a task: what `tasks apply` recorded under the fingerprint its schedule names. */

@@ -1,6 +1,7 @@
 import type pg from 'pg';
 import { budgetStatusOfAll } from '../budgets/budget-status';
 import { anyBudget } from '../budgets/budgets-store';
+import { budgetPauseFigures } from '../budgets/budget-pauses';
 import { downgradeSavings } from '../budgets/downgrade-savings';
 import { parseUsd, toAttoUsd } from '../money';
 import type { Month } from './month';
@@ -23,11 +24,13 @@ export async function budgetSection(
   const status = await budgetStatusOfAll(db, { at, month: opts.month }); // one statement for all users
   const runs = opts.runs; // from the run rollups, not a scan of the month's runs
   const savings = await downgradeSavings(db, from, to);
+  const pauses = await budgetPauseFigures(db, new Date(from), new Date(to));
   return {
     configured: await anyBudget(db),
     users: status.filter((s) => s.source === 'user' || isNonZero(s.spentUsd) || isNonZero(s.reservedUsd)),
     blockedRuns: countOf(runs.blocked),
     downgradedRuns: countOf(runs.downgraded),
+    skippedForBudget: { slots: pauses.skippedSlots, pausedTasks: pauses.pausedTasks },
     downgradeSavings: {
       savedUsd: savings.savedUsd,
       paidUsd: savings.paidUsd,

@@ -245,6 +245,8 @@ function budgetCsvRows(report: UsageReport): CsvRow[] {
     ['configured', String(b.configured)],
     ['blocked_runs', b.blockedRuns],
     ['downgraded_runs', b.downgradedRuns],
+    ['skipped_for_budget_slots', b.skippedForBudget.slots],
+    ['paused_for_budget_tasks', b.skippedForBudget.pausedTasks],
     ['downgrade_saved_usd', s.savedUsd],
     ['downgrade_paid_usd', s.paidUsd],
     ['downgrade_at_default_price_usd', s.atDefaultPriceUsd],

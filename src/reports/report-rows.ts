@@ -79,6 +79,10 @@ export function budgetRunRows(report: UsageReport): [string, string][] {
   return [
     ['blocked runs', String(b.blockedRuns)],
     ['downgraded runs', String(b.downgradedRuns)],
+    [
+      'slots skipped for budget (task paused)',
+      `${b.skippedForBudget.slots}${b.skippedForBudget.pausedTasks > 0 ? ` (${b.skippedForBudget.pausedTasks} task(s) still paused)` : ''}`,
+    ],
     ['downgrades saved (default model price minus paid)', displayUsd(s.savedUsd)],
     ['paid for downgraded calls', displayUsd(s.paidUsd)],
     ['the same tokens at the default model price', displayUsd(s.atDefaultPriceUsd)],

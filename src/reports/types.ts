@@ -97,6 +97,11 @@ export interface BudgetSection {
   blockedRuns: number;
   /** Runs claimed in the month that ran on the cheap models. */
   downgradedRuns: number;
+  /**
+   * Slots of tasks paused for budget (onBudgetExhausted "pause") that the pause skipped: not run, and not missed. Counted
+   * for the pauses that began in the month, once the budget sweeper resumed them; pausedTasks are still paused at its end.
+   */
+  skippedForBudget: { slots: number; pausedTasks: number };
   /** The default model's price for the downgraded calls' tokens, minus what was paid (ledger rows of the month). */
   downgradeSavings: { savedUsd: string; paidUsd: string; atDefaultPriceUsd: string; entries: number; unpricedEntries: number };
 }

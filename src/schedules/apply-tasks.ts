@@ -11,7 +11,7 @@ import { ensureReportSchedule } from './report-schedule';
 import { ensureRollupSchedule } from './rollup-schedule';
 import { isManagedTaskSchedule } from './schedule-memos';
 import { PAUSED_BY_APPLY, scheduleOptionsFor, taskFingerprint } from './task-schedule';
-import { taskNoteOf, wantedTaskNote } from '../task-note';
+import { isBudgetPause, taskNoteOf, wantedTaskNote } from '../task-note';
 import type { Task, TasksFile } from '../tasks/tasks-file';
 
 export type Change = {
@@ -103,8 +103,10 @@ async function applyTask(client: Client, task: Task, taskQueue: string): Promise
   });
   if (reconciled.outcome === 'created') return [{ action: 'created', scheduleId }];
   const changes: Change[] = reconciled.outcome === 'updated' ? [{ action: 'updated', scheduleId }] : [];
-  // An update leaves the pause state alone (it is state, not spec): it follows the file here.
-  if (reconciled.before.state.paused !== task.paused) {
+  // An update leaves the pause state alone (it is state, not spec): it follows the file here, except a pause for
+  // budget (onBudgetExhausted "pause"), which the budget sweeper ends.
+  const pausedForBudget = !task.paused && isBudgetPause(reconciled.before.state.note);
+  if (reconciled.before.state.paused !== task.paused && !pausedForBudget) {
     const handle = client.schedule.getHandle(scheduleId);
     if (task.paused) await handle.pause(taskNoteOf(task, PAUSED_BY_APPLY));
     else await resumeSchedule(handle, taskNoteOf(task));

@@ -1,5 +1,6 @@
 import type { Client, ScheduleDescription } from '@temporalio/client';
 import type pg from 'pg';
+import { budgetPauseIntervals, inPause } from '../budgets/budget-pauses';
 import { slotClaimMinutes } from '../db/runs';
 import { mapWithConcurrency, TEMPORAL_CALL_CONCURRENCY } from './bounded-concurrency';
 import { managedTaskSchedules } from './manage-task';
@@ -36,6 +37,8 @@ export interface TaskSlotCheck {
   checkedTo: string | null;
   /** Slots due in the checked range, claimed or not. */
   dueSlots: number;
+  /** Unclaimed slots that fell while cronledger had the task paused for budget (onBudgetExhausted "pause"): not missed. */
+  skippedForBudget: number;
   missedCount: number;
   /** The newest missed slots (when each should have fired, UTC), newest first, at most 20. */
   missed: string[];
@@ -63,7 +66,7 @@ async function checkTask(
   now: Date,
   opts: MissedSlotOptions,
 ): Promise<TaskSlotCheck> {
-  const unchecked = { taskId, checkedFrom: null, checkedTo: null, dueSlots: 0, missedCount: 0, missed: [] };
+  const unchecked = { taskId, checkedFrom: null, checkedTo: null, dueSlots: 0, skippedForBudget: 0, missedCount: 0, missed: [] };
   if (d.state.paused || d.state.remainingActions === 0) return { ...unchecked, state: 'paused' };
   // The spec in force applies from the schedule's creation or last update (which is also how cronledger resumes a
   // pause, see resume-schedule.ts): the server itself drops slots before its last update.
@@ -74,13 +77,18 @@ async function checkTask(
   const jitterMs = d.spec.jitter ?? 0;
   const times = await matchingTimes(client, d.scheduleId, new Date(from.getTime() - jitterMs), to);
   const claims = await slotClaimMinutes(pool, taskId, new Date(from.getTime() - jitterMs - MINUTE), to);
-  const { due, missed } = unclaimedSlots({ times, claims, from, createdAt: d.info.createdAt, jitterMs });
+  const { due, missed: unclaimed } = unclaimedSlots({ times, claims, from, createdAt: d.info.createdAt, jitterMs });
+  // a budget pause is resumed with an unpause, which leaves lastUpdatedAt (and so `from`) where it was: the slots it
+  // skipped are in range, and told apart here
+  const pauses = unclaimed.length > 0 ? await budgetPauseIntervals(pool, taskId, unclaimed[0], to) : [];
+  const missed = unclaimed.filter((t) => !inPause(t, pauses));
   return {
     taskId,
     state: 'active',
     checkedFrom: iso(from),
     checkedTo: iso(to),
     dueSlots: due,
+    skippedForBudget: unclaimed.length - missed.length,
     missedCount: missed.length,
     missed: missed.reverse().slice(0, LISTED).map(iso),
   };

@@ -4,12 +4,33 @@ import { UserError } from '../errors';
 import { checkEntryCap, readInputFile, TASKS_FILE } from '../input-file';
 import { USER_ID_RULE, userIdProblem } from '../ledger/user-id';
 import { quoted } from '../text-table';
+import { parseUsd, toAttoUsd } from '../money';
 import { validateTimeZone } from '../time-zone';
 import { validateCron } from './cron';
 import { parseDuration } from './duration';
 import { SERVICE_TIERS } from '../models/provider';
 import { simulateSchema } from '../models/simulate-profile';
 import { budgetChangesOf, budgetsSectionSchema, downgradeSectionSchema } from '../budgets/budget-file';
+
+/** A USD amount above 0, as a decimal string (never a JSON number: money is exact), e.g. "0.05". */
+const positiveUsd = z.unknown().superRefine((value, ctx) => {
+  const problem =
+    typeof value !== 'string'
+      ? `${JSON.stringify(value)} is not a decimal string: write it in quotes, e.g. "0.05" (USD)`
+      : usdProblem(value);
+  if (problem) ctx.addIssue({ code: 'custom', message: problem });
+}) as unknown as z.ZodType<string>;
+
+function usdProblem(text: string): string | undefined {
+  try {
+    if (toAttoUsd(parseUsd(text, 'maxCostPerRun')) <= 0n)
+      return `${text} is not above 0: the cap is the most one run may cost, e.g. "0.05" (USD)`;
+  } catch (err) {
+    if (err instanceof UserError) return err.message;
+    throw err;
+  }
+  return undefined;
+}
 
 const duration = z.string().refine((s) => parseDuration(s) !== undefined, {
   message: 'must be a duration like "30s", "10m" or "1h"',
@@ -38,6 +59,18 @@ export const taskSchema = z
      * gives none); unset: the provider's default, priced as standard.
      */
     serviceTier: z.enum(SERVICE_TIERS).optional(),
+    /**
+     * The most one run may cost, USD as a decimal string: a run whose worst case (the budget guard's) is above it runs on
+     * the cheap model (the downgrade map's) if that one's worst case is within it, else it is blocked, whatever the
+     * monthly budget. Unset: no cap.
+     */
+    maxCostPerRun: positiveUsd.optional(),
+    /**
+     * When the user's monthly budget is exhausted: `block` (unset: each slot's run ends blocked) or `pause` (the first
+     * blocked run pauses the task's schedule; the budget sweeper resumes it when the month turns over in the budget's
+     * zone, or once the limit is raised).
+     */
+    onBudgetExhausted: z.enum(['block', 'pause']).optional(),
   })
   .strict();
 

@@ -3,7 +3,8 @@ import type { Activities } from '../activities';
 
 /**
  * The budget sweeper, started by the `budget-sweep` schedule (every minute): reservations whose expiry has passed
- * are closed in every user's month (they stopped counting at their expiry; nothing else closes them), then threshold
+ * are closed in every user's month (they stopped counting at their expiry; nothing else closes them), tasks paused for
+ * budget (onBudgetExhausted "pause") are resumed once their month turned over or their limit was raised, then threshold
  * events that no run delivered are posted again under their own event IDs. A delivery that fails is left to a later pass (the event backs off), never fatal.
  *
  * Deterministic: no Node imports, no clock.
@@ -11,6 +12,8 @@ import type { Activities } from '../activities';
 export interface BudgetSweepResult {
   /** Reservations that stopped counting in this pass. */
   expired: number;
+  /** Tasks paused for budget that this pass resumed. */
+  resumed: number;
   delivered: number;
   notDelivered: number;
 }
@@ -25,6 +28,7 @@ const delivering = proxyActivities<Activities>({ startToCloseTimeout: '30 second
 
 export async function budgetSweep(): Promise<BudgetSweepResult> {
   const { expired } = await sweeping.sweepExpiredReservations();
+  const { resumed } = await sweeping.resumeBudgetPausedTasks();
   const { eventIds } = await sweeping.budgetEventsToRedeliver();
   let delivered = 0;
   let notDelivered = 0;
@@ -41,5 +45,5 @@ export async function budgetSweep(): Promise<BudgetSweepResult> {
       });
     }
   }
-  return { expired, delivered, notDelivered };
+  return { expired, resumed, delivered, notDelivered };
 }

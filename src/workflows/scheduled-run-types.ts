@@ -23,6 +23,8 @@ export interface ScheduledRunResult {
   /** A rejected run's reason: its task and fingerprint name no applied version, or its input carries other fields. */
   rejected?: string;
   tier?: 'default' | 'cheap' | 'blocked';
+  /** A run downgraded other than by its budget's band: why (the task's maxCostPerRun, or counting others' reservations after a wait). */
+  downgraded?: { reason: 'max-cost-per-run' | 'waited-for-reservations'; maxCostPerRunUsd?: string; waitedSeconds?: number };
   /** A blocked run's reason: the limit, spent and reserved it was decided on, and its worst case (USD, exact). */
   budget?: BudgetReason;
   idempotencyKey: string;
@@ -47,4 +49,14 @@ export interface BudgetReason {
   timeZone: string;
   /** Blocked after the run had started calling: the call that was not made, e.g. `chat call 2`. */
   blockedBefore?: string;
+  /**
+   * Why: `monthly-limit` (the worst case does not fit beside what is spent and settled), `max-cost-per-run` (the task's
+   * cap, whatever the budget), `waited-for-reservations` (it waited its longest for other runs' open reservations, and
+   * does not fit beside them).
+   */
+  reason?: 'monthly-limit' | 'max-cost-per-run' | 'waited-for-reservations';
+  /** The task's cap, with reason `max-cost-per-run`. */
+  maxCostPerRunUsd?: string;
+  /** How long the run waited for other runs' reservations before it was decided, when it did. */
+  waitedSeconds?: number;
 }

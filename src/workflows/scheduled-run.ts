@@ -8,15 +8,16 @@ import {
   log,
   proxyActivities,
   proxyLocalActivities,
+  sleep,
   upsertSearchAttributes,
   workflowInfo,
 } from '@temporalio/workflow';
 import type { Activities } from '../activities';
-import type { ReserveRunInput } from '../activities/budget-activities';
+import type { ReserveRunInput, RunDecision } from '../activities/budget-activities';
 import type { BookUsageInput, BookUsageResult, ModelCallInput, ModelCallOutcome, CompletedRunInput } from '../activities/run-activities';
 import { DEFAULT_MAX_OUTPUT_TOKENS, SEARCH_ATTRIBUTES } from '../constants';
 import { manualKey, manualTimeOf, scheduledTimeOf, slotKey } from './scheduled-time';
-import { costOf, messageOf, reasonOf } from './run-results';
+import { costOf, downgradeOf, messageOf, reasonOf } from './run-results';
 import type { BudgetReason, ScheduledRunInput, ScheduledRunResult } from './scheduled-run-types';
 
 export type { BudgetReason, ScheduledRunInput, ScheduledRunResult } from './scheduled-run-types';
@@ -70,6 +71,21 @@ const budgetEvents = proxyActivities<Activities>({
   retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '1 minute', maximumAttempts: 20 },
 });
 
+/**
+ * How a run whose first decision waits for other runs' open reservations asks again: after a durable timer, the first
+ * 1 s, doubling to at most 30 s, until it has waited the worker's longest (waitMaxSeconds, CRONLEDGER_BUDGET_WAIT_MAX).
+ */
+export const BUDGET_WAIT_BACKOFF = { initialMs: 1_000, maximumMs: 30_000 };
+
+/**
+ * Pausing a task's schedule for budget talks to Temporal, so it is an activity; off the money path, a few tries, and a
+ * failure only logged: the task's next blocked run pauses it.
+ */
+const schedulePausing = proxyActivities<Activities>({
+  startToCloseTimeout: '30 seconds',
+  retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '10 seconds', maximumAttempts: 5 },
+});
+
 /** A claimed run, as its later steps need it. */
 interface Run {
   idempotencyKey: string;
@@ -83,6 +99,8 @@ interface Run {
   deliveries: Promise<unknown> | undefined;
   /** The steps a cancel must not interrupt (claim, bookings, closing steps) run in this scope. */
   shield: CancellationScope;
+  /** The task's onBudgetExhausted: 'pause' pauses its schedule when the budget blocks the run. */
+  onBudgetExhausted?: 'block' | 'pause';
 }
 
 /**
@@ -109,21 +127,35 @@ export async function scheduledRun(task: ScheduledRunInput): Promise<ScheduledRu
       log.warn('run rejected: no applied version', { taskId, reason: first.rejected });
       return { status: 'rejected', ...head, rejected: first.rejected };
     }
-    const { claim, decision, definition } = first;
+    const { claim, decision: firstDecision, definition } = first;
     // No decision: another execution owns the claim (a native backfill, a re-created schedule, a second deployment).
-    if (!decision) {
+    if (!firstDecision) {
       log.info('slot already claimed by another execution; stopping as duplicate', { idempotencyKey, owner: claim.ownerWorkflowRunId });
       return { status: 'duplicate', ...head, generation: claim.generation, ownerRunId: claim.ownerWorkflowRunId };
     }
-    const { userId, model, embeddingModel, maxOutputTokens, simulate, serviceTier, input: prompt } = definition;
+    const { userId, model, embeddingModel, maxOutputTokens, simulate, serviceTier, maxCostPerRun, input: prompt } = definition;
     // (undefined fields never reach an activity: payloads are JSON)
     const budget: ReserveRunInput = { workflowId, runId, userId, model, embeddingModel, prompt, maxOutputTokens, simulate, serviceTier };
+    if (maxCostPerRun) budget.maxCostPerRun = maxCostPerRun;
     reserved = true;
+    const { decision, waitedSeconds } =
+      firstDecision.tier === 'wait' ? await awaitReservations(budget, firstDecision) : { decision: firstDecision };
     upsertSearchAttributes([{ key: { name: SEARCH_ATTRIBUTES.tier, type: 'KEYWORD' }, value: decision.tier }]);
     const who = { workflowId, runId, taskId, userId };
-    const run: Run = { ...head, generation: claim.generation, who, budget, deliveries: deliverEvents(decision.eventIds), shield };
-    if (decision.tier === 'blocked') return await endBlocked(run, reasonOf(decision));
+    const deliveries = deliverEvents(decision.eventIds);
+    const run: Run = {
+      ...head,
+      generation: claim.generation,
+      who,
+      budget,
+      deliveries,
+      shield,
+      onBudgetExhausted: definition.onBudgetExhausted,
+    };
+    const waited = waitedSeconds === undefined ? {} : { waitedSeconds };
+    if (decision.tier === 'blocked') return await endBlocked(run, { ...reasonOf(decision), ...waited });
     run.budget = { ...budget, model: decision.models?.chat ?? model, embeddingModel: decision.models?.embed ?? embeddingModel };
+    const downgraded = downgradeOf(decision, waitedSeconds);
 
     // 2. and 3. Call and book the chat, then the embedding of its reply. The embedding's booking is the last step: it
     // also stores the memory (its embedding read from where the embed step stored it) and closes the claim.
@@ -135,6 +167,7 @@ export async function scheduledRun(task: ScheduledRunInput): Promise<ScheduledRu
       memory: { ...who, content: text, embedding: vector, inputTruncatedFrom },
       idempotencyKey,
       tier: decision.tier,
+      ...(downgraded ? { budget: downgraded } : {}),
     });
     const embed = await callAndBook(run, 'embedding', { ...step, step: 'embed', model: run.budget.embeddingModel, text }, completion);
     if ('blocked' in embed) return { ...(await endBlocked(run, embed.blocked)), chatCostUsd: costOf(chat.booked) };
@@ -145,6 +178,7 @@ export async function scheduledRun(task: ScheduledRunInput): Promise<ScheduledRu
       ...head,
       generation: claim.generation,
       tier: decision.tier,
+      ...(downgraded ? { downgraded } : {}),
       chatCostUsd: costOf(chat.booked),
       embeddingCostUsd: costOf(embed.booked),
       embeddingInputTruncatedFrom: embed.outcome.inputTruncatedFrom,
@@ -159,6 +193,31 @@ export async function scheduledRun(task: ScheduledRunInput): Promise<ScheduledRu
       await bookkeeping.completeRun({ idempotencyKey, status, error: messageOf(err) });
     });
     throw err;
+  }
+}
+
+/**
+ * Other runs' open reservations alone keep the run's first decision from its tier ('wait'): it asks again after a
+ * durable timer, backing off (BUDGET_WAIT_BACKOFF), until they have settled and it is decided as it would be alone, or
+ * until it has waited waitMaxSeconds; then it is decided counting them (reason 'waited-for-reservations'). Timers, not
+ * the decision's local-activity retry: the wait's start and every timer are in history, so the bound holds across
+ * worker restarts and a long wait holds no worker slot, where a retrying local activity keeps its attempts in the
+ * worker's memory until it completes.
+ */
+async function awaitReservations(
+  budget: ReserveRunInput,
+  first: RunDecision & { tier: 'wait' },
+): Promise<{ decision: Exclude<RunDecision, { tier: 'wait' }>; waitedSeconds: number }> {
+  const started = Date.now();
+  const until = started + first.waitMaxSeconds * 1000;
+  log.info("budget decision waits for other runs' open reservations", {
+    reservedUsd: first.reservedUsd,
+    waitMaxSeconds: first.waitMaxSeconds,
+  });
+  for (let delay = BUDGET_WAIT_BACKOFF.initialMs; ; delay = Math.min(delay * 2, BUDGET_WAIT_BACKOFF.maximumMs)) {
+    if (Date.now() < until) await sleep(Math.min(delay, until - Date.now()));
+    const decision = await bookkeeping.reserveBudget(Date.now() >= until ? { ...budget, waited: true } : budget);
+    if (decision.tier !== 'wait') return { decision, waitedSeconds: Math.round((Date.now() - started) / 1000) };
   }
 }
 
@@ -179,7 +238,7 @@ async function callAndBook(
   for (let attempt = 1; ; attempt++) {
     if (attempt > 1) {
       const again = await bookkeeping.reserveBudget({ ...run.budget, again: { step: base.step, attempt } });
-      run.deliveries = deliverEvents(again.eventIds, run.deliveries);
+      run.deliveries = deliverEvents('eventIds' in again ? again.eventIds : undefined, run.deliveries); // (a call made again never waits)
       if (again.tier === 'blocked') return { blocked: { ...reasonOf(again), blockedBefore: `${base.step} call ${attempt}` } };
     }
     const input: ModelCallInput = { ...base, attempt };
@@ -210,7 +269,8 @@ async function callAndBook(
 /**
  * The budget does not fit the run (before its first call) or a call made again: no further call. What the run still
  * holds goes back to the budget, the claim closes `blocked` with the reason, and the workflow completes. Calls already
- * made stay booked.
+ * made stay booked. A task with onBudgetExhausted "pause" whose money ran out (not its maxCostPerRun, which no month
+ * changes) has its schedule paused until the budget sweeper resumes it.
  */
 async function endBlocked(run: Run, reason: BudgetReason): Promise<ScheduledRunResult> {
   log.warn('budget exhausted: run blocked, no further model call', { ...reason });
@@ -219,6 +279,15 @@ async function endBlocked(run: Run, reason: BudgetReason): Promise<ScheduledRunR
     if (reason.blockedBefore) await bookkeeping.releaseBudget({ runId: workflowInfo().runId });
     await bookkeeping.completeRun({ idempotencyKey: run.idempotencyKey, status: 'blocked', tier: 'blocked', budget: { ...reason } });
   });
+  if (run.onBudgetExhausted === 'pause' && reason.reason !== 'max-cost-per-run') {
+    const { taskId, userId } = run.who;
+    const { month, timeZone, limitUsd } = reason;
+    await schedulePausing
+      .pauseTaskForBudget({ taskId, userId, month, timeZone, limitUsd })
+      .catch((err: unknown) =>
+        log.error('task not paused for budget; its next blocked run tries again', { taskId, error: messageOf(err) }),
+      );
+  }
   await run.deliveries;
   const { idempotencyKey, scheduledMinute, manual, generation } = run;
   return { status: 'blocked', idempotencyKey, scheduledMinute, ...(manual ? { manual } : {}), generation, tier: 'blocked', budget: reason };

@@ -13,6 +13,8 @@ export const FIXTURE_NAMES = [
   'scheduled-run-blocked',
   'scheduled-run-blocked-again',
   'scheduled-run-downgraded',
+  'scheduled-run-blocked-paused',
+  'scheduled-run-waited',
   'monthly-report',
   'budget-sweep',
   'rollup-refresh',
