@@ -1561,6 +1561,67 @@ CREATE FUNCTION public.rollup_coarser_select(p_table text, p_source text, p_wher
 $$;
 
 --
+-- Name: rollup_pending_change(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.rollup_pending_change() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $$
+declare
+  v_sign integer := case tg_op when 'INSERT' then 1 else -1 end;
+begin
+  insert into rollup_pending as p (slot, shard, model, kind, entry_type, status, entries, prompt_tokens, cached_prompt_tokens,
+                                   completion_tokens, reasoning_tokens, cost_usd)
+  select rollup_pending_slot(l.created_at), c.shard, l.model, l.kind, l.entry_type, l.status, v_sign * count(*),
+         v_sign * sum(l.prompt_tokens), v_sign * sum(l.cached_prompt_tokens), v_sign * sum(l.completion_tokens),
+         v_sign * sum(l.reasoning_tokens), v_sign * sum(l.cost_usd)
+    from changed c join usage_ledger l on l.id = c.entry_id
+   group by 1, 2, 3, 4, 5, 6
+   order by 1, 2, 3, 4, 5, 6
+  on conflict on constraint rollup_pending_bucket do update
+    set entries = p.entries + excluded.entries, prompt_tokens = p.prompt_tokens + excluded.prompt_tokens,
+        cached_prompt_tokens = p.cached_prompt_tokens + excluded.cached_prompt_tokens,
+        completion_tokens = p.completion_tokens + excluded.completion_tokens,
+        reasoning_tokens = p.reasoning_tokens + excluded.reasoning_tokens, cost_usd = p.cost_usd + excluded.cost_usd;
+  insert into rollup_pending_users as u (user_id, at, usage_entries)
+  select l.user_id, rollup_pending_user_at(l.created_at), v_sign * count(*)
+    from changed c join usage_ledger l on l.id = c.entry_id
+   where l.entry_type = 'usage'
+   group by 1, 2
+   order by 1, 2
+  on conflict (user_id, at) do update set usage_entries = u.usage_entries + excluded.usage_entries;
+  if v_sign < 0 then
+    delete from rollup_pending where entries = 0;
+    delete from rollup_pending_users where usage_entries = 0;
+  end if;
+  return null;
+end
+$$;
+
+--
+-- Name: rollup_pending_slot(timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.rollup_pending_slot(p_at timestamp with time zone) RETURNS timestamp with time zone
+    LANGUAGE sql IMMUTABLE
+    AS $$
+  select date_bin('15 minutes', p_at, timestamptz '2000-01-01 00:00:00+00')
+$$;
+
+--
+-- Name: rollup_pending_user_at(timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.rollup_pending_user_at(p_at timestamp with time zone) RETURNS timestamp with time zone
+    LANGUAGE sql IMMUTABLE
+    AS $$
+  select case when extract(day from p_at at time zone 'UTC') = 1 or extract(day from (p_at at time zone 'UTC') + interval '1 day') = 1
+              then rollup_pending_slot(p_at)
+              else date_trunc('day', p_at at time zone 'UTC') at time zone 'UTC' end
+$$;
+
+--
 -- Name: rollup_same_bucket(text[], text, text); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -1730,6 +1791,32 @@ CREATE FUNCTION public.rollups_register_zone(p_zone text) RETURNS boolean
 begin
   insert into rollup_zones (zone) values (p_zone) on conflict do nothing;
   return found;
+end
+$$;
+
+--
+-- Name: rollups_reset_pending(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.rollups_reset_pending() RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $$
+begin
+  lock table rollup_queue in share mode;
+  delete from rollup_pending;
+  delete from rollup_pending_users;
+  insert into rollup_pending (slot, shard, model, kind, entry_type, status, entries, prompt_tokens, cached_prompt_tokens,
+                              completion_tokens, reasoning_tokens, cost_usd)
+  select rollup_pending_slot(l.created_at), q.shard, l.model, l.kind, l.entry_type, l.status, count(*), sum(l.prompt_tokens),
+         sum(l.cached_prompt_tokens), sum(l.completion_tokens), sum(l.reasoning_tokens), sum(l.cost_usd)
+    from rollup_queue q join usage_ledger l on l.id = q.entry_id
+   group by 1, 2, 3, 4, 5, 6;
+  insert into rollup_pending_users (user_id, at, usage_entries)
+  select l.user_id, rollup_pending_user_at(l.created_at), count(*)
+    from rollup_queue q join usage_ledger l on l.id = q.entry_id
+   where l.entry_type = 'usage'
+   group by 1, 2;
 end
 $$;
 
@@ -2287,11 +2374,41 @@ CREATE TABLE public.rollup_months (
 );
 
 --
+-- Name: rollup_pending; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.rollup_pending (
+    slot timestamp with time zone NOT NULL,
+    shard smallint NOT NULL,
+    model text,
+    kind text,
+    entry_type text NOT NULL,
+    status text NOT NULL,
+    entries bigint NOT NULL,
+    prompt_tokens bigint NOT NULL,
+    cached_prompt_tokens bigint NOT NULL,
+    completion_tokens bigint NOT NULL,
+    reasoning_tokens bigint NOT NULL,
+    cost_usd numeric(38,18) NOT NULL
+);
+
+--
+-- Name: rollup_pending_users; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.rollup_pending_users (
+    user_id text NOT NULL,
+    at timestamp with time zone NOT NULL,
+    usage_entries bigint NOT NULL
+);
+
+--
 -- Name: rollup_queue; Type: TABLE; Schema: public; Owner: -
 --
 
 CREATE TABLE public.rollup_queue (
-    entry_id bigint NOT NULL
+    entry_id bigint NOT NULL,
+    shard smallint DEFAULT ((pg_backend_pid() % 8))::smallint NOT NULL
 );
 
 --
@@ -2870,6 +2987,20 @@ ALTER TABLE ONLY public.rollup_months
     ADD CONSTRAINT rollup_months_pkey PRIMARY KEY (zone, month);
 
 --
+-- Name: rollup_pending rollup_pending_bucket; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.rollup_pending
+    ADD CONSTRAINT rollup_pending_bucket UNIQUE NULLS NOT DISTINCT (slot, shard, model, kind, entry_type, status);
+
+--
+-- Name: rollup_pending_users rollup_pending_users_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.rollup_pending_users
+    ADD CONSTRAINT rollup_pending_users_pkey PRIMARY KEY (user_id, at);
+
+--
 -- Name: rollup_queue rollup_queue_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -3287,6 +3418,18 @@ CREATE TRIGGER reconciliation_imports_append_only BEFORE DELETE OR UPDATE ON pub
 --
 
 CREATE TRIGGER reconciliation_imports_no_truncate BEFORE TRUNCATE ON public.reconciliation_imports FOR EACH STATEMENT EXECUTE FUNCTION public.forbid_append_only_change();
+
+--
+-- Name: rollup_queue rollup_queue_pending_in; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER rollup_queue_pending_in AFTER INSERT ON public.rollup_queue REFERENCING NEW TABLE AS changed FOR EACH STATEMENT EXECUTE FUNCTION public.rollup_pending_change();
+
+--
+-- Name: rollup_queue rollup_queue_pending_out; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER rollup_queue_pending_out AFTER DELETE ON public.rollup_queue REFERENCING OLD TABLE AS changed FOR EACH STATEMENT EXECUTE FUNCTION public.rollup_pending_change();
 
 --
 -- Name: rollup_verifications rollup_verifications_append_only; Type: TRIGGER; Schema: public; Owner: -
@@ -3927,6 +4070,13 @@ REVOKE ALL ON FUNCTION public.rollups_register_zone(p_zone text) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.rollups_register_zone(p_zone text) TO cronledger_worker;
 
 --
+-- Name: FUNCTION rollups_reset_pending(); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.rollups_reset_pending() FROM PUBLIC;
+GRANT ALL ON FUNCTION public.rollups_reset_pending() TO cronledger_worker;
+
+--
 -- Name: FUNCTION stage_embedding(p_call_key text, p_embedding jsonb); Type: ACL; Schema: public; Owner: -
 --
 
@@ -4109,6 +4259,20 @@ GRANT SELECT ON TABLE public.report_deliveries TO cronledger_worker;
 
 GRANT SELECT ON TABLE public.rollup_months TO cronledger_readonly;
 GRANT SELECT ON TABLE public.rollup_months TO cronledger_worker;
+
+--
+-- Name: TABLE rollup_pending; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT ON TABLE public.rollup_pending TO cronledger_worker;
+GRANT SELECT ON TABLE public.rollup_pending TO cronledger_readonly;
+
+--
+-- Name: TABLE rollup_pending_users; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT ON TABLE public.rollup_pending_users TO cronledger_worker;
+GRANT SELECT ON TABLE public.rollup_pending_users TO cronledger_readonly;
 
 --
 -- Name: TABLE rollup_queue; Type: ACL; Schema: public; Owner: -

@@ -174,6 +174,8 @@ const TABLES = [
   'rollup_zones',
   'rollup_months',
   'rollup_queue',
+  'rollup_pending',
+  'rollup_pending_users',
   'run_rollups',
   'run_rollup_queue',
   'usage_rollups',
@@ -284,6 +286,8 @@ const PUBLIC_HELPERS = [
   'metric_bucket',
   'rate_limit_cost_us',
   'rate_limit_now_us',
+  'rollup_pending_slot',
+  'rollup_pending_user_at',
   'written_by_table_owner',
 ];
 
@@ -332,6 +336,7 @@ const WORKER_FUNCTIONS = [
   'rollups_fold_queues',
   'rollups_rebuild_day',
   'rollups_register_zone',
+  'rollups_reset_pending',
   'stage_embedding',
   'store_memory_and_complete_run',
   'worst_case_at_rates',

@@ -74,6 +74,16 @@ describe('cronledger rollups verify', () => {
       'run_rollups',
       `insert into run_rollups (zone, day, user_id, task_id, status, tier, runs) values ('UTC', '${MONTH}-03', 'user-01', 'forged', 'completed', null, 7)`,
     ],
+    [
+      'rollup_pending',
+      `insert into rollup_pending (slot, shard, model, kind, entry_type, status, entries, prompt_tokens, cached_prompt_tokens,
+                                   completion_tokens, reasoning_tokens, cost_usd)
+       values ('${MONTH}-03T00:00:00Z', 0, 'openai/gpt-4o-mini', 'chat', 'usage', 'ok', 1, 100, 0, 10, 0, 0.000021)`,
+    ],
+    [
+      'rollup_pending_users',
+      `insert into rollup_pending_users (user_id, at, usage_entries) values ('user-01', '${MONTH}-03T00:00:00Z', 1)`,
+    ],
   ])('exits 1 and names the row when the owner tampers with %s, and 0 again after a rebuild', async (table, sql) => {
     await tamper(sql);
     const r = await verify();

@@ -1,17 +1,27 @@
 import type pg from 'pg';
 import { duplicatesPerDay, latestRunsWithCost, type RunWithCost } from '../db/runs';
+import { duplicateRuns } from '../db/run-outcomes';
 import { UserError } from '../errors';
 import { entryJson, listEntries } from '../ledger/entries';
 import { parseUserId } from '../ledger/user-id';
-import { formatScaled, LEDGER_SCALE, parseUsd, toAttoUsd, toExactString, zero, type Money } from '../money';
+import { formatScaled, parseUsd, sumMoney, toAttoUsd, toExactString, zero, type Money } from '../money';
 import { add } from 'dinero.js/bigint';
 import { reportFromSums } from '../reports/build-report';
-import { basisPoints, moneyPer } from '../reports/economics';
+import { basisPoints, countPerDollar, moneyPer } from '../reports/economics';
 import { anyBudget } from '../budgets/budgets-store';
 import { budgetStatusOfAll, type BudgetStatus } from '../budgets/budget-status';
 import { downgradeSavings } from '../budgets/downgrade-savings';
 import { daysOf, parseMonth, shiftMonth, type Month } from '../reports/month';
-import { monthBounds, readDailySeries, readDailySpend, readMonthSums, readRunCounts, trackedZones } from '../reports/rollups-read';
+import {
+  monthBounds,
+  readActiveUsers,
+  readDailySeries,
+  readDailySpend,
+  readDayTotalSums,
+  readMonthSums,
+  readRunCounts,
+  trackedZones,
+} from '../reports/rollups-read';
 import { lastVerification, type LastVerification } from '../reports/rollups-verify';
 import { priceVersionChoices, repriceMonthAtVersion } from '../reports/reprice';
 import { rateLimitWaits } from '../ratelimits/rate-limits-store';
@@ -118,45 +128,63 @@ async function runsByDay(db: pg.Pool, q: MonthQuery, by: 'all' | 'user' | 'task'
 
 const ranRuns = (s: Record<string, number> | undefined) => (s?.completed ?? 0) + (s?.failed ?? 0);
 
+/**
+ * The page on-call opens first. Its money comes from the day totals read current (the queued entries from the queue's
+ * own summary, not from the ledger), its runs from the run rollups, its active users from the month's rollup per user
+ * plus the queue's per-user summary: what it reads grows with days, models and users, not with the ledger or the queue.
+ * The anomaly series (per day, user and task) are the rollups as the last refresh left them (a minute old at most).
+ */
 export async function overview(db: pg.Pool, q: MonthQuery, factor = '1.5'): Promise<Overview> {
   // The reads are independent: on the pool's connections at once, the database's work overlaps the parsing here.
-  // The daily spend comes with the anomaly series (the same rollup rows, summed per day), not from a read of its own.
-  const [{ report, source }, runsPerDay, { found, dailySpendAtto }, budgeted, rollupsVerified, reconciliation] = await Promise.all([
-    monthReport(db, q),
+  const [sums, runsPerDay, activeUsers, period, { found }, budgeted, rollupsVerified, reconciliation] = await Promise.all([
+    readDayTotalSums(db, q.zone, q.month, 'current'),
     runsByDay(db, q, 'all'),
+    readActiveUsers(db, q.zone, q.month, 'current'),
+    monthBounds(db, q.zone, q.month),
     anomalies(db, q, factor),
     anyBudget(db),
     lastVerification(db),
     reconciliationSection(db, q.month),
   ]);
-  const p = report.period;
+  const duplicates = await duplicateRuns(db, period.from, period.to);
   const perDay = runsPerDay.get('') ?? new Map<string, Record<string, number>>();
   const runs = { completed: 0, failed: 0, duplicate: 0, blocked: 0, downgraded: 0, running: 0, cancelled: 0 };
   for (const statuses of perDay.values()) {
     for (const [status, n] of Object.entries(statuses)) if (status in runs) runs[status as keyof typeof runs] += n;
   }
-  const daily = daysOf(q.month).map((day) =>
-    dayFigures(day, parseUsd(formatScaled(dailySpendAtto.get(day) ?? 0n, LEDGER_SCALE)), perDay.get(day)),
-  );
-  const e = report.unitEconomics;
+  const byLine = new Map<string, Money>();
+  const dailySpend = new Map<string, Money>();
+  for (const l of sums.lines) {
+    if (l.cut === 'line') byLine.set(l.entry_type, parseUsd(l.cost_usd));
+    else if (l.cut === 'day' && l.day !== null && l.entry_type !== 'credit') {
+      dailySpend.set(l.day, add(dailySpend.get(l.day) ?? zero(), parseUsd(l.cost_usd)));
+    }
+  }
+  const line = (type: string) => byLine.get(type) ?? zero();
+  const spend = sumMoney([line('usage'), line('adjustment'), line('reconciliation')]);
+  const completed = BigInt(runs.completed);
   return {
     month: q.month,
     zone: q.zone,
-    period: p,
-    source,
-    spendUsd: e.spendUsd,
-    totalUsd: report.totals.costUsd,
-    creditsUsd: report.totals.creditsUsd,
-    runs: { ...runs, completed: e.completedRuns, failed: e.failedRuns, duplicate: report.duplicateSkippedRuns.runs },
-    activeUsers: e.activeUsers,
-    costPerCompletedRunUsd: e.costPerCompletedRunUsd,
-    costPerActiveUserUsd: e.costPerActiveUserUsd,
-    completedRunsPerDollar: e.completedRunsPerDollar,
-    daily,
+    period,
+    source: sums.source,
+    spendUsd: toExactString(spend),
+    totalUsd: toExactString(add(spend, line('credit'))),
+    creditsUsd: toExactString(line('credit')),
+    runs: { ...runs, duplicate: Number(duplicates.runs) },
+    activeUsers,
+    costPerCompletedRunUsd: moneyPer(spend, completed),
+    costPerActiveUserUsd: moneyPer(spend, BigInt(activeUsers)),
+    completedRunsPerDollar: countPerDollar(completed, spend),
+    daily: daysOf(q.month).map((day) => dayFigures(day, dailySpend.get(day) ?? zero(), perDay.get(day))),
     anomalyFactor: factor,
     anomalies: found,
     budgets: budgeted
-      ? { downgradedRuns: runs.downgraded, blockedRuns: runs.blocked, downgradeSavings: await downgradeSavings(db, p.from, p.to) }
+      ? {
+          downgradedRuns: runs.downgraded,
+          blockedRuns: runs.blocked,
+          downgradeSavings: await downgradeSavings(db, period.from, period.to),
+        }
       : null,
     rollupsVerified,
     ...(reconciliation ? { reconciliation } : {}),
@@ -176,18 +204,17 @@ function dayFigures(day: string, cost: Money, statuses: Record<string, number> |
 
 /**
  * Cost per run of each user and each task per day, over the month and the 7 days before it, handed to
- * findAnomalies. Costs and runs both come from the rollups (the last 7 days of last month's, and this month's), summed
- * per key and day in SQL, costs already in atto-USD. Also the month's spend per day (every entry but credits), exact:
- * the same rows summed per day.
+ * findAnomalies. Costs and runs both come from the rollups as the last refresh stored them (the last 7 days of last
+ * month's, and this month's), summed per key and day in SQL, costs already in atto-USD.
  */
-async function anomalies(db: pg.Pool, q: MonthQuery, factor: string): Promise<{ found: Anomaly[]; dailySpendAtto: Map<string, bigint> }> {
+async function anomalies(db: pg.Pool, q: MonthQuery, factor: string): Promise<{ found: Anomaly[] }> {
   const days = daysOf(q.month);
   const prev: MonthQuery = { zone: q.zone, month: shiftMonth(q.month, -1) };
   const window = [...daysOf(prev.month).slice(-7), ...days];
   const rows = (
     await Promise.all([
-      readDailySeries(db, { ...prev, freshness: 'current', fromDay: window[0] }),
-      readDailySeries(db, { ...q, freshness: 'current' }),
+      readDailySeries(db, { ...prev, freshness: 'stored', fromDay: window[0] }),
+      readDailySeries(db, { ...q, freshness: 'stored' }),
     ])
   ).flat();
   // Per key, the window's days as arrays (index = position in the window): one BigInt parse per row and value.
@@ -204,13 +231,11 @@ async function anomalies(db: pg.Pool, q: MonthQuery, factor: string): Promise<{ 
     }
     series.runs[i] += runs;
   };
-  const dailySpendAtto = new Map<string, bigint>();
   for (const r of rows) {
     const i = position.get(r.day);
     if (i === undefined) continue;
     const runs = BigInt(r.ran_runs);
     const costAtto = r.cost_atto === null ? null : BigInt(r.cost_atto);
-    if (costAtto !== null && i >= window.length - days.length) dailySpendAtto.set(r.day, (dailySpendAtto.get(r.day) ?? 0n) + costAtto);
     add('user', r.user_id, i, costAtto, runs);
     if (r.task_id !== null) add('task', r.task_id, i, costAtto, runs); // entries of no task have no task series
   }
@@ -221,7 +246,7 @@ async function anomalies(db: pg.Pool, q: MonthQuery, factor: string): Promise<{ 
     };
     return [...spent[by]].sort((a, b) => (a < b ? -1 : 1)).flatMap((id) => findAnomalies(by, id, points(id), factor, days[0]));
   });
-  return { found, dailySpendAtto };
+  return { found };
 }
 
 export interface UserFigures {

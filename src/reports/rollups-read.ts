@@ -28,8 +28,9 @@ export interface SumRow {
   completion_tokens: string;
   reasoning_tokens: string;
   cost_usd: string;
-  first_entry_id: string;
-  last_entry_id: string;
+  /** Null when every entry of the line is still queued (rollup_pending keeps no entry ids). */
+  first_entry_id: string | null;
+  last_entry_id: string | null;
 }
 
 export interface MonthSums {
@@ -143,13 +144,22 @@ const ROLLUPS = {
  * would leave, a bucket may come twice. A month the zone never built is aggregated from the raw ledger the way a build
  * would.
  */
-function rollupRowsSql(rollup: keyof typeof ROLLUPS, built: boolean, freshness: Freshness): string {
+function rollupRowsSql(
+  rollup: keyof typeof ROLLUPS,
+  built: boolean,
+  freshness: Freshness,
+  queuedFrom: 'ledger' | 'summary' = 'ledger',
+): string {
   const { bucket, stored } = ROLLUPS[rollup];
   const fromLedger = (where: string) =>
     `select ${bucket.map((k) => (k === 'day' ? `${localDay('l.created_at')} as day` : `l.${k}`)).join(', ')}, ${LEDGER_SUMS}
        from usage_ledger l ${where} group by ${bucket.map((_, i) => i + 1).join(', ')}`;
   if (!built) return fromLedger(`where ${inDays('l.created_at')}`);
   if (freshness === 'stored') return stored;
+  // The day totals have no user in their bucket: the queue's own summary holds the queued entries at that grain
+  // (rollup_pending, migrations/038_queue_summary.sql), a few rows per 15 minutes however many entries wait, but no
+  // entry ids (a read that needs the month's id span reads the queued entries from the ledger).
+  if (queuedFrom === 'summary' && rollup === 'dayTotals') return `${stored} union all ${PENDING_DAY_TOTALS}`;
   // The queued entries are the newest of the ledger (the trigger queues each as it is written, a refresh drains them):
   // the id range of the queue bounds the ledger's rows to read to about the queue's size, through the primary key.
   // Without it the planner, which cannot estimate the join, may scan the month's ledger to hash it against the queue.
@@ -160,6 +170,15 @@ function rollupRowsSql(rollup: keyof typeof ROLLUPS, built: boolean, freshness: 
   );
   return `${stored} union all ${queued}`;
 }
+
+/**
+ * The queued entries as day-total rows of zone $1 for local days $2..$3, from rollup_pending: each 15-minute slot lies
+ * in one local day of the zone. No entry ids: the queue's summary keeps none (a queued entry leaves the span as read).
+ */
+const PENDING_DAY_TOTALS = `select ${localDay('p.slot')} as day, p.model, p.kind, p.entry_type, p.status, p.entries, p.prompt_tokens,
+         p.cached_prompt_tokens, p.completion_tokens, p.reasoning_tokens, p.cost_usd, null::bigint as first_entry_id,
+         null::bigint as last_entry_id
+    from rollup_pending p where ${inDays('p.slot')}`;
 
 /** SQL of the run rollup rows (day, user_id, task_id, status, tier, runs) of zone $1 for local days $2..$3, like rollupRowsSql. */
 function runRowsSql(built: boolean, freshness: Freshness): string {
@@ -231,9 +250,9 @@ export async function readMonthSums(db: pg.Pool, zone: string, month: Month, fre
   let first: bigint | null = null;
   let last: bigint | null = null;
   for (const l of lines) {
-    if (l.cut !== 'line') continue;
+    if (l.cut !== 'line' || l.first_entry_id === null) continue; // null: the line's entries are all queued
     const f = BigInt(l.first_entry_id);
-    const t = BigInt(l.last_entry_id);
+    const t = BigInt(l.last_entry_id ?? l.first_entry_id);
     if (first === null || f < first) first = f;
     if (last === null || t > last) last = t;
   }
@@ -318,4 +337,48 @@ export async function readRunCounts(
     await dayParams(db, q.zone, q.month, q.fromDay),
   );
   return rows;
+}
+
+/**
+ * Users with usage entries in the month (the report's active users), without the user cut: from the month's rollup per
+ * user and, read current, the queue's per-user summary (rollup_pending_users). Its rows are whole UTC days, or
+ * 15-minute slots on a month's first and last UTC day, so each lies inside the zone's month or outside it.
+ */
+export async function readActiveUsers(db: pg.Pool, zone: string, month: Month, freshness: Freshness): Promise<number> {
+  const built = await isBuilt(db, zone, month);
+  const m = monthBoundsSql('$2', '$1');
+  const sql = !built
+    ? `select count(distinct l.user_id) as n from usage_ledger l
+        where l.entry_type = 'usage' and l.created_at >= ${m.from} and l.created_at < ${m.to}`
+    : `select count(*) as n from (
+         select r.user_id from usage_month_rollups r where r.zone = $1 and r.month = $2 and r.entry_type = 'usage'
+         ${
+           freshness === 'current'
+             ? `union select p.user_id from rollup_pending_users p where p.at >= ${m.from} and p.at < ${m.to} and p.usage_entries > 0`
+             : ''
+         }) u`;
+  const { rows } = await db.query<{ n: string }>(sql, [zone, month]);
+  return Number(rows[0].n);
+}
+
+/**
+ * The month's figures the admin overview shows, from the day totals alone: all rows by line type, usage by status, and
+ * each local day by kind and line type. Read current, a few hundred stored rows plus the queue's summary, whatever the
+ * size of the ledger and of the queue; no entry ids (first_entry_id and last_entry_id cover the stored rows only).
+ */
+export async function readDayTotalSums(
+  db: pg.Pool,
+  zone: string,
+  month: Month,
+  freshness: Freshness,
+): Promise<{ lines: SumRow[]; source: MonthSums['source'] }> {
+  const built = await isBuilt(db, zone, month);
+  const { rows: lines } = await db.query<SumRow>(
+    `select case when grouping(day) = 0 then 'day' when grouping(status) = 0 then 'status' else 'line' end as cut,
+            null::text as user_id, to_char(day, 'YYYY-MM-DD') as day, null::text as model, kind, entry_type, status, ${SUMS_AS_TEXT}
+       from (${rollupRowsSql('dayTotals', built, freshness, 'summary')}) days
+      group by grouping sets ((entry_type), (day, kind, entry_type), (entry_type, status))`,
+    await dayParams(db, zone, month),
+  );
+  return { lines, source: built ? 'rollups' : 'ledger' };
 }

@@ -7,7 +7,7 @@ import { AGGREGATES, COARSER_ROLLUPS, DAY_BUCKET, dayRange, localDay, SUM_COLUMN
  * from the raw ledger and runs, in one snapshot. Rollups lag the ledger by what the queues still hold, so queued
  * entries are left out of the recomputation and run buckets with a queued change are left out of both sides; what
  * remains must match exactly. Months only refreshed into (never built) hold part of their entries by design and are
- * not compared. Each run is recorded in rollup_verifications (record_rollup_verification), which the admin page shows.
+ * not compared. The queue's summary (rollup_pending, rollup_pending_users) is compared with the queued entries. Each run is recorded in rollup_verifications (record_rollup_verification), which the admin page shows.
  */
 
 export interface RollupDifference {
@@ -25,6 +25,8 @@ export interface VerifyResult {
   differences: RollupDifference[];
   verifiedAt: Date;
 }
+
+type Compared = { checked: string; ledger_only: Record<string, unknown>[]; rollup_only: Record<string, unknown>[] };
 
 /** How many differences are kept in rollup_verifications.sample. */
 const SAMPLE = 20;
@@ -64,7 +66,37 @@ function comparisons(): { table: string; expected: string; actual: string }[] {
   ];
 }
 
-/** Compares every built month's rollups with the ledger (one read-only snapshot), then records the run. */
+/**
+ * The queue's summary (migrations/038_queue_summary.sql) against the queued entries it sums, per row: it names no zone
+ * or month, and holds exactly what waits in the queue.
+ */
+const QUEUE_SUMMARIES: { table: string; expected: string; actual: string }[] = [
+  {
+    table: 'rollup_pending',
+    expected: `select rollup_pending_slot(l.created_at) as slot, q.shard, l.model, l.kind, l.entry_type, l.status, count(*) as entries,
+                      sum(l.prompt_tokens)::bigint as prompt_tokens, sum(l.cached_prompt_tokens)::bigint as cached_prompt_tokens,
+                      sum(l.completion_tokens)::bigint as completion_tokens, sum(l.reasoning_tokens)::bigint as reasoning_tokens,
+                      sum(l.cost_usd) as cost_usd
+                 from rollup_queue q join usage_ledger l on l.id = q.entry_id group by 1, 2, 3, 4, 5, 6`,
+    actual: `select slot, shard, model, kind, entry_type, status, entries, prompt_tokens, cached_prompt_tokens, completion_tokens,
+                    reasoning_tokens, cost_usd from rollup_pending`,
+  },
+  {
+    table: 'rollup_pending_users',
+    expected: `select l.user_id, rollup_pending_user_at(l.created_at) as at, count(*) as usage_entries
+                 from rollup_queue q join usage_ledger l on l.id = q.entry_id where l.entry_type = 'usage' group by 1, 2`,
+    actual: 'select user_id, at, usage_entries from rollup_pending_users',
+  },
+];
+
+/** Rows of `expected` missing from `actual` and the reverse, and how many rows `actual` has; params as given. */
+const DIFFERENCE_SQL = (expected: string, actual: string) =>
+  `with x as (${expected}), a as (${actual})
+   select (select count(*) from a) as checked,
+          coalesce((select jsonb_agg(to_jsonb(m)) from (select * from x except all select * from a) m), '[]') as ledger_only,
+          coalesce((select jsonb_agg(to_jsonb(r)) from (select * from a except all select * from x) r), '[]') as rollup_only`;
+
+/** Compares every built month's rollups, and the queue's summary, with the ledger (one read-only snapshot), then records the run. */
 export async function verifyRollups(db: pg.Pool): Promise<VerifyResult> {
   const c = await db.connect();
   let months: { zone: string; month: string }[];
@@ -75,17 +107,17 @@ export async function verifyRollups(db: pg.Pool): Promise<VerifyResult> {
     months = (await c.query<{ zone: string; month: string }>('select zone, month from rollup_months order by zone, month')).rows;
     for (const { zone, month } of months) {
       for (const { table, expected, actual } of comparisons()) {
-        const { rows } = await c.query<{ checked: string; ledger_only: Record<string, unknown>[]; rollup_only: Record<string, unknown>[] }>(
-          `with x as (${expected}), a as (${actual})
-           select (select count(*) from a) as checked,
-                  coalesce((select jsonb_agg(to_jsonb(m)) from (select * from x except all select * from a) m), '[]') as ledger_only,
-                  coalesce((select jsonb_agg(to_jsonb(r)) from (select * from a except all select * from x) r), '[]') as rollup_only`,
-          [zone, month],
-        );
+        const { rows } = await c.query<Compared>(DIFFERENCE_SQL(expected, actual), [zone, month]);
         rowsChecked += Number(rows[0].checked);
         for (const row of rows[0].ledger_only) differences.push({ table, zone, month, side: 'ledger', row });
         for (const row of rows[0].rollup_only) differences.push({ table, zone, month, side: 'rollup', row });
       }
+    }
+    for (const { table, expected, actual } of QUEUE_SUMMARIES) {
+      const { rows } = await c.query<Compared>(DIFFERENCE_SQL(expected, actual));
+      rowsChecked += Number(rows[0].checked);
+      for (const row of rows[0].ledger_only) differences.push({ table, zone: '*', month: '*', side: 'ledger', row });
+      for (const row of rows[0].rollup_only) differences.push({ table, zone: '*', month: '*', side: 'rollup', row });
     }
     await c.query('commit');
   } catch (err) {

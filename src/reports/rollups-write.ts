@@ -241,6 +241,15 @@ export async function rebuildMonth(db: pg.Pool, zone: string, month: Month, onPr
 }
 
 /**
+ * Recomputes the queue's summary (rollup_pending, rollup_pending_users) from the queued entries: what `rollups rebuild`
+ * does after the months, so a rebuild repairs everything `rollups verify` checks. It waits for open ledger writers
+ * (rollups_reset_pending locks the queue), which a month's rebuild does not.
+ */
+export async function rebuildQueueSummary(db: pg.Pool): Promise<void> {
+  await db.query('select rollups_reset_pending()');
+}
+
+/**
  * Rebuilds a zone's rollups for every month that has ledger entries or rollups: months between the first and the
  * last entry (found through the created_at index), plus any month rolled up before.
  */

@@ -2,7 +2,7 @@ import type { Command } from 'commander';
 import { parseMonth } from '../../reports/month';
 import { parseTimeZone } from '../../time-zone';
 import { builtMonths, pendingEntries, readWatermark, trackedZones } from '../../reports/rollups-read';
-import { rebuildAll, rebuildMonth, refreshRollups, type RebuildResult } from '../../reports/rollups-write';
+import { rebuildAll, rebuildMonth, rebuildQueueSummary, refreshRollups, type RebuildResult } from '../../reports/rollups-write';
 import { withConnections } from '../connect';
 import { printJson, printTable } from '../output';
 import { terminalProgress } from '../../reports/terminal-progress';
@@ -32,6 +32,7 @@ export function registerRollupsCommands(program: Command): void {
             progress.finish();
           }
         }
+        await rebuildQueueSummary(pool);
         if (opts.json) return printJson({ rebuilt: results });
         printTable(
           ['ZONE', 'MONTH', 'BUCKETS', 'ENTRIES'],
