@@ -428,6 +428,47 @@ const cases: BadInput[] = [
     names: '--user " u1 " has leading or trailing spaces',
     fix: /1 to 200 characters/,
   },
+  // reconcile
+  {
+    what: 'reconcile a day that does not exist',
+    args: () => ['reconcile', 'openai', '--from', '2026-02-30', '--to', '2026-03-01'],
+    names: '--from "2026-02-30"',
+    fix: /write it as YYYY-MM-DD/,
+  },
+  {
+    what: 'reconcile --to before --from',
+    args: () => ['reconcile', 'anthropic', '--from', '2026-03-02', '--to', '2026-03-01'],
+    names: '--to 2026-03-01 is before --from 2026-03-02',
+    fix: /give --to the same day or later/,
+  },
+  {
+    what: "reconcile without saying which of the organization's spend is cronledger's",
+    args: () => ['reconcile', 'openai', '--from', '2026-03-01', '--to', '2026-03-01'],
+    names: 'CRONLEDGER_OPENAI_PROJECT_IDS',
+    fix: /--whole-organization/,
+  },
+  {
+    what: 'reconcile without an admin key',
+    args: () => ['reconcile', 'anthropic', '--from', '2026-03-01', '--to', '2026-03-01', '--whole-organization'],
+    names: 'ANTHROPIC_ADMIN_KEY is not set',
+    fix: /--file/,
+  },
+  {
+    what: 'reconcile a saved page that is not JSON',
+    args: () => [
+      'reconcile',
+      'openai',
+      '--from',
+      '2026-03-01',
+      '--to',
+      '2026-03-01',
+      '--whole-organization',
+      '--file',
+      file('page.json', '{"data": ['),
+    ],
+    names: 'page.json is not JSON',
+    fix: /as the API sent it/,
+  },
   // ledger adjust and credit
   {
     what: 'adjust by a word',
