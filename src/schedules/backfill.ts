@@ -8,6 +8,7 @@ import type pg from 'pg';
 import { taskScheduleId } from '../constants';
 import { claimOf } from '../db/runs';
 import { UserError } from '../errors';
+import { backfillBudget, backfillBudgetLine, type BackfillBudget } from '../forecast/backfill-budget';
 import { slotKey } from '../workflows/scheduled-time';
 import type { scheduledRun } from '../workflows/scheduled-run';
 import { claimState, isRetryable } from './claim-state';
@@ -77,6 +78,10 @@ export interface BackfillOptions {
   to: Date;
   /** Run again the slots whose claim failed, was cancelled or is stale (`backfill --retry-failed`). */
   retryFailed?: boolean;
+  /** Start the slots even when the forecast says they do not fit a user's budget (the guard still decides each run). */
+  allowOverBudget?: boolean;
+  /** Start nothing: only say, per user, how many slots would run, be downgraded and be blocked. */
+  dryRun?: boolean;
   onSlotDone?: (result: SlotResult, done: number, total: number) => void;
 }
 
@@ -89,7 +94,7 @@ export async function backfill(
   client: Client,
   pool: pg.Pool,
   opts: BackfillOptions,
-): Promise<{ results: SlotResult[]; summary: BackfillSummary }> {
+): Promise<{ results: SlotResult[]; summary: BackfillSummary; budget?: BackfillBudget[] }> {
   const plan: { applied: AppliedTask; slot: Date }[] = [];
   for (const taskId of opts.taskIds) {
     const applied = await appliedTask(client, taskId);
@@ -97,6 +102,22 @@ export async function backfill(
   }
   if (plan.length > MAX_BACKFILL_SLOTS) {
     throw new UserError(`the range holds ${plan.length} slots, more than ${MAX_BACKFILL_SLOTS}; backfill a shorter range or fewer tasks`);
+  }
+  const planned = plan.map((p) => ({
+    taskId: p.applied.task.id,
+    userId: p.applied.task.userId,
+    fingerprint: p.applied.fingerprint,
+    slot: p.slot,
+  }));
+  const budget = opts.dryRun || !opts.allowOverBudget ? await backfillBudget(pool, planned) : undefined;
+  if (opts.dryRun) return { results: [], summary: summarise([]), budget };
+  const over = budget?.filter((b) => !b.fits) ?? [];
+  if (over.length > 0) {
+    throw new UserError(
+      `the backfill does not fit the monthly budget of ${over.map((b) => b.userId).join(', ')} at the forecast's cost per run:\n` +
+        over.map((b) => `  ${backfillBudgetLine(b)}\n`).join('') +
+        'See the counts with --dry-run, or start the slots anyway with --allow-over-budget (the budget guard still decides each run).',
+    );
   }
 
   const results: SlotResult[] = new Array(plan.length);
@@ -110,7 +131,7 @@ export async function backfill(
     }
   };
   await Promise.all(Array.from({ length: Math.min(START_CONCURRENCY, plan.length) }, startNext));
-  return { results, summary: summarise(results) };
+  return { results, summary: summarise(results), ...(budget ? { budget } : {}) };
 }
 
 async function runSlot(client: Client, pool: pg.Pool, applied: AppliedTask, slot: Date, retryFailed: boolean): Promise<SlotResult> {

@@ -14,6 +14,7 @@ const LAYERS: string[][] = [
   ['workflows'],
   ['activities'],
   ['reports'],
+  ['forecast'],
   ['budgets'],
   ['ledger', 'ratelimits', 'reconcile'],
   ['models', 'db'],

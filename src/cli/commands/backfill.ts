@@ -5,6 +5,18 @@ import { managedTaskIds } from '../../schedules/manage-task';
 import { withConnections } from '../connect';
 import { printJson } from '../output';
 import { createProgress } from '../../progress-bar';
+import { backfillBudgetLine } from '../../forecast/backfill-budget';
+
+interface BackfillFlags {
+  task?: string;
+  all?: boolean;
+  from: string;
+  to: string;
+  retryFailed?: boolean;
+  allowOverBudget?: boolean;
+  dryRun?: boolean;
+  json?: boolean;
+}
 
 export function registerBackfillCommand(program: Command): void {
   program
@@ -15,23 +27,33 @@ export function registerBackfillCommand(program: Command): void {
     .requiredOption('--from <iso>', 'first instant of the range, inclusive, e.g. 2026-11-02T08:58:00Z')
     .requiredOption('--to <iso>', 'last instant of the range, inclusive')
     .option('--retry-failed', 'also run again the slots whose run failed, was cancelled, terminated or timed out')
+    .option('--allow-over-budget', "start the slots even when the forecast says they exceed a user's monthly budget")
+    .option('--dry-run', 'start nothing: show per user how many slots would run, be downgraded and be blocked')
     .option('--json', 'print results as JSON')
-    .action(async (opts: { task?: string; all?: boolean; from: string; to: string; retryFailed?: boolean; json?: boolean }) => {
+    .action(async (opts: BackfillFlags) => {
       if (Boolean(opts.task) === Boolean(opts.all)) throw new UserError('give exactly one of --task ID or --all');
       const { from, to } = parseRange(opts.from, opts.to);
       await withConnections({ temporal: true, db: true }, async ({ client, pool }) => {
         const taskIds = opts.task ? [opts.task] : await managedTaskIds(client, pool);
         const progress = createProgress('backfill');
-        const { results, summary } = await backfill(client, pool, {
+        const { results, summary, budget } = await backfill(client, pool, {
           taskIds,
           from,
           to,
           retryFailed: opts.retryFailed === true,
+          allowOverBudget: opts.allowOverBudget === true,
+          dryRun: opts.dryRun === true,
           onSlotDone: (_r, done, total) => progress.update(done, total),
         });
         progress.finish();
+        if (opts.dryRun) {
+          if (opts.json) return printJson({ from: from.toISOString(), to: to.toISOString(), dryRun: true, budget });
+          for (const b of budget ?? []) process.stdout.write(`${backfillBudgetLine(b)}\n`);
+          process.stdout.write('dry run: nothing started\n');
+          return;
+        }
         if (opts.json) {
-          printJson({ from: from.toISOString(), to: to.toISOString(), results, summary });
+          printJson({ from: from.toISOString(), to: to.toISOString(), results, summary, ...(budget ? { budget } : {}) });
         } else {
           for (const r of [...results].sort((a, b) => a.slot.localeCompare(b.slot) || a.taskId.localeCompare(b.taskId))) {
             process.stdout.write(`${r.slot}  ${r.taskId}  ${describe(r)}  ${r.workflowId}\n`);

@@ -4,6 +4,9 @@ import { budgetStatus, budgetStatusOfAll } from '../../budgets/budget-status';
 import { budgetStatusTable } from '../../budgets/status-table';
 import { applyBudgets, budgetInForce, listBudgets, type ApplyBudgetsResult } from '../../budgets/budgets-store';
 import { UserError } from '../../errors';
+import { userForecastCells, userForecastHeaders } from '../../forecast/forecast-table';
+import { monthForecast } from '../../forecast/month-forecast';
+import { taskSchedules } from '../../schedules/scheduled-tasks';
 import { parseUserId } from '../../ledger/user-id';
 import { displayUsd } from '../../money';
 import { parseTimeZone } from '../../time-zone';
@@ -82,23 +85,27 @@ export function registerBudgetsCommands(program: Command): void {
 
   budgets
     .command('status')
-    .description('limit, spent, reserved, remaining and tier for this month, per user')
+    .description('limit, spent, reserved, remaining and tier for this month, per user, with the month-end forecast (`cronledger forecast`)')
     .option('--user <id>', 'one user')
+    .option('--no-forecast', 'leave out the forecast columns (they read the schedules from Temporal)')
     .option('--json', 'print JSON (money as exact decimal strings)')
-    .action(async (opts: { user?: string; json?: boolean }) => {
+    .action(async (opts: { user?: string; forecast: boolean; json?: boolean }) => {
       const userId = opts.user === undefined ? undefined : parseUserId(opts.user, '--user');
-      await withConnections({ db: true }, async ({ pool }) => {
+      await withConnections({ db: true, temporal: opts.forecast }, async ({ client, pool }) => {
         const status = userId === undefined ? await budgetStatusOfAll(pool) : await budgetStatus(pool, { userId });
-        if (opts.json) return printJson({ currency: 'USD', users: status });
+        const forecast = opts.forecast ? await monthForecast(pool, await taskSchedules(client, pool), { userId }) : undefined;
+        if (opts.json) return printJson({ currency: 'USD', users: status, ...(forecast ? { forecast: forecast.users } : {}) });
         if (status.length === 0) {
           process.stdout.write('no budgets and no spend yet\n');
           return;
         }
         const table = budgetStatusTable(status);
+        const byUser = new Map(forecast?.users.map((u) => [u.userId, u]));
+        const extra = forecast ? userForecastHeaders.length : 0;
         printTable(
-          table.headers.map((h) => h.toUpperCase()),
-          table.rows,
-          table.right,
+          [...table.headers, ...(forecast ? userForecastHeaders : [])].map((h) => h.toUpperCase()),
+          table.rows.map((row, i) => [...row, ...(forecast ? userForecastCells(byUser.get(status[i].userId)) : [])]),
+          [...table.right, ...Array.from({ length: Math.min(extra, 2) }, (_, k) => table.headers.length + k)],
         );
       });
     });
