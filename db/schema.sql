@@ -1063,6 +1063,34 @@ CREATE FUNCTION public.record_budget_resume(p_pause_id bigint, p_at timestamp wi
 $$;
 
 --
+-- Name: record_forecast(text, text, date, date, numeric, numeric, numeric, numeric, numeric); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.record_forecast(p_user_id text, p_zone text, p_month date, p_day date, p_median numeric, p_high numeric, p_limit numeric, p_spent numeric, p_reserved numeric) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $$
+declare
+  v_event_ids jsonb := '[]'::jsonb;
+begin
+  insert into budget_forecasts (user_id, time_zone, month, day, median_usd, high_usd, limit_usd, spent_usd, reserved_usd)
+  values (p_user_id, p_zone, p_month, p_day, p_median, p_high, p_limit, p_spent, p_reserved)
+  on conflict do nothing;
+  if p_limit is not null and p_median > p_limit then
+    with inserted as (
+      insert into budget_events (event_id, user_id, time_zone, month, threshold, kind, limit_usd, spent_usd, reserved_usd, forecast_usd)
+      values (format('budget-forecast:%s:%s:%s', p_user_id, p_zone, to_char(p_month, 'YYYY-MM')), p_user_id, p_zone, p_month, 100,
+              'forecast-over-limit', p_limit, p_spent, p_reserved, p_median)
+      on conflict do nothing
+      returning event_id
+    )
+    select coalesce(jsonb_agg(to_jsonb(event_id)), '[]'::jsonb) into v_event_ids from inserted;
+  end if;
+  return v_event_ids;
+end
+$$;
+
+--
 -- Name: record_reconciliation(text, text, date, date, text, jsonb, jsonb); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -1969,7 +1997,27 @@ CREATE TABLE public.budget_events (
     delivered_at timestamp with time zone,
     attempts integer DEFAULT 0 NOT NULL,
     last_error text,
-    last_attempt_at timestamp with time zone
+    last_attempt_at timestamp with time zone,
+    kind text DEFAULT 'threshold'::text NOT NULL,
+    forecast_usd numeric(38,18),
+    CONSTRAINT budget_events_kind_check CHECK ((kind = ANY (ARRAY['threshold'::text, 'forecast-over-limit'::text])))
+);
+
+--
+-- Name: budget_forecasts; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.budget_forecasts (
+    user_id text NOT NULL,
+    time_zone text NOT NULL,
+    month date NOT NULL,
+    day date NOT NULL,
+    median_usd numeric(38,18) NOT NULL,
+    high_usd numeric(38,18) NOT NULL,
+    limit_usd numeric(38,18),
+    spent_usd numeric(38,18) NOT NULL,
+    reserved_usd numeric(38,18) NOT NULL,
+    computed_at timestamp with time zone DEFAULT now() NOT NULL
 );
 
 --
@@ -2798,6 +2846,13 @@ ALTER TABLE ONLY public.applied_tasks
     ADD CONSTRAINT applied_tasks_pkey PRIMARY KEY (task_id);
 
 --
+-- Name: budget_events budget_events_once; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.budget_events
+    ADD CONSTRAINT budget_events_once UNIQUE (user_id, time_zone, month, threshold, kind);
+
+--
 -- Name: budget_events budget_events_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -2805,11 +2860,11 @@ ALTER TABLE ONLY public.budget_events
     ADD CONSTRAINT budget_events_pkey PRIMARY KEY (event_id);
 
 --
--- Name: budget_events budget_events_user_id_time_zone_month_threshold_key; Type: CONSTRAINT; Schema: public; Owner: -
+-- Name: budget_forecasts budget_forecasts_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
-ALTER TABLE ONLY public.budget_events
-    ADD CONSTRAINT budget_events_user_id_time_zone_month_threshold_key UNIQUE (user_id, time_zone, month, threshold);
+ALTER TABLE ONLY public.budget_forecasts
+    ADD CONSTRAINT budget_forecasts_pkey PRIMARY KEY (user_id, time_zone, month, day);
 
 --
 -- Name: budget_months budget_months_pkey; Type: CONSTRAINT; Schema: public; Owner: -
@@ -3280,6 +3335,18 @@ CREATE INDEX usage_ledger_user_created ON public.usage_ledger USING btree (user_
 --
 
 CREATE INDEX usage_ledger_workflow ON public.usage_ledger USING btree (workflow_id);
+
+--
+-- Name: budget_forecasts budget_forecasts_append_only; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER budget_forecasts_append_only BEFORE DELETE OR UPDATE ON public.budget_forecasts FOR EACH ROW EXECUTE FUNCTION public.forbid_append_only_change();
+
+--
+-- Name: budget_forecasts budget_forecasts_no_truncate; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER budget_forecasts_no_truncate BEFORE TRUNCATE ON public.budget_forecasts FOR EACH STATEMENT EXECUTE FUNCTION public.forbid_append_only_change();
 
 --
 -- Name: budget_pause_ends budget_pause_ends_append_only; Type: TRIGGER; Schema: public; Owner: -
@@ -3934,6 +4001,13 @@ REVOKE ALL ON FUNCTION public.record_budget_resume(p_pause_id bigint, p_at times
 GRANT ALL ON FUNCTION public.record_budget_resume(p_pause_id bigint, p_at timestamp with time zone, p_cause text, p_skipped_slots integer) TO cronledger_worker;
 
 --
+-- Name: FUNCTION record_forecast(p_user_id text, p_zone text, p_month date, p_day date, p_median numeric, p_high numeric, p_limit numeric, p_spent numeric, p_reserved numeric); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.record_forecast(p_user_id text, p_zone text, p_month date, p_day date, p_median numeric, p_high numeric, p_limit numeric, p_spent numeric, p_reserved numeric) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.record_forecast(p_user_id text, p_zone text, p_month date, p_day date, p_median numeric, p_high numeric, p_limit numeric, p_spent numeric, p_reserved numeric) TO cronledger_worker;
+
+--
 -- Name: FUNCTION record_reconciliation(p_provider text, p_source text, p_from date, p_to date, p_pages_sha256 text, p_scope jsonb, p_rows jsonb); Type: ACL; Schema: public; Owner: -
 --
 
@@ -4133,6 +4207,13 @@ GRANT SELECT ON TABLE public.applied_tasks TO cronledger_operator;
 
 GRANT SELECT ON TABLE public.budget_events TO cronledger_readonly;
 GRANT SELECT ON TABLE public.budget_events TO cronledger_worker;
+
+--
+-- Name: TABLE budget_forecasts; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT ON TABLE public.budget_forecasts TO cronledger_worker;
+GRANT SELECT ON TABLE public.budget_forecasts TO cronledger_readonly;
 
 --
 -- Name: TABLE budget_months; Type: ACL; Schema: public; Owner: -

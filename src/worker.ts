@@ -1,12 +1,13 @@
 import { NativeConnection, Runtime } from '@temporalio/worker';
 import { existsSync } from 'node:fs';
 import { hostname } from 'node:os';
-import { temporalConnectionOptions } from './client';
+import { connectClient, temporalConnectionOptions } from './client';
 import { resolveConnections } from './config';
 import { createPool } from './db/pool';
 import { UserError } from './errors';
 import { selectProvider } from './models/select-provider';
 import { budgetWebhookFromEnv, reportWebhookFromEnv } from './reports/delivery';
+import { taskSchedules } from './schedules/scheduled-tasks';
 import { createCronledgerWorker } from './worker-setup';
 
 /** The long-running worker process. Run as many replicas as you like: the task queue gives each task to exactly one. */
@@ -22,16 +23,19 @@ async function main(): Promise<void> {
   const workerId = process.env.CRONLEDGER_WORKER_ID ?? `${hostname()}-${process.pid}`;
   const pool = createPool(conn.databaseUrl);
   const connection = await NativeConnection.connect(temporalConnectionOptions(conn));
+  // the budget sweep's forecast reads the task schedules' slot times through a client of its own
+  const client = await connectClient(conn);
   const worker = await createCronledgerWorker({
     connection,
     namespace: conn.namespace,
     taskQueue: conn.taskQueue,
-    deps: { pool, provider: selectProvider(), workerId },
+    deps: { pool, provider: selectProvider(), workerId, taskSchedules: () => taskSchedules(client, pool) },
     workflowBundle: prebuiltBundle(),
   });
   try {
     await worker.run(); // returns after SIGINT/SIGTERM, once in-flight tasks are done
   } finally {
+    await client.connection.close();
     await connection.close();
     await pool.end();
   }

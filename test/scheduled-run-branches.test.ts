@@ -114,6 +114,7 @@ function stubActivities(calls: Call[], over: Over = {}): Activities {
     deliverBudgetEvent: unused('deliverBudgetEvent'),
     sweepExpiredReservations: unused('sweepExpiredReservations'),
     budgetEventsToRedeliver: unused('budgetEventsToRedeliver'),
+    forecastBudgets: unused('forecastBudgets'),
     resolveReportMonth: unused('resolveReportMonth'),
     generateMonthlyReport: unused('generateMonthlyReport'),
     deliverMonthlyReport: unused('deliverMonthlyReport'),

@@ -29,6 +29,8 @@ import type { SimulateProfile } from '../models/simulate-profile';
 import { UserError } from '../errors';
 import { budgetWebhookFromEnv, postJson, readWebhook, webhookId, WebhookRejectedError, webhookTarget } from '../reports/delivery';
 import type { ClaimRunInput } from './run-activities';
+import { monthForecast, type TaskSchedules } from '../forecast/month-forecast';
+import { recordForecast } from '../forecast/forecast-records';
 
 /** What a run takes from its applied version (task_versions): everything it spends on. */
 export interface RunDefinition {
@@ -95,6 +97,11 @@ export interface BudgetActivityDeps {
   budgetWaitMaxSeconds?: number;
   /** The clock of budget pauses and of the sweeper's resumes (tests turn the month over with it); default: now. */
   now?: () => Date;
+  /**
+   * The task schedules the forecast counts slots on (src/schedules/scheduled-tasks.ts, given by the worker process,
+   * which holds a Temporal client); without it the sweep's forecast pass does nothing.
+   */
+  taskSchedules?: () => Promise<TaskSchedules>;
 }
 
 export interface ReserveRunInput {
@@ -352,6 +359,21 @@ export const createBudgetActivities = (deps: BudgetActivityDeps) => {
       return { expired: await sweepAllExpired(deps.pool) };
     },
 
+    /**
+     * The sweeper's forecast pass: every user's month-end forecast, the day's first recorded (budget_forecasts), and
+     * the month's `forecast-over-limit` event for a user whose median forecast is over the limit. Returns the events
+     * recorded now, for the sweep to deliver.
+     */
+    async forecastBudgets(): Promise<{ users: number; eventIds: string[] }> {
+      if (!deps.taskSchedules) return { users: 0, eventIds: [] };
+      const forecast = await monthForecast(deps.pool, await deps.taskSchedules());
+      const at = new Date(forecast.at);
+      const eventIds: string[] = [];
+      for (const user of forecast.users) eventIds.push(...(await recordForecast(deps.pool, user, at)));
+      if (eventIds.length > 0) log.info('forecast over the limit', { eventIds });
+      return { users: forecast.users.length, eventIds };
+    },
+
     /** The sweeper: threshold events no run delivered that are due for another attempt (none without a webhook). */
     async budgetEventsToRedeliver(): Promise<{ eventIds: string[] }> {
       if (!webhook()) return { eventIds: [] };
@@ -374,8 +396,9 @@ export const createBudgetActivities = (deps: BudgetActivityDeps) => {
       const event = await budgetEvent(deps.pool, input.eventId);
       if (!event || event.delivered_at || !hook) return { delivered: false };
       const url = hook.url;
+      const forecast = event.kind === 'forecast-over-limit';
       const body = {
-        type: 'budget.threshold',
+        type: forecast ? 'budget.forecast-over-limit' : 'budget.threshold',
         eventId: event.event_id,
         userId: event.user_id,
         threshold: event.threshold,
@@ -384,7 +407,10 @@ export const createBudgetActivities = (deps: BudgetActivityDeps) => {
         limitUsd: event.limit_usd,
         spentUsd: event.spent_usd,
         reservedUsd: event.reserved_usd,
-        text: `cronledger: ${event.user_id} reached ${event.threshold}% of the monthly budget for ${event.month} (${event.time_zone})`,
+        ...(forecast ? { forecastUsd: event.forecast_usd } : {}),
+        text: forecast
+          ? `cronledger: ${event.user_id}'s month-end forecast (${event.forecast_usd} USD at the median cost per run) is over the monthly budget of ${event.limit_usd} USD for ${event.month} (${event.time_zone})`
+          : `cronledger: ${event.user_id} reached ${event.threshold}% of the monthly budget for ${event.month} (${event.time_zone})`,
       };
       try {
         await postJson(hook, webhookId(event.event_id), body);

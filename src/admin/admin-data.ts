@@ -1,3 +1,4 @@
+import { latestForecasts, type RecordedForecast } from '../forecast/forecast-records';
 import type pg from 'pg';
 import { duplicatesPerDay, latestRunsWithCost, type RunWithCost } from '../db/runs';
 import { duplicateRuns } from '../db/run-outcomes';
@@ -99,6 +100,8 @@ export interface Overview {
   rollupsVerified: LastVerification | null;
   /** The month against the providers' reports, per provider; absent while nothing was imported (`cronledger reconcile`). */
   reconciliation?: ReconciliationMonth[];
+  /** Users whose newest recorded forecast of the month ends over their limit at the high (p95) cost per run. */
+  forecastOverLimit: RecordedForecast[];
 }
 
 /**
@@ -136,7 +139,7 @@ const ranRuns = (s: Record<string, number> | undefined) => (s?.completed ?? 0) +
  */
 export async function overview(db: pg.Pool, q: MonthQuery, factor = '1.5'): Promise<Overview> {
   // The reads are independent: on the pool's connections at once, the database's work overlaps the parsing here.
-  const [sums, runsPerDay, activeUsers, period, { found }, budgeted, rollupsVerified, reconciliation] = await Promise.all([
+  const [sums, runsPerDay, activeUsers, period, { found }, budgeted, rollupsVerified, reconciliation, forecasts] = await Promise.all([
     readDayTotalSums(db, q.zone, q.month, 'current'),
     runsByDay(db, q, 'all'),
     readActiveUsers(db, q.zone, q.month, 'current'),
@@ -145,6 +148,7 @@ export async function overview(db: pg.Pool, q: MonthQuery, factor = '1.5'): Prom
     anyBudget(db),
     lastVerification(db),
     reconciliationSection(db, q.month),
+    latestForecasts(db, q.month),
   ]);
   const duplicates = await duplicateRuns(db, period.from, period.to);
   const perDay = runsPerDay.get('') ?? new Map<string, Record<string, number>>();
@@ -188,6 +192,7 @@ export async function overview(db: pg.Pool, q: MonthQuery, factor = '1.5'): Prom
       : null,
     rollupsVerified,
     ...(reconciliation ? { reconciliation } : {}),
+    forecastOverLimit: forecasts.filter((f) => f.highOverLimit),
   };
 }
 
@@ -317,6 +322,9 @@ export interface BudgetRow {
   tier: string;
   /** (spent + reserved) / limit in basis points (1/100 %), an integer string, half-even; null without a limit. */
   usedBasisPoints: string | null;
+  /** The month-end forecast the budget sweep recorded last (median and high); null when none is recorded. */
+  forecastMedianUsd: string | null;
+  forecastHighUsd: string | null;
 }
 
 /**
@@ -326,8 +334,10 @@ export interface BudgetRow {
 export async function budgets(db: pg.Pool, q: MonthQuery): Promise<{ month: Month; zone: string; budgets: BudgetRow[] }> {
   const { to } = await monthBounds(db, q.zone, q.month);
   const at = new Date(Math.min(Date.now(), new Date(to).getTime() - 1));
+  const forecasts = new Map((await latestForecasts(db, q.month)).map((f) => [f.userId, f]));
   const rows = (await budgetStatusOfAll(db, { at, month: q.month })).map((b) => {
     const used = usedBasisPoints(b);
+    const forecast = forecasts.get(b.userId);
     return {
       userId: b.userId,
       timeZone: b.timeZone,
@@ -338,6 +348,8 @@ export async function budgets(db: pg.Pool, q: MonthQuery): Promise<{ month: Mont
       remainingUsd: b.remainingUsd,
       tier: b.tier,
       usedBasisPoints: used === null ? null : used.toString(),
+      forecastMedianUsd: forecast?.medianUsd ?? null,
+      forecastHighUsd: forecast?.highUsd ?? null,
     };
   });
   return { month: q.month, zone: q.zone, budgets: rows };
@@ -350,6 +362,8 @@ export interface UserPage {
   daily: DayFigures[];
   runs: ReturnType<typeof runView>[];
   entries: ReturnType<typeof entryView>[];
+  /** The newest forecast of the month the budget sweep recorded for the user; null when none is. */
+  forecast: RecordedForecast | null;
 }
 
 export async function userPage(db: pg.Pool, q: MonthQuery, userId: string): Promise<UserPage> {
@@ -366,6 +380,7 @@ export async function userPage(db: pg.Pool, q: MonthQuery, userId: string): Prom
     daily: daysOf(q.month).map((day) => dayFigures(day, cost.get(day) ?? zero(), perDay?.get(day))),
     runs: (await latestRunsWithCost(db, { userId, limit: 50 })).map(runView),
     entries: (await listEntries(db, { userId, limit: 200 })).map(entryView),
+    forecast: (await latestForecasts(db, q.month)).find((f) => f.userId === userId) ?? null,
   };
 }
 

@@ -6,6 +6,7 @@ import type { TaskListing } from '../schedules/manage-task';
 import type { TaskSlotCheck } from '../schedules/missed-slots';
 import type { PriceVersionChoice, repriceMonthAtVersion } from '../reports/reprice';
 import type { BudgetRow, DayFigures, entryView, Overview, runView, UserFigures, UserPage } from './admin-data';
+import { forecastChart } from './forecast-chart';
 import { html, jsonForScript, type Raw } from './html';
 
 /**
@@ -275,6 +276,36 @@ function reconciliationPanel(months: Overview['reconciliation']): Raw {
   </section>`;
 }
 
+/** Users whose month may end over their limit: the high figure of their newest recorded forecast is over it. */
+function forecastOverLimitSection(rows: Overview['forecastOverLimit'], ctx: PageContext): Raw {
+  return html`<section id="forecast-over-limit">
+    <h2>Forecast over the limit</h2>
+    ${
+      rows.length === 0
+        ? html`<p>No user's recorded forecast ends over their limit.</p>`
+        : scrollBox(
+            'Forecast over the limit',
+            html`<table class="sortable">
+              <thead>
+                <tr>
+                  ${th('User')}${th('Forecast of')}${th('Limit', 'int')}${th('Spent', 'int')}${th('Forecast median', 'int')}${th('Forecast high', 'int')}
+                </tr>
+              </thead>
+              <tbody>
+                ${rows.map(
+                  (f) =>
+                    html`<tr>
+                      <td><a href="${userHref(f.userId, ctx)}">${f.userId}</a></td>
+                      ${timeCell(f.day)}${usdCell(f.limitUsd ?? '0')}${usdCell(f.spentUsd)}${usdCell(f.medianUsd)}${usdCell(f.highUsd)}
+                    </tr>`,
+                )}
+              </tbody>
+            </table>`,
+          )
+    }
+  </section>`;
+}
+
 export function overviewPage(o: Overview & { missedSlots: MissedSlotsView }, ctx: PageContext): string {
   const missed = o.missedSlots;
   const figures: [string, Raw | string][] = [
@@ -308,6 +339,7 @@ export function overviewPage(o: Overview & { missedSlots: MissedSlotsView }, ctx
       )}
     </dl>
     ${missedSlotsSection(missed)} ${rollupsVerifiedSection(o.rollupsVerified)} ${reconciliationPanel(o.reconciliation)}
+    ${forecastOverLimitSection(o.forecastOverLimit, ctx)}
     <section>
       <h2>Capacity: daily cost, daily runs and cost per completed run</h2>
       <div class="chart"><canvas id="chart-capacity" data-chart="capacity"></canvas></div>
@@ -401,6 +433,10 @@ export function userPageHtml(p: UserPage, userId: string, ctx: PageContext): str
           </dl>`
         : html`<p>No ledger entries for this user in ${p.month}.</p>`
     }
+    <section id="forecast">
+      <h2>Month to date and forecast</h2>
+      ${forecastChart(p.daily, p.forecast)}
+    </section>
     <section>
       <h2>Daily</h2>
       <div class="chart"><canvas id="chart-user-daily" data-chart="capacity"></canvas></div>
@@ -434,6 +470,9 @@ function shareCell(basisPoints: string | null, tier: string): Raw {
   </td>`;
 }
 
+/** A recorded forecast figure, or "-" (sorted below every amount) when the budget sweep has recorded none. */
+const forecastCell = (exact: string | null): Raw => (exact === null ? html`<td class="num" data-sort="-1">-</td>` : usdCell(exact));
+
 /**
  * Each user's month against their budget: limit, spent, reserved, what remains, tier, and the share of the limit used
  * (spent + reserved). Sorted by any column in the page (exact values in data-sort); each user links to their page.
@@ -447,7 +486,7 @@ export function budgetsPage(rows: BudgetRow[], ctx: PageContext): string {
       html`<table class="sortable" id="budgets">
         <thead>
           <tr>
-            ${th('User')}${th('Limit', 'int')}${th('Spent', 'int')}${th('Reserved', 'int')}${th('Remaining', 'int')}${th('Tier')}${th('Used of limit', 'int')}${th('Zone')}
+            ${th('User')}${th('Limit', 'int')}${th('Spent', 'int')}${th('Reserved', 'int')}${th('Remaining', 'int')}${th('Tier')}${th('Used of limit', 'int')}${th('Forecast median', 'int')}${th('Forecast high', 'int')}${th('Zone')}
           </tr>
         </thead>
         <tbody>
@@ -457,7 +496,7 @@ export function budgetsPage(rows: BudgetRow[], ctx: PageContext): string {
                 <td><a href="${userHref(b.userId, ctx)}">${b.userId}</a></td>
                 ${optionalUsdCell(b.limitUsd)}${usdCell(b.spentUsd)}${usdCell(b.reservedUsd)}${optionalUsdCell(b.remainingUsd)}
                 <td>${b.limitUsd === null ? 'no budget' : b.tier}</td>
-                ${shareCell(b.usedBasisPoints, b.tier)}
+                ${shareCell(b.usedBasisPoints, b.tier)}${forecastCell(b.forecastMedianUsd)}${forecastCell(b.forecastHighUsd)}
                 <td>${b.timeZone}</td>
               </tr>`,
           )}

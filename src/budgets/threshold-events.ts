@@ -1,8 +1,14 @@
 import type pg from 'pg';
 
-/** A threshold event: the user's month reached a band (budget_bands: cheap from 80 %, blocked from 100 %). */
+/**
+ * A budget event: `threshold`, the user's month reached a band (budget_bands: cheap from 80 %, blocked from 100 %), or
+ * `forecast-over-limit`, its month-end forecast at the median cost per run went over the limit (threshold 100).
+ */
 export interface BudgetEventRow {
   event_id: string;
+  kind: 'threshold' | 'forecast-over-limit';
+  /** The median forecast of a `forecast-over-limit` event; null for a threshold. */
+  forecast_usd: string | null;
   user_id: string;
   time_zone: string;
   month: string;

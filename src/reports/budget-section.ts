@@ -3,6 +3,7 @@ import { budgetStatusOfAll } from '../budgets/budget-status';
 import { anyBudget } from '../budgets/budgets-store';
 import { budgetPauseFigures } from '../budgets/budget-pauses';
 import { downgradeSavings } from '../budgets/downgrade-savings';
+import { forecastAccuracy } from '../forecast/forecast-records';
 import { parseUsd, toAttoUsd } from '../money';
 import type { Month } from './month';
 import type { MonthSums } from './rollups-read';
@@ -38,6 +39,7 @@ export async function budgetSection(
       entries: savings.entries,
       unpricedEntries: savings.unpriced,
     },
+    forecasts: await forecastAccuracy(db, opts.month),
   };
 }
 

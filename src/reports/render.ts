@@ -46,6 +46,11 @@ function budgetText(report: UsageReport): string[] {
     `  ${budgetNote(report)}`,
     ...(t.rows.length ? [formatTable(t.headers, t.rows, t.right)] : []),
     indentedPairs(budgetRunRows(report)),
+    ...(report.budget.forecasts ?? []).map(
+      (f) =>
+        `  forecast of ${f.forecastDay} for ${printable(f.userId)}: ${displayUsd(f.medianUsd)} (high ${displayUsd(f.highUsd)}), spent ` +
+        `${displayUsd(f.spentUsd)}${f.medianErrorPercent === null ? '' : `, median off by ${f.medianErrorPercent} %`}`,
+    ),
     '',
   ];
 }

@@ -1,3 +1,4 @@
+import type { ForecastAccuracy } from '../forecast/forecast-records';
 /**
  * The usage report as data. Money is always an exact decimal string at the ledger scale (18 fractional digits, as
  * PostgreSQL prints numeric(38,18)); counts are integers. Nothing here is a float.
@@ -104,6 +105,8 @@ export interface BudgetSection {
   skippedForBudget: { slots: number; pausedTasks: number };
   /** The default model's price for the downgraded calls' tokens, minus what was paid (ledger rows of the month). */
   downgradeSavings: { savedUsd: string; paidUsd: string; atDefaultPriceUsd: string; entries: number; unpricedEntries: number };
+  /** Per user, the month's first recorded forecast against what the month spent (none recorded: empty). */
+  forecasts?: ForecastAccuracy[];
 }
 
 /** What the monthly report activity hands back to the workflow (and the workflow to whoever started it). */

@@ -1,7 +1,10 @@
 import type { Command } from 'commander';
 import { UserError } from '../../errors';
 import { taskForecastTable, userForecastTable } from '../../forecast/forecast-table';
+import { forecastAccuracy, type ForecastAccuracy } from '../../forecast/forecast-records';
 import { monthForecast } from '../../forecast/month-forecast';
+import { displayUsd } from '../../money';
+import { monthAt, parseMonth } from '../../reports/month';
 import { DEFAULT_COST_SAMPLE, MIN_RUNS_FOR_COST } from '../../forecast/projection';
 import { parseUserId } from '../../ledger/user-id';
 import { taskSchedules } from '../../schedules/scheduled-tasks';
@@ -18,10 +21,25 @@ export function registerForecastCommand(program: Command): void {
     .option('--user <id>', 'one user (all their tasks)')
     .option('--task <id>', "one task (its user's totals count all their tasks)")
     .option('--runs <n>', "how many of each task's last completed runs give its cost per run", String(DEFAULT_COST_SAMPLE))
+    .option('--month <YYYY-MM>', 'a past month: the forecast recorded on its first day against what it spent')
     .option('--json', 'print JSON (money as exact decimal strings)')
-    .action(async (opts: { user?: string; task?: string; runs: string; json?: boolean }) => {
+    .action(async (opts: { user?: string; task?: string; runs: string; month?: string; json?: boolean }) => {
       const userId = opts.user === undefined ? undefined : parseUserId(opts.user, '--user');
       const sample = parseSample(opts.runs);
+      const month = opts.month === undefined ? undefined : parseMonth(opts.month);
+      const thisMonth = monthAt(new Date(), 'UTC');
+      if (month !== undefined && month > thisMonth) {
+        throw new UserError(
+          `--month ${month} has not begun; a forecast is of this month (${thisMonth}, run without --month) or a past one`,
+        );
+      }
+      if (month !== undefined && month < thisMonth) {
+        if (opts.task !== undefined)
+          throw new UserError('--task does not go with a past --month: its forecast is recorded per user; use --user');
+        return withConnections({ db: true }, async ({ pool }) =>
+          printAccuracy(await forecastAccuracy(pool, month, userId), month, opts.json),
+        );
+      }
       await withConnections({ temporal: true, db: true }, async ({ client, pool }) => {
         const schedules = await taskSchedules(client, pool);
         if (opts.task !== undefined && !schedules.tasks.some((t) => t.taskId === opts.task)) {
@@ -57,6 +75,29 @@ export function registerForecastCommand(program: Command): void {
         }
       });
     });
+}
+
+function printAccuracy(rows: ForecastAccuracy[], month: string, json: boolean | undefined): void {
+  if (json) return printJson({ currency: 'USD', month, users: rows });
+  if (rows.length === 0) {
+    process.stdout.write(`no forecast was recorded for ${month} (the budget sweep records one a day)\n`);
+    return;
+  }
+  printTable(
+    ['USER', 'ZONE', 'FORECAST OF', 'LIMIT', 'FORECAST MEDIAN', 'FORECAST HIGH', 'SPENT', 'MEDIAN ERROR', 'WITHIN HIGH'],
+    rows.map((r) => [
+      r.userId,
+      r.timeZone,
+      r.forecastDay,
+      r.limitUsd === null ? 'no limit' : displayUsd(r.limitUsd),
+      displayUsd(r.medianUsd),
+      displayUsd(r.highUsd),
+      displayUsd(r.spentUsd),
+      r.medianErrorPercent === null ? '-' : `${r.medianErrorPercent} %`,
+      r.withinHigh ? 'yes' : 'no',
+    ]),
+    [3, 4, 5, 6, 7],
+  );
 }
 
 function parseSample(text: string): number {
