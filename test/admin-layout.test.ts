@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { BudgetRow } from '../src/admin/admin-data';
 import { startAdminServer, type RunningAdmin } from '../src/admin/server';
 import { budgetStatusOfAll } from '../src/budgets/budget-status';
+import { usdOf } from '../src/budgets/tier';
 import { createPool, readOnlySessionUrl } from '../src/db/pool';
 import { applyPrices, loadPricesFile } from '../src/ledger/prices';
 import { runCli } from './support/cli';
@@ -67,6 +68,24 @@ beforeAll(async () => {
   const tasksApplied = await runCli(['tasks', 'apply', tasksFile], ctx.env);
   expect(tasksApplied.code, tasksApplied.stderr).toBe(0);
   await runCli(['report', '--month', MONTH, '--tz', 'UTC', '--format', 'json'], ctx.env); // builds the month's rollups
+  // user-02's forecast as the budget sweep records it on the 18th: spent by then, and the rest of the month at that pace
+  // (the median) and at 1.3 times it (the high figure), so the user page draws its band
+  const by18 = atto(
+    (
+      await ctx.pool.query<{ s: string }>(
+        `select coalesce(sum(cost_usd), 0)::text as s from usage_ledger where user_id = 'user-02' and created_at < '${MONTH}-19T00:00:00Z'`,
+      )
+    ).rows[0].s,
+  );
+  const median = (by18 * 30n) / 18n;
+  await ctx.ownerPool.query(`select record_forecast('user-02', 'UTC', $1::date, $2::date, $3, $4, $5, $6, 0)`, [
+    `${MONTH}-01`,
+    `${MONTH}-18`,
+    usdOf(median),
+    usdOf(by18 + ((median - by18) * 13n) / 10n),
+    usdOf((spentBy.get('user-02')! * 100n) / 130n),
+    usdOf(by18),
+  ]);
 
   readonly = createPool(readOnlySessionUrl(ctx.readonlyDatabaseUrl), 4);
   admin = await startAdminServer({ pool: readonly, client: ctx.client, namespace: ctx.namespace, host: '127.0.0.1', port: 0 });

@@ -19,6 +19,8 @@ import { runCli } from './support/cli';
 import { createTestContext, type TestContext } from './support/context';
 import { oracleCost } from './support/cost-oracle';
 import { startWorkers } from './support/workers';
+import { startTestAdmin } from './support/admin-server';
+import { createPool, readOnlySessionUrl } from '../src/db/pool';
 
 /**
  * The month-end forecast against real Temporal schedules and PostgreSQL: slots counted by the Temporal server from each
@@ -303,6 +305,35 @@ describe('the forecast-over-limit event and the daily record', () => {
     expect(forecastPosts[0].verified).toBe(true);
     expect(forecastPosts[0].body).toMatchObject({ eventId: expect.stringMatching(/^budget-forecast:f-cross:UTC:/) });
     expect(forecastPosts[0].body.forecastUsd).toMatch(/^\d+\.\d{18}$/);
+  });
+});
+
+describe('the admin page', () => {
+  it("shows the recorded forecast: the user's band, the overview's list of users over their limit, the budgets column", async () => {
+    const readonly = createPool(readOnlySessionUrl(ctx.readonlyDatabaseUrl), 2);
+    const admin = await startTestAdmin(ctx, readonly);
+    try {
+      const [recorded] = (
+        await ctx.pool.query<{ median: string; high: string }>(
+          `select median_usd::text as median, high_usd::text as high from budget_forecasts where user_id = 'f-cross'`,
+        )
+      ).rows;
+      const { budgets } = await (await fetch(`${admin.url}/api/budgets`)).json();
+      expect(budgets.find((b: { userId: string }) => b.userId === 'f-cross')).toMatchObject({
+        forecastMedianUsd: recorded.median,
+        forecastHighUsd: recorded.high,
+      });
+      const overview = await (await fetch(`${admin.url}/api/overview`)).json();
+      expect(overview.forecastOverLimit.map((f: { userId: string }) => f.userId)).toEqual(['f-cross']);
+      const page = await (await fetch(`${admin.url}/users/f-cross`)).text();
+      expect(page).toMatch(/<svg viewBox="0 0 720 240" role="img"/);
+      expect(page).toMatch(/<polygon\s+class="band"\s+points="[\d., ]+"/);
+      expect(page).toMatch(/<line class="limit"/);
+      expect(await (await fetch(`${admin.url}/`)).text()).toMatch(/id="forecast-over-limit"[\s\S]*f-cross/);
+    } finally {
+      await admin.close();
+      await readonly.end();
+    }
   });
 });
 

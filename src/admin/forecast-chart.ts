@@ -19,8 +19,9 @@ export function forecastChart(daily: DayFigures[], forecast: RecordedForecast | 
   const days = daily.length;
   let running = 0n;
   const cumulative = daily.map((d) => (running += BigInt(microUsd(d.costUsd))));
+  // the forecast was made during its day: its band starts where that day starts, and the spend runs to the last day with any
   const upTo = forecast ? daily.findIndex((d) => d.day === forecast.day) : -1;
-  const shownDays = upTo >= 0 ? upTo + 1 : lastSpendDay(daily) + 1;
+  const shownDays = Math.max(lastSpendDay(daily) + 1, upTo);
   const m = (usd: string | null) => (usd === null ? 0n : BigInt(microUsd(usd)));
   const start = forecast ? m(forecast.spentUsd) + m(forecast.reservedUsd) : 0n;
   const top = [m(forecast?.limitUsd ?? null), m(forecast?.highUsd ?? null), ...cumulative.slice(0, shownDays)].reduce(
@@ -32,7 +33,7 @@ export function forecastChart(daily: DayFigures[], forecast: RecordedForecast | 
   const x = (dayEnd: number) => PAD + Math.round((dayEnd * (W - 2 * PAD)) / Math.max(days, 1));
   const y = (micro: bigint) => PAD + plotH - Number((micro * BigInt(plotH)) / scale);
   const spendPoints = [`${x(0)},${y(0n)}`, ...cumulative.slice(0, shownDays).map((c, i) => `${x(i + 1)},${y(c)}`)].join(' ');
-  const from = upTo >= 0 ? upTo : shownDays;
+  const from = upTo >= 0 ? upTo : days;
   const limitY = forecast?.limitUsd ? y(m(forecast.limitUsd)) : null;
   const summary = forecast
     ? `Spent ${displayUsd(forecast.spentUsd)} by ${forecast.day}; forecast to the month's end ${displayUsd(forecast.medianUsd)} ` +
