@@ -40,8 +40,8 @@ describe('the month-end forecast', () => {
 
   it('says the day of `at` for a band already reached, and no day for one never reached or without a limit', () => {
     const base = { at: new Date('2026-11-20T23:30:00Z'), timeZone: 'Europe/Berlin', spentUsd: '8', reservedUsd: '0', bands: BANDS };
-    const p = projectUser({ ...base, limitUsd: '10', tasks: [{ slots: hourly('2026-11-21T00:00:00Z', 3), cost: cost('0.1', '0.1') }] });
-    // 23:30 UTC is already the 21st in Berlin
+    const p = projectUser({ ...base, limitUsd: '10', tasks: [{ slots: hourly('2026-11-23T00:00:00Z', 3), cost: cost('0.1', '0.1') }] });
+    // exactly 80 % at `at`, 23:30 UTC, already the 21st in Berlin (the first slot is on the 23rd)
     expect(p.crossings).toEqual([
       { tier: 'cheap', percent: 80, medianDay: '2026-11-21', highDay: '2026-11-21' },
       { tier: 'blocked', percent: 100, medianDay: null, highDay: null },
@@ -100,13 +100,22 @@ describe('the backfill simulation', () => {
   });
 
   it('fits exactly at the limit, and everything runs without a limit', () => {
-    expect(simulateBackfill({ ...base, runCostsUsd: Array(4).fill('0.25') })).toMatchObject({ run: 4, downgraded: 0, blocked: 0, fits: true });
+    expect(simulateBackfill({ ...base, runCostsUsd: Array(4).fill('0.25') })).toMatchObject({
+      run: 4,
+      downgraded: 0,
+      blocked: 0,
+      fits: true,
+    });
     expect(simulateBackfill({ ...base, runCostsUsd: Array(5).fill('0.25'), spentUsd: '0.5', reservedUsd: '0.5' })).toMatchObject({
       run: 0,
       downgraded: 0,
       blocked: 5,
       fits: false,
     });
-    expect(simulateBackfill({ ...base, limitUsd: null, runCostsUsd: Array(5).fill('9') })).toMatchObject({ run: 5, blocked: 0, fits: true });
+    expect(simulateBackfill({ ...base, limitUsd: null, runCostsUsd: Array(5).fill('9') })).toMatchObject({
+      run: 5,
+      blocked: 0,
+      fits: true,
+    });
   });
 });
