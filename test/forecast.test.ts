@@ -359,7 +359,10 @@ describe('backfill against the forecast', () => {
     expect(r.stderr).toMatch(/does not fit the monthly budget of f-backfill/);
     expect(r.stderr).toMatch(/--dry-run/);
     expect(r.stderr).toMatch(/--allow-over-budget/);
-    const started = await ctx.pool.query(`select count(*)::int as n from runs where task_id = 'burst' and scheduled_minute >= $1`, [FROM]);
+    const started = await ctx.pool.query(
+      `select count(*)::int as n from runs where task_id = 'burst' and scheduled_minute between $1 and $2`,
+      [FROM, TO],
+    );
     expect(started.rows[0].n).toBe(0);
     await expectNothingStarted();
   });

@@ -370,7 +370,6 @@ export const createBudgetActivities = (deps: BudgetActivityDeps) => {
       const at = new Date(forecast.at);
       const eventIds: string[] = [];
       for (const user of forecast.users) eventIds.push(...(await recordForecast(deps.pool, user, at)));
-      if (eventIds.length > 0) log.info('forecast over the limit', { eventIds });
       return { users: forecast.users.length, eventIds };
     },
 
