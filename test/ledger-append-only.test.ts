@@ -30,9 +30,12 @@ describe('append-only ledger', () => {
       await expect(owner.query('delete from usage_ledger where id = $1', [row.id])).rejects.toThrow(
         /usage_ledger is append-only: DELETE is not allowed/,
       );
-      // TRUNCATE, plain or with CASCADE, meets the append-only trigger (no other table's foreign key points at the ledger).
-      await expect(owner.query('truncate usage_ledger')).rejects.toThrow(/usage_ledger is append-only: TRUNCATE is not allowed/);
-      await expect(owner.query('truncate usage_ledger cascade')).rejects.toThrow(/usage_ledger is append-only: TRUNCATE is not allowed/);
+      // reconciliation_entries points at the ledger (each reconciliation entry's key): a plain TRUNCATE stops at that
+      // foreign key, one with CASCADE gets as far as the append-only triggers (the ledger's or reconciliation_entries').
+      await expect(owner.query('truncate usage_ledger')).rejects.toThrow(/cannot truncate a table referenced in a foreign key constraint/);
+      await expect(owner.query('truncate usage_ledger cascade')).rejects.toThrow(
+        /(usage_ledger|reconciliation_entries) is append-only: TRUNCATE is not allowed/,
+      );
       // model_price_rates points at model_prices, so only a TRUNCATE with CASCADE gets as far as their triggers
       await expect(owner.query('truncate model_prices cascade')).rejects.toThrow(
         /model_price(s|_rates) is append-only: TRUNCATE is not allowed/,
