@@ -289,6 +289,27 @@ describe("the report's reconciliation section and the /metrics drift gauge", () 
   });
 });
 
+describe('the ledger listing', () => {
+  it("shows each reconciliation entry under the provider's user, pointing at its import, with the reason", async () => {
+    const r = await runCli(['ledger', '--user', 'reconciliation:anthropic', '--json'], env);
+    expect(r.stderr).toBe('');
+    const entries = (
+      JSON.parse(r.stdout) as { entries: { entryType: string; reconciliationImportId: string; reason: string; model: string }[] }
+    ).entries;
+    expect(entries.map((e) => [e.entryType, e.model])).toEqual([
+      ['reconciliation', 'anthropic/claude-haiku-4-5'],
+      ['reconciliation', 'anthropic/claude-haiku-4-5'],
+      ['reconciliation', 'anthropic/claude-haiku-4-5'],
+    ]);
+    expect(new Set(entries.map((e) => e.reconciliationImportId)).size).toBe(1);
+    expect(entries[0].reason).toMatch(
+      /^anthropic reports 50 tokens \/ 0\.000005\d* USD for \d{4}-\d{2}-\d{2} claude-haiku-4-5 cached_input/,
+    );
+    const table = await runCli(['ledger', '--user', 'reconciliation:anthropic'], env);
+    expect(table.stdout).toContain(`reconciliation→import ${entries[0].reconciliationImportId}`);
+  });
+});
+
 describe('bad input: a clear error, a non-zero exit, nothing written', () => {
   const imports = async (): Promise<string> =>
     (await ctx.pool.query<{ n: string }>('select count(*)::text as n from reconciliation_imports')).rows[0].n;

@@ -10,6 +10,8 @@ export interface LedgerEntry {
   idempotency_key: string;
   entry_type: 'usage' | 'adjustment' | 'credit' | 'reconciliation';
   original_entry_id: string | null;
+  /** A reconciliation entry's import (`cronledger reconcile`, migration 034). */
+  reconciliation_import_id: string | null;
   reason: string | null;
   user_id: string;
   /** Temporal's run ID of the execution that made the call. */
@@ -52,6 +54,7 @@ export function entryJson(e: LedgerEntry) {
     idempotencyKey: e.idempotency_key,
     entryType: e.entry_type,
     originalEntryId: e.original_entry_id,
+    reconciliationImportId: e.reconciliation_import_id,
     reason: e.reason,
     userId: e.user_id,
     runId: e.run_id,

@@ -42,7 +42,11 @@ export function registerLedgerCommands(program: Command): void {
           entries.map((e) => [
             e.id,
             e.created_at.toISOString().replace(/\.\d{3}Z$/, 'Z'),
-            e.entry_type === 'usage' ? 'usage' : `${e.entry_type}→${e.original_entry_id ?? '-'}`,
+            e.entry_type === 'usage'
+              ? 'usage'
+              : e.reconciliation_import_id
+                ? `${e.entry_type}→import ${e.reconciliation_import_id}`
+                : `${e.entry_type}→${e.original_entry_id ?? '-'}`,
             e.user_id,
             e.run_id ?? '-',
             e.model ?? '-',
