@@ -116,7 +116,7 @@ process.stdout.write(`${command}\n`);
 process.stdout.write('scenario  users  |error| median  |error| p95  mean error  spend <= high  forecast (all users)  spent (all users)\n');
 for (const r of rows) {
   process.stdout.write(
-    `${r.scenario.padEnd(8)}  ${String(r.users).padStart(5)}  ${`${r.medianAbsErrorPct} %`.padStart(14)}  ${`${r.p95AbsErrorPct} %`.padStart(11)}  ` +
-      `${`${r.meanErrorPct} %`.padStart(10)}  ${`${r.withinHighPct} %`.padStart(13)}  ${r.forecastTotal.padStart(20)}  ${r.actualTotal.padStart(17)}\n`,
+    `${r.scenario.padEnd(8)}  ${String(r.users).padStart(5)}  ${`${r.medianAbsErrorPct.toFixed(1)} %`.padStart(14)}  ${`${r.p95AbsErrorPct.toFixed(1)} %`.padStart(11)}  ` +
+      `${`${r.meanErrorPct.toFixed(1)} %`.padStart(10)}  ${`${r.withinHighPct.toFixed(1)} %`.padStart(13)}  ${r.forecastTotal.padStart(20)}  ${r.actualTotal.padStart(17)}\n`,
   );
 }

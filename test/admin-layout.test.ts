@@ -68,12 +68,12 @@ beforeAll(async () => {
   const tasksApplied = await runCli(['tasks', 'apply', tasksFile], ctx.env);
   expect(tasksApplied.code, tasksApplied.stderr).toBe(0);
   await runCli(['report', '--month', MONTH, '--tz', 'UTC', '--format', 'json'], ctx.env); // builds the month's rollups
-  // user-02's forecast as the budget sweep records it on the 18th: spent by then, and the rest of the month at that pace
+  // user-02's forecast as the budget sweep records it early on the 18th: spent by then, and the rest of the month at that pace
   // (the median) and at 1.3 times it (the high figure), so the user page draws its band
   const by18 = atto(
     (
       await ctx.pool.query<{ s: string }>(
-        `select coalesce(sum(cost_usd), 0)::text as s from usage_ledger where user_id = 'user-02' and created_at < '${MONTH}-19T00:00:00Z'`,
+        `select coalesce(sum(cost_usd), 0)::text as s from usage_ledger where user_id = 'user-02' and entry_type <> 'credit' and created_at < '${MONTH}-18T00:00:00Z'`,
       )
     ).rows[0].s,
   );
