@@ -15,6 +15,7 @@ import { applyTasks } from '../src/schedules/apply-tasks';
 import { taskSchedules } from '../src/schedules/scheduled-tasks';
 import { parseTasksFile } from '../src/tasks/tasks-file';
 import { budgetSweep } from '../src/workflows/budget-sweep';
+import { bookExactSpend } from './support/budget-spend';
 import { runCli } from './support/cli';
 import { createTestContext, type TestContext } from './support/context';
 import { oracleCost } from './support/cost-oracle';
@@ -334,6 +335,33 @@ describe('the admin page', () => {
       await admin.close();
       await readonly.end();
     }
+  });
+});
+
+describe('a past month', () => {
+  it('holds the forecast recorded on its first day against what it spent, in forecast --month and in the report', async () => {
+    // October: forecast $0.011 (median) to $0.012 (high) on the 1st; $0.010 spent
+    await ctx.ownerPool.query(`select record_forecast('f-past', 'UTC', '2026-10-01', '2026-10-01', 0.011, 0.012, 0.02, 0, 0)`);
+    await ctx.ownerPool.query(`select record_forecast('f-past', 'UTC', '2026-10-01', '2026-10-02', 0.5, 0.5, 0.02, 0, 0)`);
+    await bookExactSpend(ctx.ownerPool, 'past-spend', 'f-past', '0.01', new Date('2026-10-15T12:00:00Z'));
+    const r = await runCli(['forecast', '--month', '2026-10', '--user', 'f-past', '--json'], ctx.env);
+    expect(r.code, r.stderr).toBe(0);
+    const expected = {
+      userId: 'f-past',
+      timeZone: 'UTC',
+      month: '2026-10',
+      forecastDay: '2026-10-01',
+      limitUsd: usd(2n * 10n ** 16n),
+      medianUsd: usd(11n * 10n ** 15n),
+      highUsd: usd(12n * 10n ** 15n),
+      spentUsd: usd(10n ** 16n),
+      medianErrorPercent: '10.0',
+      withinHigh: true,
+    };
+    expect(JSON.parse(r.stdout).users).toEqual([expected]);
+    const report = await runCli(['report', '--month', '2026-10', '--format', 'json'], ctx.env);
+    expect(report.code, report.stderr).toBe(0);
+    expect(JSON.parse(report.stdout).budget.forecasts).toEqual([expected]);
   });
 });
 
