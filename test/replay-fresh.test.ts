@@ -161,7 +161,12 @@ async function runEveryPath(): Promise<Recorded[]> {
   });
   expect((await report.result()).month).toBe('2026-10');
   out.push(recordOf('monthly-report', report));
-  const sweep = await ctx.client.workflow.start(budgetSweep, { workflowId: 'budget-sweep-replayed', taskQueue: ctx.taskQueue });
+  // every pass forecasts here, so the history holds the forecast step
+  const sweep = await ctx.client.workflow.start(budgetSweep, {
+    workflowId: 'budget-sweep-replayed',
+    taskQueue: ctx.taskQueue,
+    args: [{ forecastEveryMinutes: 1 }],
+  });
   await sweep.result();
   out.push(recordOf('budget-sweep', sweep));
   const rollups = await ctx.client.workflow.start(rollupRefresh, { workflowId: 'rollup-refresh-replayed', taskQueue: ctx.taskQueue });

@@ -1,4 +1,4 @@
-import { log, patched, proxyActivities } from '@temporalio/workflow';
+import { log, proxyActivities } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 
 /**
@@ -55,9 +55,9 @@ export interface BudgetSweepInput {
 export async function budgetSweep(input: BudgetSweepInput = {}): Promise<BudgetSweepResult> {
   const { expired } = await sweeping.sweepExpiredReservations();
   const { resumed } = await sweeping.resumeBudgetPausedTasks();
-  // a history from before the forecast pass replays without it
+  // Date.now() is the workflow's clock (the workflow task's start), so the choice replays the same
   const every = input.forecastEveryMinutes ?? FORECAST_EVERY_MINUTES;
-  const forecastPass = patched('budget-sweep-forecast') && Math.floor(Date.now() / 60_000) % every === 0;
+  const forecastPass = Math.floor(Date.now() / 60_000) % every === 0;
   const forecast = forecastPass ? await forecastOrNothing() : { users: 0, eventIds: [] };
   const redeliver = await sweeping.budgetEventsToRedeliver();
   const eventIds = [...new Set([...forecast.eventIds, ...redeliver.eventIds])];
