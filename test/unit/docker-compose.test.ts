@@ -56,11 +56,7 @@ const WRITABLE_ROOT = ['temporal-ui'];
  * Images left on their version tag: no public source pins these exact tags by digest (and there is no registry access
  * here). Each carries a comment saying so in docker-compose.yml.
  */
-const UNPINNED = [
-  'temporalio/server:1.29.1',
-  'temporalio/admin-tools:1.29.1-tctl-1.18.4-cli-1.5.0',
-  'alpine/openssl:3.3.2',
-];
+const UNPINNED = ['temporalio/server:1.29.1', 'temporalio/admin-tools:1.29.1-tctl-1.18.4-cli-1.5.0', 'alpine/openssl:3.3.2'];
 const BUILT = 'cronledger-worker'; // this repository's Dockerfile, whose base image is pinned
 const { services } = compose;
 const worker = services.worker;
