@@ -4,7 +4,8 @@
  * client, payloads).
  */
 import { proxyActivities, proxyLocalActivities, upsertSearchAttributes } from '@temporalio/workflow';
-import { LOCAL_BOOKKEEPING_OPTIONS, MODEL_CALL_OPTIONS } from '../../src/workflows/scheduled-run';
+import { LOCAL_BOOKKEEPING_OPTIONS } from '../../src/workflows/run-budget';
+import { MODEL_CALL_OPTIONS } from '../../src/workflows/scheduled-run';
 import type { createBareActivities } from './bare-worker';
 
 type BareActivities = ReturnType<typeof createBareActivities>;
