@@ -15,6 +15,13 @@ export const TASK_SCHEDULE_PREFIX = 'cron-';
 export const REPORT_SCHEDULE_ID = 'report-monthly';
 export const ROLLUP_SCHEDULE_ID = 'rollup-refresh';
 export const BUDGET_SWEEP_SCHEDULE_ID = 'budget-sweep';
+export const RECONCILE_SCHEDULE_ID = 'reconcile-daily';
+
+/**
+ * The task queue of the reconcile worker (`cronledger reconcile worker`), beside the main one: only that process holds
+ * the operator database URL and the providers' admin keys, so reconcileDaily's activity runs there and nowhere else.
+ */
+export const reconcileTaskQueue = (taskQueue: string): string => `${taskQueue}-reconcile`;
 
 /** Memo key that marks a schedule as created by cronledger, so `tasks apply` never deletes anyone else's. */
 export const MANAGED_BY_MEMO_KEY = 'managedBy';

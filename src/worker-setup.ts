@@ -1,6 +1,7 @@
 import { Worker, type NativeConnection, type WorkerOptions } from '@temporalio/worker';
 import { fileURLToPath } from 'node:url';
 import { createActivities, type ActivityDeps } from './activities';
+import { createReconcileActivities, type ReconcileActivityDeps } from './activities/reconcile-activities';
 import { payloadDataConverter, payloadKeysFromEnv, type PayloadKeys } from './payload-codec';
 
 export const workflowsPath = fileURLToPath(new URL('./workflows/index.ts', import.meta.url));
@@ -47,5 +48,29 @@ export async function createCronledgerWorker(opts: CronledgerWorkerOptions): Pro
     // one heartbeat per 0.8 × timeout (24 s), leaving a loaded worker 6 s of slack before Temporal retries a live call.
     maxHeartbeatThrottleInterval: '5 seconds',
     ...(opts.workflowBundle ? { workflowBundle: opts.workflowBundle } : { workflowsPath }),
+  });
+}
+
+/**
+ * The reconcile worker: reconcileDaily's activity alone, on its own task queue, no workflows. It holds the operator
+ * pool and the admin keys that no other worker has; the payload codec is the main worker's (same keys, same env).
+ */
+export async function createReconcileWorker(opts: {
+  connection: NativeConnection;
+  namespace: string;
+  taskQueue: string;
+  identity: string;
+  deps: ReconcileActivityDeps;
+  payloadKeys?: PayloadKeys;
+}): Promise<Worker> {
+  return Worker.create({
+    connection: opts.connection,
+    namespace: opts.namespace,
+    taskQueue: opts.taskQueue,
+    identity: opts.identity,
+    activities: createReconcileActivities(opts.deps),
+    dataConverter: payloadDataConverter(opts.payloadKeys ?? payloadKeysFromEnv()),
+    // an import books once in one transaction, so a few at a time is plenty
+    maxConcurrentActivityTaskExecutions: 2,
   });
 }

@@ -11,17 +11,19 @@ import { readProviderReports } from '../src/reconcile/read-reports';
 import type { ReconciliationMonth } from '../src/reconcile/month-figures';
 import { divideHalfEven } from '../src/reports/economics';
 import { startTestAdmin } from './support/admin-server';
+import { adminReportsEnv } from './support/admin-reports-env';
 import { runCli } from './support/cli';
 import { createTestContext, type TestContext } from './support/context';
-import {
-  DEFAULT_ANTHROPIC_RATES,
-  FAKE_ANTHROPIC_ADMIN_KEY,
-  FAKE_WORKSPACE_ID,
-  startFakeAnthropic,
-  type FakeAnthropic,
-} from './support/fake-anthropic';
+import { DEFAULT_ANTHROPIC_RATES, startFakeAnthropic, type FakeAnthropic } from './support/fake-anthropic';
 import { costAtto, decimalText } from './support/fake-billing';
-import { DEFAULT_BILLING_RATES, FAKE_ADMIN_KEY, FAKE_PROJECT_ID, startFakeOpenAI, type FakeOpenAI } from './support/fake-openai';
+import {
+  bookAndBillChat,
+  DEFAULT_BILLING_RATES,
+  FAKE_ADMIN_KEY,
+  FAKE_PROJECT_ID,
+  startFakeOpenAI,
+  type FakeOpenAI,
+} from './support/fake-openai';
 import { atto, runScheduled, STANDARD_PRICES } from './support/ledger';
 
 /**
@@ -75,12 +77,7 @@ beforeAll(async () => {
   anthropic = await startFakeAnthropic();
   env = {
     ...ctx.env,
-    OPENAI_BASE_URL: openai.baseURL,
-    OPENAI_ADMIN_KEY: FAKE_ADMIN_KEY,
-    ANTHROPIC_BASE_URL: anthropic.baseURL,
-    ANTHROPIC_ADMIN_KEY: FAKE_ANTHROPIC_ADMIN_KEY,
-    CRONLEDGER_OPENAI_PROJECT_IDS: FAKE_PROJECT_ID,
-    CRONLEDGER_ANTHROPIC_WORKSPACE_IDS: FAKE_WORKSPACE_ID,
+    ...adminReportsEnv(openai, anthropic),
   };
   const provider = selectProvider({
     MODEL_PROVIDER: 'openai,anthropic',
@@ -100,13 +97,7 @@ beforeAll(async () => {
     expect(run.error).toBeUndefined();
   }
   // Yesterday: a chat call the ledger booked (dated yesterday: only the owner may) and the provider billed alike.
-  const at = new Date(Date.parse(`${yesterday}T12:00:00Z`));
-  await ctx.ownerPool.query(
-    `select book_usage('yesterday-1', 'u-yesterday', 'run-y', 'cron-y', null, 'openai/gpt-4o-mini', $1, 'chat', 'ok', 1,
-                       800, 0, 40, 0, 0, 0, 'default', 'chatcmpl-y', 'test', null, $2, $2)`,
-    [CHAT_MODEL, at],
-  );
-  openai.plantBilled({ endpoint: 'chat', model: CHAT_MODEL, usage: { prompt_tokens: 800, completion_tokens: 40 }, billedAt: at.getTime() });
+  await bookAndBillChat(ctx.ownerPool, openai, 'yesterday-1', yesterday, CHAT_MODEL);
 }, 300_000);
 
 afterAll(async () => {

@@ -3,3 +3,4 @@ export { scheduledRun } from './scheduled-run';
 export { monthlyReport } from './monthly-report';
 export { rollupRefresh } from './rollup-refresh';
 export { budgetSweep } from './budget-sweep';
+export { reconcileDaily } from './reconcile-daily';

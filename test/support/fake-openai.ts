@@ -2,6 +2,7 @@ import { once } from 'node:events';
 import { appendFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type pg from 'pg';
 import { encode, encodeChat } from 'gpt-tokenizer/model/gpt-4o-mini';
 import { billingGroups, costAtto, dayOf, daysOf, decimalText, pageOf, rawNumber, sendJson } from './fake-billing';
 
@@ -477,3 +478,18 @@ function chatUsage(u: FakeUsage) {
 
 /** What a real endpoint reports as the model it ran: a dated snapshot of the requested alias. */
 const resolvedModel = (requested: string): string => (/-\d{4}-\d{2}-\d{2}$/.test(requested) ? requested : `${requested}-2024-07-18`);
+
+/**
+ * A chat call of 800 prompt and 40 reply tokens at noon (UTC) of `day`, booked in the ledger (dated in the past: only
+ * the owner may) and billed alike by the fake: a clean key for reconciliation. Returns its time.
+ */
+export async function bookAndBillChat(ownerPool: pg.Pool, openai: FakeOpenAI, key: string, day: string, model: string): Promise<Date> {
+  const at = new Date(Date.parse(`${day}T12:00:00Z`));
+  await ownerPool.query(
+    `select book_usage($1, $2, $3, $4, null, 'openai/gpt-4o-mini', $5, 'chat', 'ok', 1,
+                       800, 0, 40, 0, 0, 0, 'default', $6, 'test', null, $7, $7)`,
+    [key, `u-${key}`, `run-${key}`, `cron-${key}`, model, `chatcmpl-${key}`, at],
+  );
+  openai.plantBilled({ endpoint: 'chat', model, usage: { prompt_tokens: 800, completion_tokens: 40 }, billedAt: at.getTime() });
+  return at;
+}

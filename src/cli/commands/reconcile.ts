@@ -1,10 +1,24 @@
+import { NativeConnection } from '@temporalio/worker';
 import type { Command } from 'commander';
+import { hostname } from 'node:os';
+import { temporalConnectionOptions } from '../../client';
+import { resolveConnections, resolveOperatorDatabaseUrl } from '../../config';
+import { RECONCILE_SCHEDULE_ID, reconcileTaskQueue } from '../../constants';
+import { connectPool } from '../../db/pool';
 import { displayUsd } from '../../money';
 import { bookReconciliation, summarise, type ReconciledKey } from '../../reconcile/book';
 import { parseDayRange } from '../../reconcile/days';
 import type { Provider } from '../../reconcile/provider-rows';
 import { readProviderReports } from '../../reconcile/read-reports';
+import {
+  deleteReconcileDailySchedule,
+  ensureReconcileDailySchedule,
+  parseAt,
+  parseDays,
+  parseProviders,
+} from '../../schedules/reconcile-daily-schedule';
 import { printable } from '../../text-table';
+import { createReconcileWorker } from '../../worker-setup';
 import { withConnections } from '../connect';
 import { printJson, printTable } from '../output';
 
@@ -35,6 +49,68 @@ export function registerReconcileCommands(program: Command): void {
       .action(async (opts: { from: string; to: string; file?: string[]; wholeOrganization?: boolean; json?: boolean }) => {
         await reconcileCommand(provider, opts);
       });
+  }
+
+  reconcile
+    .command('worker')
+    .description(
+      "run the worker that does the reconcile-daily schedule's imports: the only process that needs DATABASE_OPERATOR_URL and the admin keys",
+    )
+    .option('--whole-organization', "take all of the organization's spend as cronledger's (no other project spends)")
+    .action(async (opts: { wholeOrganization?: boolean }) => {
+      await reconcileWorker(opts.wholeOrganization === true);
+    });
+
+  reconcile
+    .command('schedule')
+    .description(`create or update the ${RECONCILE_SCHEDULE_ID} schedule (reconcileDaily every day at --at UTC), or --delete it`)
+    .option('--providers <list>', 'comma-separated: openai, anthropic', 'openai,anthropic')
+    .option('--at <HH:MM>', 'time of day (UTC) it runs', '04:00')
+    .option('--days <n>', 'reconcile the last N days before today (UTC), to catch a provider reporting late', '1')
+    .option('--delete', `delete the ${RECONCILE_SCHEDULE_ID} schedule`)
+    .action(async (opts: { providers: string; at: string; days: string; delete?: boolean }) => {
+      const settings = { providers: parseProviders(opts.providers), ...parseAt(opts.at), days: parseDays(opts.days) };
+      await withConnections({ temporal: true }, async ({ client, conn }) => {
+        if (opts.delete) {
+          const outcome = await deleteReconcileDailySchedule(client);
+          process.stdout.write(`${outcome.padEnd(9)} ${RECONCILE_SCHEDULE_ID}\n`);
+          return;
+        }
+        const outcome = await ensureReconcileDailySchedule(client, settings, conn.taskQueue);
+        const at = `${opts.at} UTC`;
+        process.stdout.write(
+          `${outcome.padEnd(9)} ${RECONCILE_SCHEDULE_ID} (${settings.providers.join(',')}, the last ${settings.days} day(s), daily at ${at}); ` +
+            `its imports run on \`cronledger reconcile worker\` (task queue ${reconcileTaskQueue(conn.taskQueue)})\n`,
+        );
+      });
+    });
+}
+
+/**
+ * `cronledger reconcile worker`: polls the reconcile task queue until SIGINT/SIGTERM (in-flight imports finish first).
+ * Run it where DATABASE_OPERATOR_URL, the admin keys and the scope settings are; the main workers never get them.
+ */
+async function reconcileWorker(wholeOrganization: boolean): Promise<void> {
+  const conn = resolveConnections(process.env, { temporal: true, db: false });
+  const operatorPool = await connectPool(resolveOperatorDatabaseUrl(), 'DATABASE_OPERATOR_URL', 2);
+  const taskQueue = reconcileTaskQueue(conn.taskQueue);
+  try {
+    const connection = await NativeConnection.connect(temporalConnectionOptions(conn));
+    try {
+      const worker = await createReconcileWorker({
+        connection,
+        namespace: conn.namespace,
+        taskQueue,
+        identity: `reconcile-${hostname()}-${process.pid}`,
+        deps: { operatorPool, env: process.env, wholeOrganization },
+      });
+      process.stdout.write(`reconcile worker polling ${taskQueue} in namespace ${conn.namespace}\n`);
+      await worker.run();
+    } finally {
+      await connection.close();
+    }
+  } finally {
+    await operatorPool.end();
   }
 }
 
