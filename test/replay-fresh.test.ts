@@ -1,4 +1,4 @@
-import { Worker } from '@temporalio/worker';
+import { NativeConnection, Worker } from '@temporalio/worker';
 import { execFileSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { mkdtemp } from 'node:fs/promises';
@@ -7,14 +7,19 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, expect, inject, it } from 'vitest';
 import { applyBudgets } from '../src/budgets/budgets-store';
 import { releaseReservations } from '../src/budgets/reserve';
+import { temporalConnectionOptions } from '../src/client';
+import { reconcileTaskQueue } from '../src/constants';
 import { applyPrices, loadPricesFile } from '../src/ledger/prices';
+import { createReconcileWorker } from '../src/worker-setup';
 import { budgetSweep } from '../src/workflows/budget-sweep';
 import { monthlyReport } from '../src/workflows/monthly-report';
+import { reconcileDaily } from '../src/workflows/reconcile-daily';
 import { rollupRefresh } from '../src/workflows/rollup-refresh';
 import { scheduledRun } from '../src/workflows/scheduled-run';
 import { appliedInput, type TestRun } from './support/applied';
 import { bookExactSpend } from './support/budget-spend';
 import { createTestContext, type TestContext } from './support/context';
+import { FAKE_ADMIN_KEY, FAKE_PROJECT_ID, startFakeOpenAI } from './support/fake-openai';
 import { openReservationOfOneRun } from './support/open-reservation';
 import { FIXTURE_NAMES, FIXTURES } from './support/histories';
 import { waitFor } from './support/wait';
@@ -172,6 +177,14 @@ async function runEveryPath(): Promise<Recorded[]> {
   const rollups = await ctx.client.workflow.start(rollupRefresh, { workflowId: 'rollup-refresh-replayed', taskQueue: ctx.taskQueue });
   await rollups.result();
   out.push(recordOf('rollup-refresh', rollups));
+  // its import runs on the reconcile worker (see the test below), against the fake's empty admin reports
+  const reconciled = await ctx.client.workflow.start(reconcileDaily, {
+    workflowId: 'reconcile-daily-replayed',
+    taskQueue: ctx.taskQueue,
+    args: [{ providers: ['openai'], days: 2 }],
+  });
+  expect((await reconciled.result()).imports.map((i) => i.provider)).toEqual(['openai']);
+  out.push(recordOf('reconcile-daily', reconciled));
   return out;
 }
 
@@ -181,7 +194,23 @@ it("fresh runs of every path replay against today's code (RECORD_HISTORIES=1 com
     reportWebhookUrl: '',
     budgetWebhookUrl: '',
   });
-  const recorded = await fleet.runWhile(runEveryPath);
+  const openai = await startFakeOpenAI();
+  const connection = await NativeConnection.connect(temporalConnectionOptions(ctx));
+  const reconcileWorker = await createReconcileWorker({
+    connection,
+    namespace: ctx.namespace,
+    taskQueue: reconcileTaskQueue(ctx.taskQueue),
+    identity: 'reconcile-worker',
+    deps: {
+      operatorPool: ctx.operatorPool,
+      env: { OPENAI_BASE_URL: openai.baseURL, OPENAI_ADMIN_KEY: FAKE_ADMIN_KEY, CRONLEDGER_OPENAI_PROJECT_IDS: FAKE_PROJECT_ID },
+      wholeOrganization: false,
+    },
+  });
+  const recorded = await reconcileWorker.runUntil(fleet.runWhile(runEveryPath)).finally(async () => {
+    await connection.close();
+    await openai.close();
+  });
   expect(recorded.map((r) => r.name).sort()).toEqual([...FIXTURE_NAMES].sort());
   for (const r of recorded) {
     const history = await ctx.client.workflow.getHandle(r.workflowId, r.runId).fetchHistory();

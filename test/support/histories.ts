@@ -18,4 +18,5 @@ export const FIXTURE_NAMES = [
   'monthly-report',
   'budget-sweep',
   'rollup-refresh',
+  'reconcile-daily',
 ];
