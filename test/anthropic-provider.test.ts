@@ -144,6 +144,24 @@ describe.each([
     await expect(provider({ ANTHROPIC_STREAM: stream }).chat({ ...chatRequest, signal: AbortSignal.abort() })).rejects.toThrow(/abort/i);
     expect(fake.requests).toHaveLength(0);
   });
+
+  it("sends the task's service tier (standard: standard_only, priority: auto, none: none); refuses flex before any request", async () => {
+    for (const [serviceTier, sent] of [
+      ['standard', 'standard_only'],
+      ['priority', 'auto'],
+      [undefined, undefined],
+    ] as const) {
+      fake.reset();
+      fake.script({ kind: 'ok', text: 'ok', usage: EVERY_FIELD });
+      await provider({ ANTHROPIC_STREAM: stream }).chat({ ...chatRequest, ...(serviceTier ? { serviceTier } : {}) });
+      expect(fake.requests[0].body.service_tier, `serviceTier ${serviceTier}`).toBe(sent);
+    }
+    fake.reset();
+    await expect(provider({ ANTHROPIC_STREAM: stream }).chat({ ...chatRequest, serviceTier: 'flex' })).rejects.toThrow(
+      /serviceTier "flex" is not offered by Anthropic.*use standard or priority/,
+    );
+    expect(fake.requests).toHaveLength(0);
+  });
 });
 
 describe('a streamed reply', () => {

@@ -72,6 +72,23 @@ describe('createOpenAIProvider over HTTP', () => {
     expect(fake.requests[0].headers.authorization).toBe('Bearer sk-test-fake');
   });
 
+  it("sends the task's service tier (standard: default, flex, priority, none: none); refuses batch before any request", async () => {
+    for (const [serviceTier, sent] of [
+      ['standard', 'default'],
+      ['flex', 'flex'],
+      ['priority', 'priority'],
+      [undefined, undefined],
+    ] as const) {
+      fake.reset();
+      fake.script('chat', { kind: 'ok', text: 'ok', usage: { prompt_tokens: 10, completion_tokens: 2 } });
+      await provider().chat({ ...chatRequest, ...(serviceTier ? { serviceTier } : {}) });
+      expect(fake.requests[0].body.service_tier, `serviceTier ${serviceTier}`).toBe(sent);
+    }
+    fake.reset();
+    await expect(provider().chat({ ...chatRequest, serviceTier: 'batch' })).rejects.toThrow(/Batch API.*use standard, flex or priority/);
+    expect(fake.requests).toHaveLength(0);
+  });
+
   it('maps embedding usage and keeps x-request-id as the request id', async () => {
     fake.script('embeddings', { kind: 'ok', usage: { prompt_tokens: 37 } });
     const r = await provider().embed({

@@ -53,6 +53,7 @@ export function createAnthropicProvider(env: NodeJS.ProcessEnv = process.env): M
         model: bareModel(req.model),
         messages: [{ role: 'user' as const, content: req.prompt }],
         max_tokens: req.maxOutputTokens ?? DEFAULT_MAX_OUTPUT_TOKENS,
+        ...(req.serviceTier === undefined ? {} : { service_tier: anthropicServiceTier(req.model, req.serviceTier) }),
       };
       if (stream) return streamedChat(client, params, req.signal);
       const message = await client.messages.create(params, { signal: req.signal }).catch(refusal);
@@ -182,4 +183,19 @@ function streamSetting(value: string | undefined): boolean {
   if (value === undefined || value === '' || value === 'true' || value === '1') return true;
   if (value === 'false' || value === '0') return false;
   throw new UserError(`ANTHROPIC_STREAM=${JSON.stringify(value)} is not a switch; use true (the default) or false`);
+}
+
+/**
+ * The service_tier a Messages request sends for the tier its task asks for: `standard_only` keeps it on standard
+ * capacity, `auto` lets Anthropic serve it at priority where the organization has priority capacity (the reply's
+ * usage.service_tier says which, and that is the tier it is priced at). Anthropic has no flex or batch tier on the
+ * Messages API, so a task asking for one is refused before any request.
+ */
+function anthropicServiceTier(model: string, tier: NonNullable<ChatRequest['serviceTier']>): 'auto' | 'standard_only' {
+  if (tier === 'standard') return 'standard_only';
+  if (tier === 'priority') return 'auto';
+  throw new ProviderRejectedError(
+    `${model}: serviceTier "${tier}" is not offered by Anthropic's Messages API; use standard or priority`,
+    null,
+  );
 }

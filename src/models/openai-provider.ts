@@ -4,6 +4,7 @@ import {
   bareModel,
   BilledCallError,
   MissingUsageError,
+  ProviderRejectedError,
   type ChatRequest,
   type ChatResult,
   type EmbeddingRequest,
@@ -43,6 +44,7 @@ export function createOpenAIProvider(env: NodeJS.ProcessEnv = process.env): Mode
             model: bareModel(req.model),
             messages: [{ role: 'user', content: req.prompt }],
             ...(req.maxOutputTokens === undefined ? {} : { max_completion_tokens: req.maxOutputTokens }),
+            ...(req.serviceTier === undefined ? {} : { service_tier: openAiServiceTier(req.model, req.serviceTier) }),
           },
           { signal: req.signal },
         )
@@ -121,3 +123,18 @@ function chatUsage(response: OpenAI.ChatCompletion, requestId: string | null): T
 }
 
 const refusal = (err: unknown): never => sdkRefusal('OpenAI', OpenAI, err);
+
+/**
+ * The service_tier a chat request sends for the tier its task asks for: `default` is OpenAI's standard processing. The
+ * batch tier is the Batch API's, which a scheduled run does not use, so a task asking for it is refused before any
+ * request rather than served (and billed) at another tier than its budget reserved for.
+ */
+function openAiServiceTier(model: string, tier: NonNullable<ChatRequest['serviceTier']>): 'default' | 'flex' | 'priority' {
+  if (tier === 'batch') {
+    throw new ProviderRejectedError(
+      `${model}: serviceTier "batch" is OpenAI's Batch API, which scheduled runs don't use; use standard, flex or priority`,
+      null,
+    );
+  }
+  return tier === 'standard' ? 'default' : tier;
+}
