@@ -37,6 +37,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type pg from 'pg';
 import { connectClient } from '../src/client';
+import { temporalTlsEnv, type TemporalTls } from '../src/config';
 import { createPool } from '../src/db/pool';
 import { freePorts } from '../src/dev/ports';
 import { startStack, stopStack } from '../src/dev/stack';
@@ -101,6 +102,8 @@ interface Stack {
   /** The operator role's pool: prices, budgets and the applied task versions. */
   operatorPool: pg.Pool;
   temporalAddress: string;
+  /** The stack's client certificate: the Temporal server's frontend requires mutual TLS (`--temporal server`). */
+  temporalTls?: TemporalTls;
   namespace: string;
   databaseUrl: string;
   bundlePath: string;
@@ -133,7 +136,8 @@ async function main(): Promise<void> {
     fake.setLatency(callMs);
     stack = {
       dir,
-      client: await connectClient({ temporalAddress: s.temporal.address, namespace: s.namespace }),
+      client: await connectClient({ temporalAddress: s.temporal.address, namespace: s.namespace, temporalTls: s.temporal.tls }),
+      temporalTls: s.temporal.tls,
       pool,
       operatorPool,
       temporalAddress: s.temporal.address,
@@ -181,6 +185,7 @@ async function runPhase(stack: Stack, phase: Phase, taskCount: number): Promise<
     env: () => ({
       // each worker's SDK metrics, scraped while the phase drains: did any kind of task slot run out?
       CRONLEDGER_WORKER_METRICS_ADDRESS: `127.0.0.1:${metricsPorts[started++ % workerCount]}`,
+      ...temporalTlsEnv(stack.temporalTls),
       ...(phase === 'openai' ? { MODEL_PROVIDER: 'openai', OPENAI_API_KEY: 'sk-fake-bench', OPENAI_BASE_URL: stack.fake.baseURL } : {}),
     }),
   });

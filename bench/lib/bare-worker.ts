@@ -5,6 +5,7 @@
  */
 import { NativeConnection, Runtime, Worker } from '@temporalio/worker';
 import { fileURLToPath } from 'node:url';
+import { temporalConnectionOptions } from '../../src/client';
 import { WORKER_TUNING } from '../../src/worker-setup';
 
 export const createBareActivities = (callMs: number) => ({
@@ -19,7 +20,13 @@ export const createBareActivities = (callMs: number) => ({
 async function main(): Promise<void> {
   const metricsAddress = process.env.CRONLEDGER_WORKER_METRICS_ADDRESS;
   if (metricsAddress) Runtime.install({ telemetryOptions: { metrics: { prometheus: { bindAddress: metricsAddress } } } });
-  const connection = await NativeConnection.connect({ address: process.env.TEMPORAL_ADDRESS ?? '127.0.0.1:7233' });
+  // the address, namespace and TLS (TEMPORAL_TLS_*: the Temporal server's frontend requires mutual TLS) as cronledger's worker reads them
+  const connection = await NativeConnection.connect(
+    temporalConnectionOptions({
+      temporalAddress: process.env.TEMPORAL_ADDRESS ?? '127.0.0.1:7233',
+      namespace: process.env.TEMPORAL_NAMESPACE ?? 'default',
+    }),
+  );
   const worker = await Worker.create({
     ...WORKER_TUNING,
     connection,
