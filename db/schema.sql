@@ -251,6 +251,25 @@ end
 $$;
 
 --
+-- Name: budget_cap_choice(jsonb, text[], numeric, numeric, boolean, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.budget_cap_choice(p_calls jsonb, p_models text[], p_default_worst numeric, p_cap numeric, p_may_downgrade boolean, p_at timestamp with time zone, OUT choice text, OUT models text[], OUT costs numeric[], OUT downgrades boolean, OUT worst numeric) RETURNS record
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $$
+begin
+  if p_cap is null or p_default_worst <= p_cap then
+    choice := 'default';
+    return;
+  end if;
+  select c.models, c.costs, c.downgrades, c.worst into models, costs, downgrades, worst
+    from budget_cheap_worst_cases(p_calls, p_models, p_may_downgrade, p_at) c;
+  choice := case when downgrades and worst <= p_cap then 'cheap' else 'blocked' end;
+end
+$$;
+
+--
 -- Name: budget_cheap_model(text, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -1063,24 +1082,27 @@ CREATE FUNCTION public.record_budget_resume(p_pause_id bigint, p_at timestamp wi
 $$;
 
 --
--- Name: record_forecast(text, text, date, date, numeric, numeric, numeric, numeric, numeric); Type: FUNCTION; Schema: public; Owner: -
+-- Name: record_forecast(text, text, date, date, numeric, numeric, numeric, numeric, numeric, numeric, numeric); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.record_forecast(p_user_id text, p_zone text, p_month date, p_day date, p_median numeric, p_high numeric, p_limit numeric, p_spent numeric, p_reserved numeric) RETURNS jsonb
+CREATE FUNCTION public.record_forecast(p_user_id text, p_zone text, p_month date, p_day date, p_median numeric, p_high numeric, p_limit numeric, p_spent numeric, p_reserved numeric, p_all_slots_median numeric DEFAULT NULL::numeric, p_all_slots_high numeric DEFAULT NULL::numeric) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'public', 'pg_temp'
     AS $$
 declare
   v_event_ids jsonb := '[]'::jsonb;
+  v_all_median numeric := coalesce(p_all_slots_median, p_median);
 begin
-  insert into budget_forecasts (user_id, time_zone, month, day, median_usd, high_usd, limit_usd, spent_usd, reserved_usd)
-  values (p_user_id, p_zone, p_month, p_day, p_median, p_high, p_limit, p_spent, p_reserved)
+  insert into budget_forecasts (user_id, time_zone, month, day, median_usd, high_usd, limit_usd, spent_usd, reserved_usd,
+                                all_slots_median_usd, all_slots_high_usd)
+  values (p_user_id, p_zone, p_month, p_day, p_median, p_high, p_limit, p_spent, p_reserved, v_all_median,
+          coalesce(p_all_slots_high, p_high))
   on conflict do nothing;
-  if p_limit is not null and p_median > p_limit then
+  if p_limit is not null and v_all_median > p_limit then
     with inserted as (
       insert into budget_events (event_id, user_id, time_zone, month, threshold, kind, limit_usd, spent_usd, reserved_usd, forecast_usd)
       values (format('budget-forecast:%s:%s:%s', p_user_id, p_zone, to_char(p_month, 'YYYY-MM')), p_user_id, p_zone, p_month, 100,
-              'forecast-over-limit', p_limit, p_spent, p_reserved, p_median)
+              'forecast-over-limit', p_limit, p_spent, p_reserved, v_all_median)
       on conflict do nothing
       returning event_id
     )
@@ -1372,7 +1394,7 @@ declare
   v_steps text[];
   v_models text[];
   v_costs numeric[];
-  v_cheap record;     -- budget_cheap_worst_cases: models, costs, downgrades, worst
+  v_cheap record;     -- budget_cap_choice or budget_cheap_worst_cases: models, costs, downgrades, worst
   v_priced boolean;
   v_default_worst numeric;
   v_over_cap boolean;
@@ -1415,12 +1437,12 @@ begin
     perform worst_case_cost(c, c ->> 'model', v_at) from jsonb_array_elements(p_calls) c;
   end if;
 
-  -- The task's cap, lock-free: over it, the cheap models must fit under it, whatever the budget.
-  v_over_cap := v_cap is not null and v_default_worst > v_cap;
+  -- The task's cap, lock-free and whatever the budget (budget_cap_choice, the forecast's rule too).
+  select * into v_cheap from budget_cap_choice(p_calls, v_models, v_default_worst, v_cap, p_may_downgrade, v_at);
+  v_over_cap := v_cheap.choice <> 'default';
   v_default_allowed := case when v_over_cap then null else v_default_worst end;
   if v_over_cap then
-    select * into v_cheap from budget_cheap_worst_cases(p_calls, v_models, p_may_downgrade, v_at);
-    if not (v_cheap.downgrades and v_cheap.worst <= v_cap) then
+    if v_cheap.choice = 'blocked' then
       v_figures := budget_month_figures(p_user_id, v_zone, v_month, v_at);
       return jsonb_build_object('tier', 'blocked', 'reason', 'max-cost-per-run', 'maxCostPerRunUsd', v_cap::text,
                'worstCaseUsd', least(v_default_worst, v_cheap.worst)::text, 'eventIds', '[]'::jsonb, 'limitUsd', v_limit::text,
@@ -2017,7 +2039,9 @@ CREATE TABLE public.budget_forecasts (
     limit_usd numeric(38,18),
     spent_usd numeric(38,18) NOT NULL,
     reserved_usd numeric(38,18) NOT NULL,
-    computed_at timestamp with time zone DEFAULT now() NOT NULL
+    computed_at timestamp with time zone DEFAULT now() NOT NULL,
+    all_slots_median_usd numeric(38,18),
+    all_slots_high_usd numeric(38,18)
 );
 
 --
@@ -3785,6 +3809,13 @@ REVOKE ALL ON FUNCTION public.book_usage(p_key text, p_user_id text, p_run_id te
 GRANT ALL ON FUNCTION public.book_usage(p_key text, p_user_id text, p_run_id text, p_workflow_id text, p_task_id text, p_model text, p_provider_model text, p_kind text, p_status text, p_attempt integer, p_prompt bigint, p_cached bigint, p_completion bigint, p_reasoning bigint, p_cache_write_5m bigint, p_cache_write_1h bigint, p_service_tier text, p_provider_request_id text, p_worker_id text, p_input_truncated_from bigint, p_occurred_at timestamp with time zone, p_usage_received_at timestamp with time zone) TO cronledger_worker;
 
 --
+-- Name: FUNCTION budget_cap_choice(p_calls jsonb, p_models text[], p_default_worst numeric, p_cap numeric, p_may_downgrade boolean, p_at timestamp with time zone, OUT choice text, OUT models text[], OUT costs numeric[], OUT downgrades boolean, OUT worst numeric); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.budget_cap_choice(p_calls jsonb, p_models text[], p_default_worst numeric, p_cap numeric, p_may_downgrade boolean, p_at timestamp with time zone, OUT choice text, OUT models text[], OUT costs numeric[], OUT downgrades boolean, OUT worst numeric) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.budget_cap_choice(p_calls jsonb, p_models text[], p_default_worst numeric, p_cap numeric, p_may_downgrade boolean, p_at timestamp with time zone, OUT choice text, OUT models text[], OUT costs numeric[], OUT downgrades boolean, OUT worst numeric) TO cronledger_worker;
+
+--
 -- Name: FUNCTION budget_cheap_worst_cases(p_calls jsonb, p_models text[], p_may_downgrade boolean, p_at timestamp with time zone, OUT models text[], OUT costs numeric[], OUT downgrades boolean, OUT worst numeric); Type: ACL; Schema: public; Owner: -
 --
 
@@ -4001,11 +4032,11 @@ REVOKE ALL ON FUNCTION public.record_budget_resume(p_pause_id bigint, p_at times
 GRANT ALL ON FUNCTION public.record_budget_resume(p_pause_id bigint, p_at timestamp with time zone, p_cause text, p_skipped_slots integer) TO cronledger_worker;
 
 --
--- Name: FUNCTION record_forecast(p_user_id text, p_zone text, p_month date, p_day date, p_median numeric, p_high numeric, p_limit numeric, p_spent numeric, p_reserved numeric); Type: ACL; Schema: public; Owner: -
+-- Name: FUNCTION record_forecast(p_user_id text, p_zone text, p_month date, p_day date, p_median numeric, p_high numeric, p_limit numeric, p_spent numeric, p_reserved numeric, p_all_slots_median numeric, p_all_slots_high numeric); Type: ACL; Schema: public; Owner: -
 --
 
-REVOKE ALL ON FUNCTION public.record_forecast(p_user_id text, p_zone text, p_month date, p_day date, p_median numeric, p_high numeric, p_limit numeric, p_spent numeric, p_reserved numeric) FROM PUBLIC;
-GRANT ALL ON FUNCTION public.record_forecast(p_user_id text, p_zone text, p_month date, p_day date, p_median numeric, p_high numeric, p_limit numeric, p_spent numeric, p_reserved numeric) TO cronledger_worker;
+REVOKE ALL ON FUNCTION public.record_forecast(p_user_id text, p_zone text, p_month date, p_day date, p_median numeric, p_high numeric, p_limit numeric, p_spent numeric, p_reserved numeric, p_all_slots_median numeric, p_all_slots_high numeric) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.record_forecast(p_user_id text, p_zone text, p_month date, p_day date, p_median numeric, p_high numeric, p_limit numeric, p_spent numeric, p_reserved numeric, p_all_slots_median numeric, p_all_slots_high numeric) TO cronledger_worker;
 
 --
 -- Name: FUNCTION record_reconciliation(p_provider text, p_source text, p_from date, p_to date, p_pages_sha256 text, p_scope jsonb, p_rows jsonb); Type: ACL; Schema: public; Owner: -

@@ -166,7 +166,7 @@ describe('the cost of a run', () => {
 
     const r = await runCli(['forecast', '--task', 'young'], ctx.env);
     expect(r.code, r.stderr).toBe(0);
-    expect(r.stdout).toMatch(/young\s+f-cost\s+active\s+\d+\s+\$\S+\s+\$\S+\s+worst case \(4 runs\)/);
+    expect(r.stdout).toMatch(/young\s+f-cost\s+active\s+block\s+\d+\s+\$\S+\s+\$\S+\s+worst case \(4 runs\)/);
     expect(r.stdout).toContain("forecast at the budget guard's worst case per run");
   });
 });
@@ -200,14 +200,21 @@ describe('per user', () => {
         limitUsd: usd(12n * 10n ** 15n),
         spentUsd: usd(spent),
         reservedUsd: usd(0n),
-        medianUsd: usd(spent + BigInt(daysInMonth) * run),
-        highUsd: usd(spent + BigInt(daysInMonth) * run),
+        // 15 slots fit the limit exactly; the rest would be blocked and spend nothing
+        medianUsd: usd(12n * 10n ** 15n),
+        highUsd: usd(12n * 10n ** 15n),
+        allSlotsMedianUsd: usd(spent + BigInt(daysInMonth) * run),
+        allSlotsHighUsd: usd(spent + BigInt(daysInMonth) * run),
         medianOverLimit: true,
         highOverLimit: true,
         crossings: [
           { tier: 'cheap', percent: 80, medianDay: `${month}-11`, highDay: `${month}-11` },
           { tier: 'blocked', percent: 100, medianDay: `${month}-15`, highDay: `${month}-15` },
         ],
+        slotOutcomes: {
+          median: { run: 15, blocked: daysInMonth - 15, skipped: 0 },
+          high: { run: 15, blocked: daysInMonth - 15, skipped: 0 },
+        },
       },
     ]);
   });

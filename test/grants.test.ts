@@ -313,6 +313,7 @@ const WORKER_FUNCTIONS = [
   ...PRICING,
   ...RECONCILIATION_READS,
   'book_usage',
+  'budget_cap_choice',
   'budget_month_figures',
   'budget_pauses_due',
   'claim_and_reserve',

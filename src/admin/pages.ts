@@ -276,7 +276,10 @@ function reconciliationPanel(months: Overview['reconciliation']): Raw {
   </section>`;
 }
 
-/** Users whose month may end over their limit: the high figure of their newest recorded forecast is over it. */
+/**
+ * Users whose slots left ask for more than their limit: the high every-slot figure of their newest recorded forecast is
+ * over it, so slots may be blocked or skipped; the figures are what every slot would cost.
+ */
 function forecastOverLimitSection(rows: Overview['forecastOverLimit'], ctx: PageContext): Raw {
   return html`<section id="forecast-over-limit">
     <h2>Forecast over the limit</h2>
@@ -288,7 +291,7 @@ function forecastOverLimitSection(rows: Overview['forecastOverLimit'], ctx: Page
             html`<table class="sortable">
               <thead>
                 <tr>
-                  ${th('User')}${th('Forecast of')}${th('Limit', 'int')}${th('Spent', 'int')}${th('Forecast median', 'int')}${th('Forecast high', 'int')}
+                  ${th('User')}${th('Forecast of')}${th('Limit', 'int')}${th('Spent', 'int')}${th('Every slot, median', 'int')}${th('Every slot, high', 'int')}
                 </tr>
               </thead>
               <tbody>
@@ -296,7 +299,7 @@ function forecastOverLimitSection(rows: Overview['forecastOverLimit'], ctx: Page
                   (f) =>
                     html`<tr>
                       <td><a href="${userHref(f.userId, ctx)}">${f.userId}</a></td>
-                      ${timeCell(f.day)}${usdCell(f.limitUsd ?? '0')}${usdCell(f.spentUsd)}${usdCell(f.medianUsd)}${usdCell(f.highUsd)}
+                      ${timeCell(f.day)}${usdCell(f.limitUsd ?? '0')}${usdCell(f.spentUsd)}${usdCell(f.allSlotsMedianUsd)}${usdCell(f.allSlotsHighUsd)}
                     </tr>`,
                 )}
               </tbody>

@@ -59,6 +59,7 @@ export async function backfillBudget(db: pg.Pool, plan: PlannedSlot[], at?: Date
     const zero = usdOf(0n);
     const sim = simulateBackfill({
       runCostsUsd: open.map((p) => costs.get(p.taskId)?.medianUsd ?? zero),
+      capBlocked: open.map((p) => costs.get(p.taskId)?.capped?.choice === 'blocked'),
       spentUsd: status.spentUsd,
       reservedUsd: status.reservedUsd,
       limitUsd: status.limitUsd,

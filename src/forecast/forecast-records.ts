@@ -5,13 +5,26 @@ import { localDay } from './projection';
 
 /**
  * Records a user's forecast of `at`'s day (the day in the budget's zone) in budget_forecasts, unless one is recorded
- * for that day already (the day's first stands: the table is append-only), and, when the median is over the limit,
- * the month's `forecast-over-limit` budget event (once per user and month). Returns the IDs of events recorded now.
+ * for that day already (the day's first stands: the table is append-only), and, when every slot left at the median
+ * cost would go over the limit, the month's `forecast-over-limit` budget event (once per user and month). Returns the
+ * IDs of events recorded now.
  */
 export async function recordForecast(db: pg.Pool, u: UserForecast, at: Date): Promise<string[]> {
   const { rows } = await db.query<{ event_ids: string[] }>(
-    `select record_forecast($1, $2, to_date($3 || '-01', 'YYYY-MM-DD'), $4::date, $5, $6, $7, $8, $9) as event_ids`,
-    [u.userId, u.timeZone, u.month, localDay(at, u.timeZone), u.medianUsd, u.highUsd, u.limitUsd, u.spentUsd, u.reservedUsd],
+    `select record_forecast($1, $2, to_date($3 || '-01', 'YYYY-MM-DD'), $4::date, $5, $6, $7, $8, $9, $10, $11) as event_ids`,
+    [
+      u.userId,
+      u.timeZone,
+      u.month,
+      localDay(at, u.timeZone),
+      u.medianUsd,
+      u.highUsd,
+      u.limitUsd,
+      u.spentUsd,
+      u.reservedUsd,
+      u.allSlotsMedianUsd,
+      u.allSlotsHighUsd,
+    ],
   );
   return rows[0].event_ids;
 }
@@ -91,10 +104,14 @@ export interface RecordedForecast {
   limitUsd: string | null;
   spentUsd: string;
   reservedUsd: string;
+  /** What can be spent: spent + reserved + the slots the guard and the tasks' policies would let run. */
   medianUsd: string;
   highUsd: string;
+  /** spent + reserved + every slot left at its cost per run. */
+  allSlotsMedianUsd: string;
+  allSlotsHighUsd: string;
   computedAt: string;
-  /** high > limit: the month may end over the budget. */
+  /** Every slot left at the high cost would go over the limit: slots may be blocked or skipped this month. */
   highOverLimit: boolean;
 }
 
@@ -112,11 +129,14 @@ export async function latestForecasts(db: pg.Pool, month: string): Promise<Recor
     reserved_usd: string;
     median_usd: string;
     high_usd: string;
+    all_median_usd: string;
+    all_high_usd: string;
     computed_at: Date;
   }>(
     `select distinct on (user_id) user_id, time_zone, to_char(day, 'YYYY-MM-DD') as day, limit_usd::text as limit_usd,
             spent_usd::text as spent_usd, reserved_usd::text as reserved_usd, median_usd::text as median_usd,
-            high_usd::text as high_usd, computed_at
+            high_usd::text as high_usd, coalesce(all_slots_median_usd, median_usd)::text as all_median_usd,
+            coalesce(all_slots_high_usd, high_usd)::text as all_high_usd, computed_at
        from budget_forecasts where month = to_date($1 || '-01', 'YYYY-MM-DD')
       order by user_id, day desc, computed_at desc`,
     [month],
@@ -133,8 +153,10 @@ export async function latestForecasts(db: pg.Pool, month: string): Promise<Recor
       reservedUsd: usdOf(atto(r.reserved_usd)),
       medianUsd: usdOf(atto(r.median_usd)),
       highUsd: usdOf(atto(r.high_usd)),
+      allSlotsMedianUsd: usdOf(atto(r.all_median_usd)),
+      allSlotsHighUsd: usdOf(atto(r.all_high_usd)),
       computedAt: r.computed_at.toISOString(),
-      highOverLimit: limit !== null && atto(r.high_usd) > limit,
+      highOverLimit: limit !== null && atto(r.all_high_usd) > limit,
     };
   });
 }

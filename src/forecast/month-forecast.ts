@@ -1,8 +1,16 @@
 import type pg from 'pg';
 import { budgetStatus, budgetStatusOfAll, type BudgetStatus } from '../budgets/budget-status';
-import { atto } from '../budgets/tier';
+import { atto, usdOf } from '../budgets/tier';
 import { appliedVersion, type AppliedTask } from '../db/task-versions';
-import { projectUser, taskForecast, DEFAULT_COST_SAMPLE, type Crossing, type RunCost } from './projection';
+import {
+  projectUser,
+  taskForecast,
+  DEFAULT_COST_SAMPLE,
+  type BudgetPolicy,
+  type Crossing,
+  type RunCost,
+  type SlotOutcomes,
+} from './projection';
 import { budgetBands, monthEndIn, runCosts } from './run-costs';
 
 /**
@@ -30,21 +38,42 @@ export interface TaskForecast {
   state: 'active' | 'paused';
   /** Slots from `at` to the end of the month in the user's budget zone. */
   slotsLeft: number;
+  /** The cost of one run; `cost.capped` when the task's maxCostPerRun changed it. */
   cost: RunCost;
-  /** slotsLeft × the median (p95) cost per run. */
+  /** The applied version's policies: what it does when its user's money runs out, and its cap per run (null: none). */
+  onBudgetExhausted: BudgetPolicy;
+  maxCostPerRunUsd: string | null;
+  /**
+   * What the slots that would run spend at the median (p95) cost per run: slots blocked by the limit or by
+   * maxCostPerRun, and those a budget pause would skip, spend nothing.
+   */
   medianUsd: string;
   highUsd: string;
+  /** slotsLeft × the median (p95) cost per run: every slot run, none blocked or skipped. */
+  allSlotsMedianUsd: string;
+  allSlotsHighUsd: string;
+  /** How the slots left would end at the median (high) cost per run: run, blocked (limit or cap), skipped (paused). */
+  slotOutcomes: { median: SlotOutcomes; high: SlotOutcomes };
 }
 
 /** A user's month as budgets status shows it, and the forecast to its end. */
 export interface UserForecast extends Pick<BudgetStatus, 'userId' | 'month' | 'timeZone' | 'limitUsd' | 'spentUsd' | 'reservedUsd'> {
-  /** spent + reserved + every task's forecast at the median (p95) cost per run. */
+  /**
+   * spent + reserved + what the slots left would spend at the median (p95) cost per run: at most the limit (or spent +
+   * reserved, when those are over it already), since the guard blocks what does not fit and a budget pause skips.
+   */
   medianUsd: string;
   highUsd: string;
-  /** Whether the median (high) total is over the limit; false without one. */
+  /** spent + reserved + every slot left at the median (p95) cost per run: what the schedules ask for. */
+  allSlotsMedianUsd: string;
+  allSlotsHighUsd: string;
+  /** Whether the median (high) every-slot total is over the limit, so that slots would be blocked or skipped; false without one. */
   medianOverLimit: boolean;
   highOverLimit: boolean;
+  /** The days the every-slot total reaches each band; 100 % is when slots start to be blocked or skipped. */
   crossings: Crossing[];
+  /** The user's slots left, summed over their tasks: run, blocked, skipped, at the median (high) cost per run. */
+  slotOutcomes: { median: SlotOutcomes; high: SlotOutcomes };
 }
 
 export interface MonthForecast {
@@ -55,7 +84,9 @@ export interface MonthForecast {
 
 /**
  * The month-end forecast at `at` (default now): per task the slots left this month in its user's budget zone and the
- * cost of one run; per user spent + reserved + those forecasts, and the day each band of the limit is reached. With
+ * cost of one run (within its maxCostPerRun, as the guard rules); per user spent + reserved + what those slots would
+ * spend as the guard and each task's onBudgetExhausted let them (projectUser), and the day each band of the limit is
+ * reached. With
  * `userId` or `taskId` only that user (that task's user, and that task in `tasks`); else every user with a task, a
  * budget of their own, spend or a reservation this month.
  */
@@ -92,11 +123,9 @@ export async function monthForecast(
   const costs = await runCosts(db, definitions, at, opts.sample ?? DEFAULT_COST_SAMPLE);
   const bands = await budgetBands(db);
 
-  const taskRows: TaskForecast[] = tasks.map((t) => {
-    const cost = costs.get(t.taskId)!;
-    const n = slots.get(t.taskId)!.length;
-    return { taskId: t.taskId, userId: t.userId, state: t.paused ? 'paused' : 'active', slotsLeft: n, cost, ...taskForecast(n, cost) };
-  });
+  const definitionOf = new Map(definitions.map((d) => [d.taskId, d.definition]));
+  const policyOf = (taskId: string): BudgetPolicy => definitionOf.get(taskId)?.onBudgetExhausted ?? 'block';
+  const taskRows: TaskForecast[] = [];
   const users = [...byUser.values()]
     .sort((a, b) => a.userId.localeCompare(b.userId))
     .map((s): UserForecast => {
@@ -108,8 +137,37 @@ export async function monthForecast(
         spentUsd: s.spentUsd,
         reservedUsd: s.reservedUsd,
         bands,
-        tasks: own.map((t) => ({ slots: slots.get(t.taskId)!, cost: costs.get(t.taskId)! })),
+        tasks: own.map((t) => ({ slots: slots.get(t.taskId)!, cost: costs.get(t.taskId)!, policy: policyOf(t.taskId) })),
       });
+      own.forEach((t, i) => {
+        const cost = costs.get(t.taskId)!;
+        const n = slots.get(t.taskId)!.length;
+        const all = taskForecast(n, cost);
+        const cap = definitionOf.get(t.taskId)?.maxCostPerRun;
+        taskRows.push({
+          taskId: t.taskId,
+          userId: t.userId,
+          state: t.paused ? 'paused' : 'active',
+          slotsLeft: n,
+          cost,
+          onBudgetExhausted: policyOf(t.taskId),
+          maxCostPerRunUsd: cap === undefined ? null : usdOf(atto(cap)),
+          medianUsd: p.tasks[i].medianUsd,
+          highUsd: p.tasks[i].highUsd,
+          allSlotsMedianUsd: all.medianUsd,
+          allSlotsHighUsd: all.highUsd,
+          slotOutcomes: { median: p.tasks[i].median, high: p.tasks[i].high },
+        });
+      });
+      const total = (pick: 'median' | 'high'): SlotOutcomes =>
+        p.tasks.reduce(
+          (a, t) => ({ run: a.run + t[pick].run, blocked: a.blocked + t[pick].blocked, skipped: a.skipped + t[pick].skipped }),
+          {
+            run: 0,
+            blocked: 0,
+            skipped: 0,
+          },
+        );
       const over = (usd: string) => s.limitUsd !== null && atto(usd) > atto(s.limitUsd);
       const { userId, month, timeZone, limitUsd, spentUsd, reservedUsd } = s;
       return {
@@ -121,9 +179,12 @@ export async function monthForecast(
         reservedUsd,
         medianUsd: p.medianUsd,
         highUsd: p.highUsd,
-        medianOverLimit: over(p.medianUsd),
-        highOverLimit: over(p.highUsd),
+        allSlotsMedianUsd: p.allSlotsMedianUsd,
+        allSlotsHighUsd: p.allSlotsHighUsd,
+        medianOverLimit: over(p.allSlotsMedianUsd),
+        highOverLimit: over(p.allSlotsHighUsd),
         crossings: p.crossings,
+        slotOutcomes: { median: total('median'), high: total('high') },
       };
     });
   return {

@@ -37,11 +37,20 @@ export async function completedRunCosts(
   );
 }
 
+/** What a task's maxCostPerRun makes of its runs at `at`: the guard's own rule (budget_cap_choice). */
+export interface RunCap {
+  /** `default`: no cap, or the worst case is within it; `cheap`: runs on the cheap models; `blocked`: every run is blocked. */
+  choice: 'default' | 'cheap' | 'blocked';
+  /** The worst case of one run on the models it would run on (the cheap ones under `cheap`; 0 when blocked). */
+  worstCaseUsd: string;
+}
+
 /**
- * The most one run of the task can cost at `at`: the budget guard's worst case of its chat and embedding calls
- * (worstCaseOf, priced by worst_case_cost in SQL), on the models it asks for.
+ * The most one run of the task can cost at `at`, and what its maxCostPerRun makes of it: the budget guard's worst case
+ * of its chat and embedding calls (worstCaseOf, priced by worst_case_cost in SQL) on the models it asks for, then the
+ * guard's cap rule (budget_cap_choice, the function reserve_budget decides the cap with) on those calls.
  */
-export async function runWorstCaseUsd(db: pg.Pool | pg.PoolClient, task: AppliedTask, at: Date): Promise<string> {
+export async function runWorstCase(db: pg.Pool | pg.PoolClient, task: AppliedTask, at: Date): Promise<RunCap & { uncappedUsd: string }> {
   const worst = worstCaseOf({
     prompt: task.input,
     maxOutputTokens: task.maxOutputTokens,
@@ -51,22 +60,29 @@ export async function runWorstCaseUsd(db: pg.Pool | pg.PoolClient, task: Applied
   const call = (kind: string, usage: typeof worst.chat) =>
     JSON.stringify({ kind, prompt: usage.promptTokens, completion: usage.completionTokens, tier: usage.serviceTier });
   const { rows } = await db
-    .query<{ usd: string }>(`select (worst_case_cost($1::jsonb, $2, $5) + worst_case_cost($3::jsonb, $4, $5))::text as usd`, [
-      call('chat', worst.chat),
-      task.model,
-      call('embedding', worst.embedding),
-      task.embeddingModel,
-      at,
-    ])
+    .query<{ usd: string; choice: RunCap['choice']; cheap: string | null }>(
+      `select w.usd::text as usd, c.choice, c.worst::text as cheap
+         from (select worst_case_cost($1::jsonb, $2, $5) + worst_case_cost($3::jsonb, $4, $5) as usd) w
+         cross join lateral budget_cap_choice(jsonb_build_array($1::jsonb, $3::jsonb), array[$2, $4], w.usd, $6::numeric, true, $5) c`,
+      [call('chat', worst.chat), task.model, call('embedding', worst.embedding), task.embeddingModel, at, task.maxCostPerRun ?? null],
+    )
     .catch((err: unknown) => {
       throw fromDatabaseError(err);
     });
-  return usdOf(atto(rows[0].usd));
+  const { usd, choice, cheap } = rows[0];
+  const uncappedUsd = usdOf(atto(usd));
+  const worstCaseUsd = choice === 'default' ? uncappedUsd : choice === 'cheap' ? usdOf(atto(cheap!)) : usdOf(0n);
+  return { choice, worstCaseUsd, uncappedUsd };
 }
+
+/** The lesser of two exact amounts. */
+const least = (a: string, b: string): string => (atto(a) <= atto(b) ? a : b);
 
 /**
  * Each task's cost per run: the median and p95 of its last `sample` completed runs, or with fewer than
- * MIN_RUNS_FOR_COST of them the guard's worst case (both figures), or 0 for a task with no applied version.
+ * MIN_RUNS_FOR_COST of them the guard's worst case (both figures), or 0 for a task with no applied version. A task
+ * whose maxCostPerRun rules its default models out (budget_cap_choice) costs at most the worst case of the models it
+ * would run on: the cheap ones, or nothing when every run is blocked; its `capped` says so and what it cost without.
  */
 export async function runCosts(
   db: pg.Pool | pg.PoolClient,
@@ -82,13 +98,35 @@ export async function runCosts(
   const out = new Map<string, RunCost>();
   for (const { taskId, definition } of tasks) {
     const m = measured.get(taskId) ?? { runs: 0, medianUsd: null, p95Usd: null };
-    if (m.runs >= MIN_RUNS_FOR_COST && m.medianUsd !== null && m.p95Usd !== null) {
-      out.set(taskId, { basis: 'runs', runs: m.runs, medianUsd: m.medianUsd, p95Usd: m.p95Usd });
-    } else if (!definition) {
-      out.set(taskId, { basis: 'unapplied', runs: m.runs, medianUsd: usdOf(0n), p95Usd: usdOf(0n) });
+    const fromRuns = m.runs >= MIN_RUNS_FOR_COST && m.medianUsd !== null && m.p95Usd !== null;
+    if (!definition) {
+      out.set(
+        taskId,
+        fromRuns
+          ? { basis: 'runs', runs: m.runs, medianUsd: m.medianUsd!, p95Usd: m.p95Usd! }
+          : { basis: 'unapplied', runs: m.runs, medianUsd: usdOf(0n), p95Usd: usdOf(0n) },
+      );
+      continue;
+    }
+    const needsWorst = !fromRuns || definition.maxCostPerRun !== undefined;
+    const worst = needsWorst ? await runWorstCase(db, definition, at) : undefined;
+    const cost: RunCost = fromRuns
+      ? { basis: 'runs', runs: m.runs, medianUsd: m.medianUsd!, p95Usd: m.p95Usd! }
+      : { basis: 'worst-case', runs: m.runs, medianUsd: worst!.uncappedUsd, p95Usd: worst!.uncappedUsd };
+    if (worst && worst.choice !== 'default') {
+      const capped = { medianUsd: least(cost.medianUsd, worst.worstCaseUsd), p95Usd: least(cost.p95Usd, worst.worstCaseUsd) };
+      out.set(taskId, {
+        ...cost,
+        ...capped,
+        capped: {
+          maxCostPerRunUsd: usdOf(atto(definition.maxCostPerRun!)),
+          choice: worst.choice,
+          uncappedMedianUsd: cost.medianUsd,
+          uncappedP95Usd: cost.p95Usd,
+        },
+      });
     } else {
-      const worst = await runWorstCaseUsd(db, definition, at);
-      out.set(taskId, { basis: 'worst-case', runs: m.runs, medianUsd: worst, p95Usd: worst });
+      out.set(taskId, cost);
     }
   }
   return out;

@@ -29,8 +29,21 @@ describe('the month-end forecast', () => {
       // one run a day at 12:00 UTC from the 20th: $0.50 median, $1.00 high
       tasks: [{ slots: Array.from({ length: 11 }, (_, i) => new Date(Date.UTC(2026, 10, 20 + i, 12))), cost: cost('0.5', '1') }],
     });
-    expect(p.medianUsd).toBe('11.500000000000000000');
-    expect(p.highUsd).toBe('17.000000000000000000');
+    // every slot: 6 + 11 × 0.5 and 6 + 11 × 1; what can be spent stops at the limit (median 8 slots, high 4 run)
+    expect(p).toMatchObject({
+      allSlotsMedianUsd: '11.500000000000000000',
+      allSlotsHighUsd: '17.000000000000000000',
+      medianUsd: '10.000000000000000000',
+      highUsd: '10.000000000000000000',
+    });
+    expect(p.tasks).toEqual([
+      {
+        median: { run: 8, blocked: 3, skipped: 0 },
+        high: { run: 4, blocked: 7, skipped: 0 },
+        medianUsd: '4.000000000000000000',
+        highUsd: '4.000000000000000000',
+      },
+    ]);
     // median: 6 + 0.5 k reaches 8 at k = 4 (the 23rd), 10 at k = 8 (the 27th); high: 6 + k reaches 8 at k = 2, 10 at k = 4
     expect(p.crossings).toEqual([
       { tier: 'cheap', percent: 80, medianDay: '2026-11-23', highDay: '2026-11-21' },
@@ -63,6 +76,76 @@ describe('the month-end forecast', () => {
       ],
     });
     expect(p.crossings.map((c) => c.medianDay)).toEqual(['2026-11-29', '2026-11-29']);
+  });
+
+  it('spends nothing past the limit: a block task goes on being blocked while a cheaper one still fits, a pause task skips the rest', () => {
+    const daily = (hour: number) => Array.from({ length: 10 }, (_, i) => new Date(Date.UTC(2026, 10, 1 + i, hour)));
+    const walk = (policy: 'block' | 'pause') =>
+      projectUser({
+        at: new Date('2026-11-01T00:00:00Z'),
+        timeZone: 'UTC',
+        limitUsd: '1',
+        spentUsd: '0',
+        reservedUsd: '0',
+        bands: BANDS,
+        tasks: [
+          { slots: daily(6), cost: cost('0.05', '0.05'), policy },
+          { slots: daily(18), cost: cost('0.15', '0.15') },
+        ],
+      });
+    // 0.2 a day: after 4 days 0.8; day 5: 0.85, then 1.0 does fit (1.0 exactly); day 6 on: used >= limit, all blocked
+    const block = walk('block');
+    expect(block.tasks.map((t) => t.median)).toEqual([
+      { run: 5, blocked: 5, skipped: 0 },
+      { run: 5, blocked: 5, skipped: 0 },
+    ]);
+    expect(block.medianUsd).toBe('1.000000000000000000');
+    // pause: the 6 am task's first blocked run (day 6) pauses it; its 4 later slots are skipped
+    expect(walk('pause').tasks.map((t) => t.median)).toEqual([
+      { run: 5, blocked: 1, skipped: 4 },
+      { run: 5, blocked: 5, skipped: 0 },
+    ]);
+    // a cheaper slot still fits after a dearer one was blocked: 0.9 spent, 0.15 does not fit, 0.05 does
+    const mixed = projectUser({
+      at: new Date('2026-11-01T00:00:00Z'),
+      timeZone: 'UTC',
+      limitUsd: '1',
+      spentUsd: '0.9',
+      reservedUsd: '0',
+      bands: BANDS,
+      tasks: [
+        { slots: [new Date('2026-11-02T00:00:00Z')], cost: cost('0.15', '0.15') },
+        { slots: [new Date('2026-11-03T00:00:00Z')], cost: cost('0.05', '0.05') },
+      ],
+    });
+    expect(mixed.tasks.map((t) => t.median)).toEqual([
+      { run: 0, blocked: 1, skipped: 0 },
+      { run: 1, blocked: 0, skipped: 0 },
+    ]);
+    expect(mixed.medianUsd).toBe('0.950000000000000000');
+  });
+
+  it('blocks every slot of a task its maxCostPerRun blocks, spending nothing and pausing nothing', () => {
+    const p = projectUser({
+      at: new Date('2026-11-01T00:00:00Z'),
+      timeZone: 'UTC',
+      limitUsd: null,
+      spentUsd: '0',
+      reservedUsd: '0',
+      bands: BANDS,
+      tasks: [
+        {
+          slots: hourly('2026-11-02T00:00:00Z', 3),
+          cost: {
+            ...cost('0', '0'),
+            capped: { maxCostPerRunUsd: '0.001', choice: 'blocked', uncappedMedianUsd: '0.5', uncappedP95Usd: '1' },
+          },
+          policy: 'pause',
+        },
+      ],
+    });
+    expect(p.tasks[0].median).toEqual({ run: 0, blocked: 3, skipped: 0 });
+    expect(p.medianUsd).toBe('0.000000000000000000');
   });
 
   it("counts the budget zone's day, across its DST change (the 25-hour day in Berlin)", () => {

@@ -4,7 +4,7 @@ import { budgetStatus, budgetStatusOfAll } from '../../budgets/budget-status';
 import { budgetStatusTable } from '../../budgets/status-table';
 import { applyBudgets, budgetInForce, listBudgets, type ApplyBudgetsResult } from '../../budgets/budgets-store';
 import { UserError } from '../../errors';
-import { userForecastCells, userForecastHeaders } from '../../forecast/forecast-table';
+import { userForecastCells, userForecastHeaders, userForecastRight } from '../../forecast/forecast-table';
 import { monthForecast } from '../../forecast/month-forecast';
 import { taskSchedules } from '../../schedules/scheduled-tasks';
 import { parseUserId } from '../../ledger/user-id';
@@ -101,11 +101,10 @@ export function registerBudgetsCommands(program: Command): void {
         }
         const table = budgetStatusTable(status);
         const byUser = new Map(forecast?.users.map((u) => [u.userId, u]));
-        const extra = forecast ? userForecastHeaders.length : 0;
         printTable(
           [...table.headers, ...(forecast ? userForecastHeaders : [])].map((h) => h.toUpperCase()),
           table.rows.map((row, i) => [...row, ...(forecast ? userForecastCells(byUser.get(status[i].userId)) : [])]),
-          [...table.right, ...Array.from({ length: Math.min(extra, 2) }, (_, k) => table.headers.length + k)],
+          [...table.right, ...(forecast ? userForecastRight.map((k) => table.headers.length + k) : [])],
         );
       });
     });

@@ -73,6 +73,17 @@ export function registerForecastCommand(program: Command): void {
             `worst case: a task with fewer than ${MIN_RUNS_FOR_COST} completed runs is forecast at the budget guard's worst case per run\n`,
           );
         }
+        if (forecast.tasks.some((t) => t.cost.capped)) {
+          process.stdout.write(
+            "capped: a task's maxCostPerRun rules out its default models, so a run costs at most the cheap models' worst case, or is blocked (the guard's rule)\n",
+          );
+        }
+        for (const u of forecast.users.filter((x) => x.highOverLimit)) {
+          process.stdout.write(
+            `${u.userId}: past the limit slots spend nothing (a "block" task's runs end blocked, a "pause" task is paused until the month turns over); ` +
+              `every slot would bring the month to ${displayUsd(u.allSlotsMedianUsd)} (high ${displayUsd(u.allSlotsHighUsd)})\n`,
+          );
+        }
       });
     });
 }

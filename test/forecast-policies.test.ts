@@ -1,0 +1,252 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { applyBudgets } from '../src/budgets/budgets-store';
+import { worstCaseOf } from '../src/budgets/worst-case';
+import { recordForecast } from '../src/forecast/forecast-records';
+import { monthForecast, type MonthForecast } from '../src/forecast/month-forecast';
+import { applyPrices, loadPricesFile, priceInForce } from '../src/ledger/prices';
+import { recordUsage } from '../src/ledger/record-usage';
+import { fullUsage } from '../src/models/provider';
+import { formatScaled, LEDGER_SCALE } from '../src/money';
+import { applyTasks } from '../src/schedules/apply-tasks';
+import { taskSchedules } from '../src/schedules/scheduled-tasks';
+import { parseTasksFile } from '../src/tasks/tasks-file';
+import { runCli } from './support/cli';
+import { createTestContext, type TestContext } from './support/context';
+import { oracleCost } from './support/cost-oracle';
+
+/**
+ * The month-end forecast honours each task's policies, against real Temporal schedules and PostgreSQL:
+ * maxCostPerRun by the guard's own rule (budget_cap_choice: the cheap models' worst case, or blocked), and, past the
+ * limit, slots that the guard would block (onBudgetExhausted "block") or that a budget pause would skip ("pause")
+ * spend nothing, while the every-slot figure and the day the limit is reached still say what the schedules ask for.
+ */
+
+let ctx: TestContext;
+const PROMPT = 'Summarise the day.';
+const usd = (atto: bigint) => formatScaled(atto, LEDGER_SCALE);
+/** gpt-4o-mini completion tokens cost $0.60 per million: `n` tokens cost n × 0.0000006 exactly. */
+const tokenCost = (n: number) => BigInt(n) * 600_000_000_000n;
+/** February 2027 in UTC: 28 days, nothing spent in it. */
+const AT = new Date('2027-02-01T00:00:00Z');
+let fullWorst: bigint;
+let cheapWorst: bigint;
+
+const task = (id: string, userId: string, cron: string, extra: Record<string, unknown> = {}) => ({
+  id,
+  cron,
+  userId,
+  input: PROMPT,
+  maxOutputTokens: 100,
+  ...extra,
+});
+
+/** One run's worst case (chat on `model`, the embedding on its own), priced by the test's oracle. */
+async function worstCase(model: string): Promise<bigint> {
+  const w = worstCaseOf({ prompt: PROMPT, maxOutputTokens: 100 });
+  return (
+    oracleCost('chat', w.chat, await priceInForce(ctx.pool, model, AT)) +
+    oracleCost('embedding', w.embedding, await priceInForce(ctx.pool, 'openai/text-embedding-3-small', AT))
+  );
+}
+
+/** A completed run of `taskId` whose ledger rows cost `completionTokens` gpt-4o-mini tokens, booked now. */
+async function completedRun(taskId: string, userId: string, n: number, completionTokens: number) {
+  const minute = new Date(Date.UTC(2026, 9, n, 3));
+  const workflowId = `cron-${taskId}-${minute.toISOString()}`;
+  const runId = `run-${taskId}-${minute.getTime()}`;
+  await ctx.ownerPool.query(
+    `insert into runs (idempotency_key, task_id, user_id, workflow_id, temporal_run_id, scheduled_minute, status, claimed_by, finished_at)
+     values ($1, $2, $3, $4, $5, $6, 'completed', 'test', now())`,
+    [`cron:${taskId}:${minute.toISOString()}`, taskId, userId, workflowId, runId, minute],
+  );
+  await recordUsage(ctx.pool, {
+    runId,
+    workflowId,
+    step: 'chat',
+    attempt: 1,
+    userId,
+    taskId,
+    model: 'openai/gpt-4o-mini',
+    kind: 'chat',
+    status: 'ok',
+    usage: fullUsage({ promptTokens: 0, cachedPromptTokens: 0, completionTokens, reasoningTokens: 0 }),
+    providerModel: null,
+    providerRequestId: null,
+    workerId: 'test',
+  });
+}
+
+beforeAll(async () => {
+  ctx = await createTestContext(import.meta.url);
+  await applyPrices(ctx.operatorPool, loadPricesFile('prices/standard.json'), 'test');
+  await applyBudgets(
+    ctx.operatorPool,
+    {
+      budgets: [{ userId: 'pol-user', monthlyLimitUsd: '0.012', timeZone: 'UTC', effectiveFrom: new Date('2026-01-01T00:00:00Z') }],
+      downgrade: { 'openai/gpt-4o-mini': 'openai/gpt-4.1-nano' },
+    },
+    'test',
+  );
+  fullWorst = await worstCase('openai/gpt-4o-mini');
+  cheapWorst = await worstCase('openai/gpt-4.1-nano');
+  const between = usd((fullWorst + cheapWorst) / 2n);
+  await applyTasks(
+    ctx.client,
+    parseTasksFile({
+      tasks: [
+        task('pol-pause', 'pol-user', '0 6 * * *', { onBudgetExhausted: 'pause' }),
+        task('pol-block', 'pol-user', '0 18 * * *', { onBudgetExhausted: 'block' }),
+        task('cap-down', 'cap-user', '0 12 * * *', { maxCostPerRun: between }),
+        task('cap-block', 'cap-user', '0 13 * * *', { maxCostPerRun: usd(cheapWorst / 2n) }),
+        task('cap-measured', 'cap-user', '0 14 * * *', { maxCostPerRun: between }),
+      ],
+      monthlyReport: false,
+      budgetSweep: false,
+    }),
+    ctx.taskQueue,
+    ctx.operatorPool,
+  );
+  // five completed runs each: pol-pause $0.0006 a run, pol-block $0.0012, cap-measured $0.60 (dearer than any worst case)
+  for (let i = 1; i <= 5; i++) {
+    await completedRun('pol-pause', 'pol-user', i, 1000);
+    await completedRun('pol-block', 'pol-user', i, 2000);
+    await completedRun('cap-measured', 'cap-user', i, 1_000_000);
+  }
+});
+
+afterAll(async () => ctx?.close());
+
+const forecastAt = async (userId: string): Promise<MonthForecast> =>
+  monthForecast(ctx.pool, await taskSchedules(ctx.client, ctx.pool), { at: AT, userId });
+const taskOf = (f: MonthForecast, id: string) => f.tasks.find((t) => t.taskId === id)!;
+
+describe('maxCostPerRun', () => {
+  it("costs a run at most the cheap models' worst case when the cap rules the default ones out, and says so", async () => {
+    expect(cheapWorst).toBeLessThan(fullWorst);
+    const f = await forecastAt('cap-user');
+    const down = taskOf(f, 'cap-down');
+    expect(down.cost).toEqual({
+      basis: 'worst-case',
+      runs: 0,
+      medianUsd: usd(cheapWorst),
+      p95Usd: usd(cheapWorst),
+      capped: {
+        maxCostPerRunUsd: usd((fullWorst + cheapWorst) / 2n),
+        choice: 'cheap',
+        uncappedMedianUsd: usd(fullWorst),
+        uncappedP95Usd: usd(fullWorst),
+      },
+    });
+    expect(down).toMatchObject({
+      slotsLeft: 28,
+      medianUsd: usd(28n * cheapWorst),
+      slotOutcomes: { median: { run: 28, blocked: 0, skipped: 0 } },
+    });
+    // measured runs dearer than the cap allows: capped at the worst case of the models the guard would run
+    expect(taskOf(f, 'cap-measured').cost).toMatchObject({
+      basis: 'runs',
+      runs: 5,
+      medianUsd: usd(cheapWorst),
+      capped: { choice: 'cheap', uncappedMedianUsd: usd(tokenCost(1_000_000)) },
+    });
+  });
+
+  it('blocks every run when even the cheap models are over the cap: nothing spent, every slot counted as blocked', async () => {
+    const f = await forecastAt('cap-user');
+    expect(taskOf(f, 'cap-block')).toMatchObject({
+      cost: { medianUsd: usd(0n), p95Usd: usd(0n), capped: { choice: 'blocked', uncappedMedianUsd: usd(fullWorst) } },
+      slotsLeft: 28,
+      medianUsd: usd(0n),
+      allSlotsMedianUsd: usd(0n),
+      slotOutcomes: { median: { run: 0, blocked: 28, skipped: 0 }, high: { run: 0, blocked: 28, skipped: 0 } },
+    });
+    const r = await runCli(['forecast', '--task', 'cap-block'], ctx.env);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(
+      /cap-block\s+cap-user\s+active\s+block, cap \$\S+\s+\d+\s+\$\S+\s+\$\S+\s+worst case \(0 runs\); capped: blocked\s+0\s+\d+\s+0/,
+    );
+    expect(r.stdout).toContain("capped: a task's maxCostPerRun rules out its default models");
+  });
+});
+
+describe('past the limit', () => {
+  it('spends nothing for slots the guard would block or a budget pause would skip, and counts them per task', async () => {
+    const f = await forecastAt('pol-user');
+    // 06:00 pol-pause $0.0006, 18:00 pol-block $0.0012 daily from $0; the limit $0.012. Day 7: 0.0114 after 06:00, and
+    // 18:00's $0.0012 does not fit: blocked. Day 8: 06:00 fits exactly ($0.012); from then on the month is at its limit:
+    // pol-block's runs are blocked, pol-pause's first is blocked and pauses it, so its 19 later slots are skipped.
+    expect(taskOf(f, 'pol-pause')).toMatchObject({
+      onBudgetExhausted: 'pause',
+      maxCostPerRunUsd: null,
+      slotsLeft: 28,
+      slotOutcomes: { median: { run: 8, blocked: 1, skipped: 19 }, high: { run: 8, blocked: 1, skipped: 19 } },
+      medianUsd: usd(8n * tokenCost(1000)),
+      allSlotsMedianUsd: usd(28n * tokenCost(1000)),
+    });
+    expect(taskOf(f, 'pol-block')).toMatchObject({
+      onBudgetExhausted: 'block',
+      slotOutcomes: { median: { run: 6, blocked: 22, skipped: 0 } },
+      medianUsd: usd(6n * tokenCost(2000)),
+      allSlotsMedianUsd: usd(28n * tokenCost(2000)),
+    });
+    const limit = 12n * 10n ** 15n;
+    expect(f.users).toEqual([
+      {
+        userId: 'pol-user',
+        month: '2027-02',
+        timeZone: 'UTC',
+        limitUsd: usd(limit),
+        spentUsd: usd(0n),
+        reservedUsd: usd(0n),
+        medianUsd: usd(limit),
+        highUsd: usd(limit),
+        allSlotsMedianUsd: usd(28n * tokenCost(3000)),
+        allSlotsHighUsd: usd(28n * tokenCost(3000)),
+        medianOverLimit: true,
+        highOverLimit: true,
+        // the every-slot total reaches $0.0096 at 06:00 on the 6th and $0.0126 at 18:00 on the 7th, the first blocked slot
+        crossings: [
+          { tier: 'cheap', percent: 80, medianDay: '2027-02-06', highDay: '2027-02-06' },
+          { tier: 'blocked', percent: 100, medianDay: '2027-02-07', highDay: '2027-02-07' },
+        ],
+        slotOutcomes: { median: { run: 14, blocked: 23, skipped: 19 }, high: { run: 14, blocked: 23, skipped: 19 } },
+      },
+    ]);
+  });
+
+  it('records what can be spent, and fires forecast-over-limit on what every slot would cost', async () => {
+    const [user] = (await forecastAt('pol-user')).users;
+    expect(await recordForecast(ctx.pool, user, AT)).toEqual(['budget-forecast:pol-user:UTC:2027-02']);
+    const { rows } = await ctx.pool.query(
+      `select median_usd::text as median, all_slots_median_usd::text as all_median, all_slots_high_usd::text as all_high
+         from budget_forecasts where user_id = 'pol-user'`,
+    );
+    expect(rows).toEqual([{ median: usd(12n * 10n ** 15n), all_median: usd(28n * tokenCost(3000)), all_high: usd(28n * tokenCost(3000)) }]);
+    const events = await ctx.pool.query(`select forecast_usd::text as f from budget_events where kind = 'forecast-over-limit'`);
+    expect(events.rows).toEqual([{ f: usd(28n * tokenCost(3000)) }]);
+  });
+
+  it('forecast and budgets status show run, blocked and skipped slots, and their JSON the new fields beside the old', async () => {
+    const table = await runCli(['forecast', '--user', 'pol-user'], ctx.env);
+    expect(table.code, table.stderr).toBe(0);
+    expect(table.stdout).toMatch(/POLICY\s+SLOTS LEFT.*FROM\s+RUN\s+BLOCKED\s+SKIPPED\s+FORECAST MEDIAN\s+FORECAST HIGH/);
+    expect(table.stdout).toMatch(/pol-pause\s+pol-user\s+active\s+pause\s+\d+/);
+    const json = JSON.parse((await runCli(['forecast', '--user', 'pol-user', '--json'], ctx.env)).stdout);
+    const pause = json.tasks.find((t: { taskId: string }) => t.taskId === 'pol-pause');
+    // this month, from now: the figures depend on the day, their shape does not
+    const { run, blocked, skipped } = pause.slotOutcomes.median;
+    expect(run + blocked + skipped).toBe(pause.slotsLeft);
+    expect(pause).toMatchObject({
+      onBudgetExhausted: 'pause',
+      maxCostPerRunUsd: null,
+      allSlotsMedianUsd: expect.stringMatching(/^\d+\.\d{18}$/),
+    });
+    expect(json.users[0]).toMatchObject({ medianOverLimit: expect.any(Boolean), allSlotsHighUsd: expect.stringMatching(/^\d+\.\d{18}$/) });
+
+    const status = await runCli(['budgets', 'status', '--user', 'pol-user'], ctx.env);
+    expect(status.code, status.stderr).toBe(0);
+    expect(status.stdout).toMatch(/FORECAST MEDIAN\s+FORECAST HIGH\s+80 % ON\s+100 % ON\s+SLOTS RUN\s+BLOCKED\s+SKIPPED/);
+    const statusJson = JSON.parse((await runCli(['budgets', 'status', '--user', 'pol-user', '--json'], ctx.env)).stdout);
+    expect(statusJson.forecast[0]).toMatchObject({ userId: 'pol-user', slotOutcomes: { median: { skipped: expect.any(Number) } } });
+  });
+});
