@@ -34,6 +34,37 @@ it('with no stack and no environment, names both variables and `dev up`', async 
   expect(r.stderr).toContain('npx cronledger dev up');
 });
 
+/**
+ * The CLI imports only the module of the command it runs (src/cli/main.ts). The help, a group's help and a mistyped
+ * command must still see what they saw with every module loaded.
+ */
+describe('the command list', () => {
+  const COMMANDS = ['dev', 'db', 'tasks', 'backfill', 'runs', 'prices', 'budgets', 'forecast', 'limits', 'ledger', 'reconcile', 'report'];
+  const commandsOf = (help: string) => [...(help.split('Commands:')[1] ?? '').matchAll(/^ {2}([a-z-]+)/gm)].map((m) => m[1]);
+
+  it('--help lists every command, in order', async () => {
+    const r = await runCli(['--help'], env);
+    expect(r.code, r.stderr).toBe(0);
+    const listed = commandsOf(r.stdout);
+    expect(listed.filter((c) => COMMANDS.includes(c))).toEqual(COMMANDS);
+    expect(listed).toEqual(expect.arrayContaining(['rollups', 'admin', 'help']));
+  });
+
+  it("a group's --help lists its subcommands", async () => {
+    const r = await runCli(['tasks', '--help'], env);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/^Usage: cronledger tasks /m);
+    expect(commandsOf(r.stdout)).toEqual(['apply', 'list', 'pause', 'resume', 'delete', 'trigger', 'help']);
+  });
+
+  it('a mistyped command is refused with the nearest name', async () => {
+    const r = await runCli(['taks', 'list'], env);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain("unknown command 'taks'");
+    expect(r.stderr).toContain('Did you mean tasks?');
+  });
+});
+
 describe('the URL redactor', () => {
   it.each([
     ['postgres://app:pw-in-user@db:5432/x', 'postgres://app:***@db:5432/x'],

@@ -1,6 +1,5 @@
 import type { Client } from '@temporalio/client';
 import type pg from 'pg';
-import { connectClient } from '../client';
 import { resolveConnections, resolveOperatorDatabaseUrl, type Connections } from '../config';
 import { connectPool } from '../db/pool';
 import { UserError } from '../errors';
@@ -21,6 +20,9 @@ export async function withConnections<T>(
   try {
     if (needs.temporal) {
       try {
+        // imported here: the Temporal client's modules are a good part of a command's start-up, and a command that
+        // reads only the database never needs them
+        const { connectClient } = await import('../client');
         client = await connectClient(conn);
       } catch (err) {
         throw new UserError(

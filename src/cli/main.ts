@@ -1,19 +1,5 @@
 import { Command, CommanderError } from 'commander';
 import { UserError } from '../errors';
-import { registerAdminCommand } from './commands/admin';
-import { registerBackfillCommand } from './commands/backfill';
-import { registerBudgetsCommands } from './commands/budgets';
-import { registerDbCommands } from './commands/db';
-import { registerDevCommands } from './commands/dev';
-import { registerForecastCommand } from './commands/forecast';
-import { registerLedgerCommands } from './commands/ledger';
-import { registerLimitsCommands } from './commands/limits';
-import { registerPricesCommands } from './commands/prices';
-import { registerReconcileCommands } from './commands/reconcile';
-import { registerReportCommands } from './commands/report';
-import { registerRollupsCommands } from './commands/rollups';
-import { registerRunsCommand } from './commands/runs';
-import { registerTasksCommands } from './commands/tasks';
 
 const program = new Command('cronledger')
   .description('Scheduled LLM agent runs on Temporal, exactly once per slot, with an exact USD ledger')
@@ -21,20 +7,32 @@ const program = new Command('cronledger')
   .enablePositionalOptions() // a group's options stay its own: `runs --task X` lists, `runs retry --task X ...` retries
   .exitOverride();
 
-registerDevCommands(program);
-registerDbCommands(program);
-registerTasksCommands(program);
-registerBackfillCommand(program);
-registerRunsCommand(program);
-registerPricesCommands(program);
-registerBudgetsCommands(program);
-registerForecastCommand(program);
-registerLimitsCommands(program);
-registerLedgerCommands(program);
-registerReconcileCommands(program);
-registerReportCommands(program);
-registerRollupsCommands(program);
-registerAdminCommand(program);
+/**
+ * Each top-level command's module, in the order `cronledger --help` lists them. Only the module of the command being
+ * run is imported: each module loads its whole graph (the Temporal client, the admin server, the worker SDK, the
+ * tokenizers), and a CLI process that imported them all spent most of its start-up on commands it does not run. Anything
+ * else (`--help`, `help`, a mistyped command) loads them all, so the help lists every command and commander can
+ * suggest the nearest name.
+ */
+const COMMANDS: Record<string, () => Promise<(program: Command) => void>> = {
+  dev: async () => (await import('./commands/dev')).registerDevCommands,
+  db: async () => (await import('./commands/db')).registerDbCommands,
+  tasks: async () => (await import('./commands/tasks')).registerTasksCommands,
+  backfill: async () => (await import('./commands/backfill')).registerBackfillCommand,
+  runs: async () => (await import('./commands/runs')).registerRunsCommand,
+  prices: async () => (await import('./commands/prices')).registerPricesCommands,
+  budgets: async () => (await import('./commands/budgets')).registerBudgetsCommands,
+  forecast: async () => (await import('./commands/forecast')).registerForecastCommand,
+  limits: async () => (await import('./commands/limits')).registerLimitsCommands,
+  ledger: async () => (await import('./commands/ledger')).registerLedgerCommands,
+  reconcile: async () => (await import('./commands/reconcile')).registerReconcileCommands,
+  report: async () => (await import('./commands/report')).registerReportCommands,
+  rollups: async () => (await import('./commands/rollups')).registerRollupsCommands,
+  admin: async () => (await import('./commands/admin')).registerAdminCommand,
+};
+const command = process.argv[2] ?? '';
+const loads = Object.hasOwn(COMMANDS, command) ? [COMMANDS[command]] : Object.values(COMMANDS);
+for (const register of await Promise.all(loads.map((load) => load()))) register(program);
 
 try {
   await program.parseAsync(process.argv);

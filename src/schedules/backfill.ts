@@ -14,7 +14,7 @@ import type { scheduledRun } from '../workflows/scheduled-run';
 import { claimState, isRetryable } from './claim-state';
 import { retrySlot } from './retry-slot';
 import { slotTimes } from './slot-times';
-import { appliedTask, startRun, type AppliedTask } from './start-run';
+import { appliedTask, nominalId, startRun, type AppliedTask } from './start-run';
 
 /** A backfill longer than this is refused: a typo in a year should not start a year of model calls. */
 export const MAX_BACKFILL_DAYS = 31;
@@ -69,8 +69,6 @@ export function parseRange(fromText: string, toText: string): { from: Date; to: 
   }
   return { from, to };
 }
-
-export const nominalId = (slot: Date): string => slot.toISOString().replace(/\.\d{3}Z$/, 'Z');
 
 export interface BackfillOptions {
   taskIds: string[];

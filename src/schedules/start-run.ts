@@ -12,6 +12,9 @@ export interface AppliedTask {
   taskQueue: string;
 }
 
+/** A slot's time in its workflow ID, to the second: cron-<task>-2026-11-02T09:00:00Z. */
+export const nominalId = (slot: Date): string => slot.toISOString().replace(/\.\d{3}Z$/, 'Z');
+
 /** Reads the task from its schedule's action memo: what the schedule itself would run. */
 export async function appliedTask(client: Client, taskId: string): Promise<AppliedTask> {
   const description = await describeTaskSchedule(client, taskId);

@@ -1,7 +1,7 @@
 import { WorkflowFailedError } from '@temporalio/client';
 import pg from 'pg';
 import { runInputOf, taskFingerprint } from '../../src/schedules/task-schedule';
-import { nominalId } from '../../src/schedules/backfill';
+import { nominalId } from '../../src/schedules/start-run';
 import type { ScheduledRunResult } from '../../src/workflows/scheduled-run';
 import { reconcile, type ChaosFigures } from '../support/chaos-figures';
 import { WorkerProcess } from '../support/worker-processes';

@@ -1,5 +1,5 @@
 import { applyPrices, type PricesFile } from '../../src/ledger/prices';
-import { nominalId } from '../../src/schedules/backfill';
+import { nominalId } from '../../src/schedules/start-run';
 import { reconcile, type ChaosFigures } from '../support/chaos-figures';
 import { runCli, type CliResult } from '../support/cli';
 import { createTaskSchedule, scenarioId, startOpenAIWorkers, type ChaosEnv } from './chaos-env';

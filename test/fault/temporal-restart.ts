@@ -1,5 +1,5 @@
 import type { Client } from '@temporalio/client';
-import { nominalId } from '../../src/schedules/backfill';
+import { nominalId } from '../../src/schedules/start-run';
 import { reconcile, type ChaosFigures } from '../support/chaos-figures';
 import type { TemporalProcess } from '../support/temporal-process';
 import { waitFor } from '../support/wait';

@@ -2,7 +2,7 @@ import type { Command } from 'commander';
 import { budgetChangesOf, loadBudgetsFile, parseMonthlyLimit } from '../../budgets/budget-file';
 import { budgetStatus, budgetStatusOfAll } from '../../budgets/budget-status';
 import { budgetStatusTable } from '../../budgets/status-table';
-import { applyBudgets, budgetInForce, listBudgets, type ApplyBudgetsResult } from '../../budgets/budgets-store';
+import { applyBudgets, budgetInForce, listBudgets } from '../../budgets/budgets-store';
 import { UserError } from '../../errors';
 import { userForecastCells, userForecastHeaders, userForecastRight } from '../../forecast/forecast-table';
 import { monthForecast } from '../../forecast/month-forecast';
@@ -11,7 +11,7 @@ import { parseUserId } from '../../ledger/user-id';
 import { displayUsd } from '../../money';
 import { parseTimeZone } from '../../time-zone';
 import { withConnections } from '../connect';
-import { printJson, printTable } from '../output';
+import { printAppliedBudgets, printJson, printTable } from '../output';
 
 /** `cronledger budgets apply|set|list|status`: monthly USD limits per user, versioned like prices. */
 export function registerBudgetsCommands(program: Command): void {
@@ -108,14 +108,4 @@ export function registerBudgetsCommands(program: Command): void {
         );
       });
     });
-}
-
-export function printAppliedBudgets(result: ApplyBudgetsResult): void {
-  for (const b of result.budgets) {
-    const who = b.userId ?? 'default';
-    process.stdout.write(
-      `${b.action.padEnd(10)} budget ${who} ${displayUsd(b.monthlyLimitUsd)}/month (${b.timeZone}) from ${b.effectiveFrom}\n`,
-    );
-  }
-  for (const d of result.downgrades) process.stdout.write(`${d.action.padEnd(10)} downgrade ${d.model} -> ${d.cheapModel}\n`);
 }

@@ -8,9 +8,8 @@ import { workflowUrl } from '../../config';
 import { listTasks, operateOnTask, triggerManualRun, type TaskOperation } from '../../schedules/manage-task';
 import { loadTasksFile, type TasksFile } from '../../tasks/tasks-file';
 import { withConnections } from '../connect';
-import { printJson, printTable } from '../output';
+import { printAppliedBudgets, printJson, printTable } from '../output';
 import { confirm, onTerminal } from '../prompt';
-import { printAppliedBudgets } from './budgets';
 
 export function registerTasksCommands(program: Command): void {
   const tasks = program.command('tasks').description('cron tasks as Temporal Schedules');
