@@ -10,6 +10,9 @@ import { formatScaled, LEDGER_SCALE } from '../src/money';
 import { applyTasks } from '../src/schedules/apply-tasks';
 import { taskSchedules } from '../src/schedules/scheduled-tasks';
 import { parseTasksFile } from '../src/tasks/tasks-file';
+import { createPool, readOnlySessionUrl } from '../src/db/pool';
+import { startTestAdmin } from './support/admin-server';
+import { bookCompletion } from './support/budget-spend';
 import { runCli } from './support/cli';
 import { createTestContext, type TestContext } from './support/context';
 import { oracleCost } from './support/cost-oracle';
@@ -99,6 +102,8 @@ beforeAll(async () => {
         task('cap-down', 'cap-user', '0 12 * * *', { maxCostPerRun: between }),
         task('cap-block', 'cap-user', '0 13 * * *', { maxCostPerRun: usd(cheapWorst / 2n) }),
         task('cap-measured', 'cap-user', '0 14 * * *', { maxCostPerRun: between }),
+        task('skip-resumed', 'skip-user', '0 9 * * *', { onBudgetExhausted: 'pause' }),
+        task('skip-open', 'skip-user', '0 10 * * *', { onBudgetExhausted: 'pause' }),
       ],
       monthlyReport: false,
       budgetSweep: false,
@@ -248,5 +253,56 @@ describe('past the limit', () => {
     expect(status.stdout).toMatch(/FORECAST MEDIAN\s+FORECAST HIGH\s+80 % ON\s+100 % ON\s+SLOTS RUN\s+BLOCKED\s+SKIPPED/);
     const statusJson = JSON.parse((await runCli(['budgets', 'status', '--user', 'pol-user', '--json'], ctx.env)).stdout);
     expect(statusJson.forecast[0]).toMatchObject({ userId: 'pol-user', slotOutcomes: { median: { skipped: expect.any(Number) } } });
+  });
+});
+
+describe('the admin page: skipped for budget', () => {
+  it("shows per task and per user the slots skipped for budget, the report's figure, beside the missed slots", async () => {
+    // this month: skip-resumed was paused for budget and resumed with 7 slots skipped; skip-open is paused still
+    const month = (await ctx.pool.query<{ m: string }>(`select to_char(now() at time zone 'UTC', 'YYYY-MM') as m`)).rows[0].m;
+    const pause = async (taskId: string, runId: string) =>
+      (
+        await ctx.ownerPool.query<{ r: { pauseId: number } }>(
+          `select record_budget_pause($1, 'skip-user', 'test', $2::date, 'UTC', 0, $3, now() - interval '2 hours') as r`,
+          [taskId, `${month}-01`, runId],
+        )
+      ).rows[0].r.pauseId;
+    const resumed = await pause('skip-resumed', 'run-skip-1');
+    await ctx.ownerPool.query(`select record_budget_resume($1, now() - interval '1 hour', 'limit-raised', 7)`, [resumed]);
+    await pause('skip-open', 'run-skip-2');
+    await bookCompletion(ctx.pool, 'skip-spend', 'skip-user', 1000); // the users page lists users with spend
+
+    const report = await runCli(['report', '--month', month, '--format', 'json'], ctx.env);
+    expect(report.code, report.stderr).toBe(0);
+    expect(JSON.parse(report.stdout).budget.skippedForBudget).toEqual({ slots: 7, pausedTasks: 1 });
+
+    const readonly = createPool(readOnlySessionUrl(ctx.readonlyDatabaseUrl), 2);
+    const admin = await startTestAdmin(ctx, readonly);
+    try {
+      const { users } = await (await fetch(`${admin.url}/api/users`)).json();
+      expect(users.find((u: { userId: string }) => u.userId === 'skip-user')).toMatchObject({
+        skippedForBudget: 7,
+        tasksPausedForBudget: 1,
+      });
+      const { tasks } = await (await fetch(`${admin.url}/api/tasks`)).json();
+      const byId = (id: string) => tasks.find((t: { id: string }) => t.id === id);
+      expect(byId('skip-resumed').budgetPauses).toEqual({ taskId: 'skip-resumed', userId: 'skip-user', skippedSlots: 7, paused: false });
+      expect(byId('skip-open').budgetPauses).toMatchObject({ skippedSlots: 0, paused: true });
+      expect(byId('pol-pause').budgetPauses).toBeNull();
+
+      const tasksHtml = await (await fetch(`${admin.url}/tasks`)).text();
+      expect(tasksHtml).toMatch(/Missed slots<\/th><th data-type="int" tabindex="0">Skipped for budget<\/th>/);
+      const inRow = '(?:(?!</tr>)[\\s\\S])*?';
+      expect(tasksHtml).toMatch(new RegExp(`<tr data-task="skip-resumed"${inRow}<td class="num" data-sort="7">\\s*7\\s*</td>`));
+      expect(tasksHtml).toMatch(
+        new RegExp(`<tr data-task="skip-open"${inRow}<td class="num" data-sort="0">\\s*0<div class="muted">paused</div>`),
+      );
+      const usersHtml = await (await fetch(`${admin.url}/users`)).text();
+      expect(usersHtml).toMatch(/Skipped for budget/);
+      expect(usersHtml).toMatch(new RegExp(`skip-user</a></td>${inRow}<td class="num" data-sort="7">\\s*7<div class="muted">paused</div>`));
+    } finally {
+      await admin.close();
+      await readonly.end();
+    }
   });
 });

@@ -1,3 +1,4 @@
+import { budgetPauseFiguresByTask, type TaskPauseFigures } from '../budgets/budget-pauses';
 import { latestForecasts, type RecordedForecast } from '../forecast/forecast-records';
 import type pg from 'pg';
 import { duplicatesPerDay, latestRunsWithCost, type RunWithCost } from '../db/runs';
@@ -261,6 +262,9 @@ export interface UserFigures {
   completedRuns: number;
   failedRuns: number;
   costPerCompletedRunUsd: string;
+  /** Slots of the user's tasks skipped for budget this month, and how many of them are paused for budget (the report's rule). */
+  skippedForBudget: number;
+  tasksPausedForBudget: number;
   /** null without a budget: the page says "no budget", never a made-up figure. */
   budgetLimitUsd: string | null;
   /** (spent + reserved) / limit in percent, half-even at 2 decimals, at the end of the month (or now, while it runs). */
@@ -274,6 +278,7 @@ export async function users(db: pg.Pool, q: MonthQuery): Promise<{ month: Month;
   const ids = [...new Set(report.byUser.map((l) => l.userId))].sort();
   const budgetAt = new Date(Math.min(Date.now(), new Date(report.period.to).getTime() - 1));
   const budgets = new Map((await budgetStatusOfAll(db, { at: budgetAt })).map((b) => [b.userId, b]));
+  const pauses = [...(await taskBudgetPauses(db, q)).values()];
   return {
     month: q.month,
     zone: q.zone,
@@ -289,6 +294,8 @@ export async function users(db: pg.Pool, q: MonthQuery): Promise<{ month: Month;
         completedRuns: completed,
         failedRuns: statuses.reduce((n, s) => n + (s.failed ?? 0), 0),
         costPerCompletedRunUsd: moneyPer(spend, BigInt(completed)),
+        skippedForBudget: pauses.filter((p) => p.userId === userId).reduce((n, p) => n + p.skippedSlots, 0),
+        tasksPausedForBudget: pauses.filter((p) => p.userId === userId && p.paused).length,
         ...budgetFigures(budgets.get(userId)),
       };
     }),
@@ -296,6 +303,12 @@ export async function users(db: pg.Pool, q: MonthQuery): Promise<{ month: Month;
 }
 
 const isSpendLine = (l: { line: string }) => l.line !== 'credit';
+
+/** Per task, its slots skipped for budget in the month and whether it is paused for budget (the report's rule). */
+export async function taskBudgetPauses(db: pg.Pool, q: MonthQuery): Promise<Map<string, TaskPauseFigures>> {
+  const { from, to } = await monthBounds(db, q.zone, q.month);
+  return new Map((await budgetPauseFiguresByTask(db, new Date(from), new Date(to))).map((p) => [p.taskId, p]));
+}
 
 /** (spent + reserved) / limit in basis points (half-even), the integer the bar is drawn from; null without a limit. */
 function usedBasisPoints(b: BudgetStatus): bigint | null {

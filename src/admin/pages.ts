@@ -3,6 +3,7 @@ import { countPerDollar } from '../reports/economics';
 import { microUsd } from '../reports/render-html';
 import type { RateLimitWaits } from '../ratelimits/rate-limits-store';
 import type { TaskListing } from '../schedules/manage-task';
+import type { TaskPauseFigures } from '../budgets/budget-pauses';
 import type { TaskSlotCheck } from '../schedules/missed-slots';
 import type { PriceVersionChoice, repriceMonthAtVersion } from '../reports/reprice';
 import type { BudgetRow, DayFigures, entryView, Overview, runView, UserFigures, UserPage } from './admin-data';
@@ -384,7 +385,7 @@ export function usersPage(list: UserFigures[], ctx: PageContext): string {
     html`<table class="sortable" id="users">
       <thead>
         <tr>
-          ${th('User')}${th('Spend', 'int')}${th('Budget used %', 'pct')}${th('Tier')}${th('Completed runs', 'int')}${th('Failed runs', 'int')}${th('Cost per completed run', 'int')}${th('Credits', 'int')}
+          ${th('User')}${th('Spend', 'int')}${th('Budget used %', 'pct')}${th('Tier')}${th('Completed runs', 'int')}${th('Failed runs', 'int')}${th('Skipped for budget', 'int')}${th('Cost per completed run', 'int')}${th('Credits', 'int')}
         </tr>
       </thead>
       <tbody>
@@ -394,7 +395,8 @@ export function usersPage(list: UserFigures[], ctx: PageContext): string {
               <td><a href="${userHref(u.userId, ctx)}">${u.userId}</a></td>
               ${usdCell(u.spendUsd)} ${pctCell(u.budgetUsedPercent)}
               <td>${u.tier ?? 'no budget'}</td>
-              ${numCell(u.completedRuns)}${numCell(u.failedRuns)}${usdCell(u.costPerCompletedRunUsd)}${usdCell(u.creditsUsd)}
+              ${numCell(u.completedRuns)}${numCell(u.failedRuns)}${skippedForBudgetCell(u.skippedForBudget, u.tasksPausedForBudget)}
+              ${usdCell(u.costPerCompletedRunUsd)}${usdCell(u.creditsUsd)}
             </tr>`,
         )}
       </tbody>
@@ -720,7 +722,7 @@ export function runPageHtml(p: { run: RunView | null; entries: EntryView[] }, wo
 export function tasksPage(
   listing:
     | {
-        tasks: (TaskListing & { recentRuns: RunView[]; missedSlots: TaskSlotCheck | null })[];
+        tasks: (TaskListing & { recentRuns: RunView[]; missedSlots: TaskSlotCheck | null; budgetPauses: TaskPauseFigures | null })[];
         missedSlotsChecked: Omit<MissedSlotsView, 'tasks'>;
       }
     | { error: string },
@@ -734,7 +736,7 @@ export function tasksPage(
     html`<table class="sortable" id="tasks">
       <thead>
         <tr>
-          ${th('Task')}${th('Cron')}${th('Zone')}${th('User')}${th('State')}${th('Missed slots', 'int')}${th('Next fire times')}${th('Recent runs')}
+          ${th('Task')}${th('Cron')}${th('Zone')}${th('User')}${th('State')}${th('Missed slots', 'int')}${th('Skipped for budget', 'int')}${th('Next fire times')}${th('Recent runs')}
         </tr>
       </thead>
       <tbody>
@@ -746,7 +748,7 @@ export function tasksPage(
               <td>${t.timezone}</td>
               <td>${t.userId}</td>
               <td>${t.paused ? 'paused' : 'active'}</td>
-              ${missedCell(t.missedSlots)}
+              ${missedCell(t.missedSlots)}${skippedForBudgetCell(t.budgetPauses?.skippedSlots ?? 0, t.budgetPauses?.paused ? 1 : 0)}
               <td>${t.nextFireTimes.length ? t.nextFireTimes.map((f) => html`<div>${time(f)}</div>`) : '-'}</td>
               <td>${t.recentRuns.map((r) => html`<div>${time(r.scheduledMinute)} ${r.status} ${usd(r.costUsd)}</div>`)}</td>
             </tr>`,
@@ -762,6 +764,16 @@ function missedCell(m: TaskSlotCheck | null): Raw {
   if (!m || m.checkedFrom === null) return html`<td class="num" data-sort="-1">-</td>`;
   return html`<td class="num" data-sort="${String(m.missedCount)}">
     ${String(m.missedCount)}${m.missed[0] ? html`<div class="muted">newest ${time(m.missed[0])}</div>` : ''}
+  </td>`;
+}
+
+/**
+ * Slots skipped for budget in the month (a pause's are counted when the budget sweeper resumes it: the report's rule,
+ * budgetPauseFiguresByTask), with the tasks paused for budget now beneath.
+ */
+function skippedForBudgetCell(skipped: number, pausedTasks: number): Raw {
+  return html`<td class="num" data-sort="${String(skipped)}">
+    ${String(skipped)}${pausedTasks > 0 ? html`<div class="muted">${pausedTasks === 1 ? 'paused' : `${pausedTasks} paused`}</div>` : ''}
   </td>`;
 }
 

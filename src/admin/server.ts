@@ -18,7 +18,7 @@ import { trackedZones } from '../reports/rollups-read';
 import { chartJs } from '../reports/render-html';
 import { listTasks } from '../schedules/manage-task';
 import { DEFAULT_MISSED_SLOT_GRACE_MS, DEFAULT_MISSED_SLOT_WINDOW_MS, missedSlots } from '../schedules/missed-slots';
-import { budgets, latestRuns, models, overview, parseMonthQuery, runPage, runView, userPage, users } from './admin-data';
+import { budgets, latestRuns, models, overview, parseMonthQuery, runPage, runView, taskBudgetPauses, userPage, users } from './admin-data';
 import { parseFactor } from './anomalies';
 import { sharedResult } from './shared-result';
 import { CODEC_DECODE_PATH, CODEC_PATH, codecBodyLimit, codecCors, codecDecode } from './codec-endpoint';
@@ -291,9 +291,10 @@ export function createAdminApp(opts: AdminOptions): Hono<{ Bindings: HttpBinding
   const sharedListing = opts.client
     ? sharedResult(() => listTasks(opts.client!, opts.pool), { maxAgeMs: opts.tasksCacheMs ?? DEFAULT_MISSED_SLOT_CACHE_MS })
     : undefined;
-  const tasks = async () => {
+  const tasks = async (c: Context) => {
     if (!sharedListing) return { error: 'no Temporal connection' };
     const [{ value: listing }, slots] = await Promise.all([sharedListing.get(), missedSlotsView()]);
+    const pauses = await taskBudgetPauses(opts.pool, await monthQuery(c));
     // One query for every task's recent runs: a query per task queued 1,000 of them on the admin's 4 connections.
     const recent = await latestRunsWithCostPerTask(
       opts.pool,
@@ -304,13 +305,14 @@ export function createAdminApp(opts: AdminOptions): Hono<{ Bindings: HttpBinding
       ...t,
       recentRuns: (recent.get(t.id) ?? []).map(runView),
       missedSlots: slots.tasks.find((s) => s.taskId === t.id) ?? null,
+      budgetPauses: pauses.get(t.id) ?? null,
     }));
     const { tasks: _perTask, ...missedSlotsChecked } = slots; // each task's check is on its row
     return { tasks: withRuns, missedSlotsChecked };
   };
-  app.get('/tasks', async (c) => c.html(tasksPage(await tasks(), await pageContext(c))));
+  app.get('/tasks', async (c) => c.html(tasksPage(await tasks(c), await pageContext(c))));
   app.get('/api/tasks', async (c) => {
-    const t = await tasks();
+    const t = await tasks(c);
     return 'error' in t ? c.json(t, 503) : c.json(t);
   });
 

@@ -70,16 +70,37 @@ export async function budgetPauseIntervals(db: pg.Pool, taskId: string, from: Da
 export const inPause = (t: Date, pauses: PauseInterval[]): boolean =>
   pauses.some((p) => t >= p.pausedAt && (p.resumedAt === null || t <= p.resumedAt));
 
+/** A task's budget pauses in a report's period, as the report counts them. */
+export interface TaskPauseFigures {
+  taskId: string;
+  userId: string;
+  /** Slots skipped for budget by the task's pauses that began in the period (counted when the sweeper resumed them). */
+  skippedSlots: number;
+  /** Paused for budget at the period's end (or now, while it runs): its skipped slots are counted once it resumes. */
+  paused: boolean;
+}
+
+/**
+ * Per task with a budget pause that began before the period's end: the slots skipped for budget by its pauses that
+ * began in the period, and whether it is still paused at the end. The one rule for "skipped for budget": the report
+ * sums it, the admin page shows it per task and per user.
+ */
+export async function budgetPauseFiguresByTask(db: pg.Pool, from: Date, to: Date): Promise<TaskPauseFigures[]> {
+  const { rows } = await db.query<{ task_id: string; user_id: string; skipped: string; paused: boolean }>(
+    `select task_id, min(user_id) as user_id,
+            coalesce(sum(skipped_slots) filter (where paused_at >= $1 and paused_at < $2), 0) as skipped,
+            bool_or(resumed_at is null or resumed_at >= $2) as paused
+       from budget_pause_intervals where paused_at < $2 group by task_id order by task_id`,
+    [from, to],
+  );
+  return rows.map((r) => ({ taskId: r.task_id, userId: r.user_id, skippedSlots: Number(r.skipped), paused: r.paused }));
+}
+
 /**
  * For a report's period: the slots skipped for budget by pauses that began in it (counted when the sweeper resumed
  * them), and the tasks still paused for budget at its end.
  */
 export async function budgetPauseFigures(db: pg.Pool, from: Date, to: Date): Promise<{ skippedSlots: number; pausedTasks: number }> {
-  const { rows } = await db.query<{ skipped: string; paused: string }>(
-    `select coalesce(sum(skipped_slots) filter (where paused_at >= $1 and paused_at < $2), 0) as skipped,
-            count(distinct task_id) filter (where paused_at < $2 and (resumed_at is null or resumed_at >= $2)) as paused
-       from budget_pause_intervals where paused_at < $2`,
-    [from, to],
-  );
-  return { skippedSlots: Number(rows[0].skipped), pausedTasks: Number(rows[0].paused) };
+  const tasks = await budgetPauseFiguresByTask(db, from, to);
+  return { skippedSlots: tasks.reduce((n, t) => n + t.skippedSlots, 0), pausedTasks: tasks.filter((t) => t.paused).length };
 }
