@@ -191,6 +191,51 @@ CREATE FUNCTION public.backdating_skew() RETURNS interval
     AS $$ select interval '5 minutes' $$;
 
 --
+-- Name: book_ledger_entry(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.book_ledger_entry() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+declare
+  v_shard smallint := (pg_backend_pid() % 8)::smallint;
+begin
+  -- the month-to-date summary, in every zone a budget uses (budget_track_zone adds a zone under the exclusive lock)
+  perform pg_advisory_xact_lock_shared(hashtextextended('cronledger-budget-zones', 0));
+  insert into budget_months as m (user_id, time_zone, month, spent_usd)
+  select new.user_id, z.time_zone, budget_month_of(new.created_at, z.time_zone), new.cost_usd
+    from budget_zones z order by z.time_zone
+  on conflict (user_id, time_zone, month) do update set spent_usd = m.spent_usd + excluded.spent_usd;
+  update budget_reservations set status = 'settled', closed_at = now(), settled_entry_id = new.id
+   where idempotency_key = new.idempotency_key and status = 'open';
+  -- /metrics: the cost into its model, kind and user's charges or credits, the booking lag into its histogram
+  insert into metric_ledger_totals as t (model, kind, user_id, charges_usd, credits_usd)
+  values (new.model, new.kind, new.user_id, greatest(new.cost_usd, 0), greatest(-new.cost_usd, 0))
+  on conflict (model, kind, user_id) do update
+    set charges_usd = t.charges_usd + excluded.charges_usd, credits_usd = t.credits_usd + excluded.credits_usd;
+  perform metric_observe('booking_lag', metric_booking_lag_ms(new.usage_received_at, new.booked_at), 1);
+  -- the rollup queue, then its summary in the shard the queue row records (the fold takes it out of the same row); the
+  -- queue row first, so that rollups_reset_pending's share lock on the queue waits for this transaction
+  insert into rollup_queue (entry_id, shard) values (new.id, v_shard);
+  insert into rollup_pending as p (slot, shard, model, kind, entry_type, status, entries, prompt_tokens, cached_prompt_tokens,
+                                   completion_tokens, reasoning_tokens, cost_usd)
+  values (rollup_pending_slot(new.created_at), v_shard, new.model, new.kind, new.entry_type, new.status, 1, new.prompt_tokens,
+          new.cached_prompt_tokens, new.completion_tokens, new.reasoning_tokens, new.cost_usd)
+  on conflict on constraint rollup_pending_bucket do update
+    set entries = p.entries + 1, prompt_tokens = p.prompt_tokens + excluded.prompt_tokens,
+        cached_prompt_tokens = p.cached_prompt_tokens + excluded.cached_prompt_tokens,
+        completion_tokens = p.completion_tokens + excluded.completion_tokens,
+        reasoning_tokens = p.reasoning_tokens + excluded.reasoning_tokens, cost_usd = p.cost_usd + excluded.cost_usd;
+  if new.entry_type = 'usage' then
+    insert into rollup_pending_users as u (user_id, at, usage_entries)
+    values (new.user_id, rollup_pending_user_at(new.created_at), 1)
+    on conflict (user_id, at) do update set usage_entries = u.usage_entries + 1;
+  end if;
+  return null;
+end
+$$;
+
+--
 -- Name: book_usage(text, text, text, text, text, text, text, text, text, integer, bigint, bigint, bigint, bigint, bigint, bigint, text, text, text, bigint, timestamp with time zone, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -200,17 +245,25 @@ CREATE FUNCTION public.book_usage(p_key text, p_user_id text, p_run_id text, p_w
     AS $$
 declare
   v_at timestamptz := coalesce(p_occurred_at, now());
-  v_price model_prices := price_in_force(p_model, v_at);
+  v_price model_prices;
+  v_rates model_price_rates;
+  v_cost numeric;
   v_row usage_ledger;
 begin
+  select * into v_price from price_version_at(p_model, v_at);
+  v_rates := price_rates(v_price, price_tier(p_service_tier), is_long_context(v_price, p_prompt));
+  v_cost := call_cost(p_kind, p_prompt, p_cached, p_cache_write_5m, p_cache_write_1h, p_completion, v_rates);
+  if v_cost is null then
+    perform usage_cost(p_kind, p_prompt, p_cached, p_cache_write_5m, p_cache_write_1h, p_completion, p_service_tier,
+                       price_in_force(p_model, v_at), v_at);
+  end if;
   insert into usage_ledger (idempotency_key, entry_type, user_id, run_id, workflow_id, task_id, model, provider_model, kind,
                             status, attempt, prompt_tokens, cached_prompt_tokens, cache_write_5m_tokens, cache_write_1h_tokens,
                             completion_tokens, reasoning_tokens, service_tier, cost_usd, price_version, provider_request_id,
                             worker_id, input_truncated_from, created_at, usage_received_at, booked_at)
   values (p_key, 'usage', p_user_id, p_run_id, p_workflow_id, p_task_id, p_model, p_provider_model, p_kind,
           p_status, p_attempt, p_prompt, p_cached, p_cache_write_5m, p_cache_write_1h, p_completion, p_reasoning, p_service_tier,
-          usage_cost(p_kind, p_prompt, p_cached, p_cache_write_5m, p_cache_write_1h, p_completion, p_service_tier, v_price, v_at),
-          v_price.version, p_provider_request_id, p_worker_id, p_input_truncated_from, v_at, p_usage_received_at, clock_timestamp())
+          v_cost, v_price.version, p_provider_request_id, p_worker_id, p_input_truncated_from, v_at, p_usage_received_at, clock_timestamp())
   on conflict (idempotency_key) do nothing
   returning * into v_row;
   if found then
@@ -229,25 +282,6 @@ CREATE FUNCTION public.budget_bands() RETURNS TABLE(tier text, from_percent inte
     LANGUAGE sql IMMUTABLE
     AS $$
   values ('cheap', 80), ('blocked', 100)
-$$;
-
---
--- Name: budget_book_ledger_entry(); Type: FUNCTION; Schema: public; Owner: -
---
-
-CREATE FUNCTION public.budget_book_ledger_entry() RETURNS trigger
-    LANGUAGE plpgsql
-    AS $$
-begin
-  perform pg_advisory_xact_lock_shared(hashtextextended('cronledger-budget-zones', 0));
-  insert into budget_months as m (user_id, time_zone, month, spent_usd)
-  select new.user_id, z.time_zone, budget_month_of(new.created_at, z.time_zone), new.cost_usd
-    from budget_zones z order by z.time_zone
-  on conflict (user_id, time_zone, month) do update set spent_usd = m.spent_usd + excluded.spent_usd;
-  update budget_reservations set status = 'settled', closed_at = now(), settled_entry_id = new.id
-   where idempotency_key = new.idempotency_key and status = 'open';
-  return null;
-end
 $$;
 
 --
@@ -662,24 +696,6 @@ end
 $$;
 
 --
--- Name: metric_count_ledger_entry(); Type: FUNCTION; Schema: public; Owner: -
---
-
-CREATE FUNCTION public.metric_count_ledger_entry() RETURNS trigger
-    LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'public', 'pg_temp'
-    AS $$
-begin
-  insert into metric_ledger_totals as t (model, kind, user_id, charges_usd, credits_usd)
-  values (new.model, new.kind, new.user_id, greatest(new.cost_usd, 0), greatest(-new.cost_usd, 0))
-  on conflict (model, kind, user_id) do update
-    set charges_usd = t.charges_usd + excluded.charges_usd, credits_usd = t.credits_usd + excluded.credits_usd;
-  perform metric_observe('booking_lag', metric_booking_lag_ms(new.usage_received_at, new.booked_at), 1);
-  return null;
-end
-$$;
-
---
 -- Name: metric_count_run(); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -790,13 +806,15 @@ $$;
 --
 
 CREATE FUNCTION public.price_rates(p public.model_prices, p_tier text, p_long boolean) RETURNS public.model_price_rates
-    LANGUAGE sql STABLE
+    LANGUAGE plpgsql STABLE
     AS $$
-  select case when p_tier = 'standard' and not p_long
-              then row(p.id, 'standard', false, p.input_per_million, p.cached_input_per_million, p.cache_write_5m_per_million,
-                       p.cache_write_1h_per_million, p.output_per_million, p.embedding_input_per_million)::model_price_rates
-              else (select r from model_price_rates r where r.price_id = p.id and r.service_tier = p_tier and r.long_context = p_long)
-         end
+begin
+  if p_tier = 'standard' and not p_long then
+    return row(p.id, 'standard', false, p.input_per_million, p.cached_input_per_million, p.cache_write_5m_per_million,
+               p.cache_write_1h_per_million, p.output_per_million, p.embedding_input_per_million)::model_price_rates;
+  end if;
+  return (select r from model_price_rates r where r.price_id = p.id and r.service_tier = p_tier and r.long_context = p_long);
+end
 $$;
 
 --
@@ -819,19 +837,6 @@ CREATE FUNCTION public.price_version_at(p_model text, p_at timestamp with time z
   select * from model_prices
    where model = p_model and effective_from <= p_at and (effective_to is null or effective_to > p_at)
    order by effective_from desc limit 1
-$$;
-
---
--- Name: queue_entries_for_rollups(); Type: FUNCTION; Schema: public; Owner: -
---
-
-CREATE FUNCTION public.queue_entries_for_rollups() RETURNS trigger
-    LANGUAGE plpgsql
-    AS $$
-begin
-  insert into rollup_queue (entry_id) select id from inserted;
-  return null;
-end
 $$;
 
 --
@@ -1305,23 +1310,6 @@ begin
     raise exception 'price version % of % takes effect at %, before calls already booked: a new price takes effect from now on',
       new.version, new.model, new.effective_from
       using errcode = 'check_violation', hint = 'give the version an effectiveFrom of now or later';
-  end if;
-  return new;
-end
-$$;
-
---
--- Name: refuse_misdated_entry(); Type: FUNCTION; Schema: public; Owner: -
---
-
-CREATE FUNCTION public.refuse_misdated_entry() RETURNS trigger
-    LANGUAGE plpgsql
-    AS $$
-begin
-  if abs(extract(epoch from new.created_at - now())) > extract(epoch from backdating_skew())
-     and not written_by_table_owner(tg_relid) then
-    raise exception 'a ledger entry dated % is refused: entries are dated now (within %), not by the caller', new.created_at, backdating_skew()
-      using errcode = 'check_violation';
   end if;
   return new;
 end
@@ -1890,6 +1878,23 @@ CREATE FUNCTION public.stamp_created_by() RETURNS trigger
     AS $$
 begin
   new.created_by := session_user;
+  return new;
+end
+$$;
+
+--
+-- Name: stamp_ledger_entry(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.stamp_ledger_entry() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+begin
+  new.created_by := session_user;
+  if new.created_at not between now() - backdating_skew() and now() + backdating_skew() and not written_by_table_owner(tg_relid) then
+    raise exception 'a ledger entry dated % is refused: entries are dated now (within %), not by the caller', new.created_at, backdating_skew()
+      using errcode = 'check_violation';
+  end if;
   return new;
 end
 $$;
@@ -3511,12 +3516,6 @@ CREATE TRIGGER reconciliation_imports_append_only BEFORE DELETE OR UPDATE ON pub
 CREATE TRIGGER reconciliation_imports_no_truncate BEFORE TRUNCATE ON public.reconciliation_imports FOR EACH STATEMENT EXECUTE FUNCTION public.forbid_append_only_change();
 
 --
--- Name: rollup_queue rollup_queue_pending_in; Type: TRIGGER; Schema: public; Owner: -
---
-
-CREATE TRIGGER rollup_queue_pending_in AFTER INSERT ON public.rollup_queue REFERENCING NEW TABLE AS changed FOR EACH STATEMENT EXECUTE FUNCTION public.rollup_pending_change();
-
---
 -- Name: rollup_queue rollup_queue_pending_out; Type: TRIGGER; Schema: public; Owner: -
 --
 
@@ -3595,28 +3594,10 @@ CREATE TRIGGER usage_exceptions_no_truncate BEFORE TRUNCATE ON public.usage_exce
 CREATE TRIGGER usage_ledger_append_only BEFORE DELETE OR UPDATE ON public.usage_ledger FOR EACH ROW EXECUTE FUNCTION public.forbid_append_only_change();
 
 --
--- Name: usage_ledger usage_ledger_budget_months; Type: TRIGGER; Schema: public; Owner: -
+-- Name: usage_ledger usage_ledger_booked; Type: TRIGGER; Schema: public; Owner: -
 --
 
-CREATE TRIGGER usage_ledger_budget_months AFTER INSERT ON public.usage_ledger FOR EACH ROW EXECUTE FUNCTION public.budget_book_ledger_entry();
-
---
--- Name: usage_ledger usage_ledger_created_by; Type: TRIGGER; Schema: public; Owner: -
---
-
-CREATE TRIGGER usage_ledger_created_by BEFORE INSERT ON public.usage_ledger FOR EACH ROW EXECUTE FUNCTION public.stamp_created_by();
-
---
--- Name: usage_ledger usage_ledger_dated_now; Type: TRIGGER; Schema: public; Owner: -
---
-
-CREATE TRIGGER usage_ledger_dated_now BEFORE INSERT ON public.usage_ledger FOR EACH ROW EXECUTE FUNCTION public.refuse_misdated_entry();
-
---
--- Name: usage_ledger usage_ledger_metric_counts; Type: TRIGGER; Schema: public; Owner: -
---
-
-CREATE TRIGGER usage_ledger_metric_counts AFTER INSERT ON public.usage_ledger FOR EACH ROW EXECUTE FUNCTION public.metric_count_ledger_entry();
+CREATE TRIGGER usage_ledger_booked AFTER INSERT ON public.usage_ledger FOR EACH ROW EXECUTE FUNCTION public.book_ledger_entry();
 
 --
 -- Name: usage_ledger usage_ledger_no_truncate; Type: TRIGGER; Schema: public; Owner: -
@@ -3625,10 +3606,10 @@ CREATE TRIGGER usage_ledger_metric_counts AFTER INSERT ON public.usage_ledger FO
 CREATE TRIGGER usage_ledger_no_truncate BEFORE TRUNCATE ON public.usage_ledger FOR EACH STATEMENT EXECUTE FUNCTION public.forbid_append_only_change();
 
 --
--- Name: usage_ledger usage_ledger_queue_rollups; Type: TRIGGER; Schema: public; Owner: -
+-- Name: usage_ledger usage_ledger_stamped; Type: TRIGGER; Schema: public; Owner: -
 --
 
-CREATE TRIGGER usage_ledger_queue_rollups AFTER INSERT ON public.usage_ledger REFERENCING NEW TABLE AS inserted FOR EACH STATEMENT EXECUTE FUNCTION public.queue_entries_for_rollups();
+CREATE TRIGGER usage_ledger_stamped BEFORE INSERT ON public.usage_ledger FOR EACH ROW EXECUTE FUNCTION public.stamp_ledger_entry();
 
 --
 -- Name: budget_months budget_months_time_zone_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
