@@ -1087,10 +1087,10 @@ CREATE FUNCTION public.record_budget_resume(p_pause_id bigint, p_at timestamp wi
 $$;
 
 --
--- Name: record_forecast(text, text, date, date, numeric, numeric, numeric, numeric, numeric, numeric, numeric); Type: FUNCTION; Schema: public; Owner: -
+-- Name: record_forecast(text, text, date, date, numeric, numeric, numeric, numeric, numeric, numeric, numeric, jsonb); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.record_forecast(p_user_id text, p_zone text, p_month date, p_day date, p_median numeric, p_high numeric, p_limit numeric, p_spent numeric, p_reserved numeric, p_all_slots_median numeric DEFAULT NULL::numeric, p_all_slots_high numeric DEFAULT NULL::numeric) RETURNS jsonb
+CREATE FUNCTION public.record_forecast(p_user_id text, p_zone text, p_month date, p_day date, p_median numeric, p_high numeric, p_limit numeric, p_spent numeric, p_reserved numeric, p_all_slots_median numeric DEFAULT NULL::numeric, p_all_slots_high numeric DEFAULT NULL::numeric, p_spend_by_day jsonb DEFAULT NULL::jsonb) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'public', 'pg_temp'
     AS $$
@@ -1099,9 +1099,9 @@ declare
   v_all_median numeric := coalesce(p_all_slots_median, p_median);
 begin
   insert into budget_forecasts (user_id, time_zone, month, day, median_usd, high_usd, limit_usd, spent_usd, reserved_usd,
-                                all_slots_median_usd, all_slots_high_usd)
+                                all_slots_median_usd, all_slots_high_usd, spend_by_day)
   values (p_user_id, p_zone, p_month, p_day, p_median, p_high, p_limit, p_spent, p_reserved, v_all_median,
-          coalesce(p_all_slots_high, p_high))
+          coalesce(p_all_slots_high, p_high), p_spend_by_day)
   on conflict do nothing;
   if p_limit is not null and v_all_median > p_limit then
     with inserted as (
@@ -2046,7 +2046,8 @@ CREATE TABLE public.budget_forecasts (
     reserved_usd numeric(38,18) NOT NULL,
     computed_at timestamp with time zone DEFAULT now() NOT NULL,
     all_slots_median_usd numeric(38,18),
-    all_slots_high_usd numeric(38,18)
+    all_slots_high_usd numeric(38,18),
+    spend_by_day jsonb
 );
 
 --
@@ -4013,11 +4014,11 @@ REVOKE ALL ON FUNCTION public.record_budget_resume(p_pause_id bigint, p_at times
 GRANT ALL ON FUNCTION public.record_budget_resume(p_pause_id bigint, p_at timestamp with time zone, p_cause text, p_skipped_slots integer) TO cronledger_worker;
 
 --
--- Name: FUNCTION record_forecast(p_user_id text, p_zone text, p_month date, p_day date, p_median numeric, p_high numeric, p_limit numeric, p_spent numeric, p_reserved numeric, p_all_slots_median numeric, p_all_slots_high numeric); Type: ACL; Schema: public; Owner: -
+-- Name: FUNCTION record_forecast(p_user_id text, p_zone text, p_month date, p_day date, p_median numeric, p_high numeric, p_limit numeric, p_spent numeric, p_reserved numeric, p_all_slots_median numeric, p_all_slots_high numeric, p_spend_by_day jsonb); Type: ACL; Schema: public; Owner: -
 --
 
-REVOKE ALL ON FUNCTION public.record_forecast(p_user_id text, p_zone text, p_month date, p_day date, p_median numeric, p_high numeric, p_limit numeric, p_spent numeric, p_reserved numeric, p_all_slots_median numeric, p_all_slots_high numeric) FROM PUBLIC;
-GRANT ALL ON FUNCTION public.record_forecast(p_user_id text, p_zone text, p_month date, p_day date, p_median numeric, p_high numeric, p_limit numeric, p_spent numeric, p_reserved numeric, p_all_slots_median numeric, p_all_slots_high numeric) TO cronledger_worker;
+REVOKE ALL ON FUNCTION public.record_forecast(p_user_id text, p_zone text, p_month date, p_day date, p_median numeric, p_high numeric, p_limit numeric, p_spent numeric, p_reserved numeric, p_all_slots_median numeric, p_all_slots_high numeric, p_spend_by_day jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.record_forecast(p_user_id text, p_zone text, p_month date, p_day date, p_median numeric, p_high numeric, p_limit numeric, p_spent numeric, p_reserved numeric, p_all_slots_median numeric, p_all_slots_high numeric, p_spend_by_day jsonb) TO cronledger_worker;
 
 --
 -- Name: FUNCTION record_reconciliation(p_provider text, p_source text, p_from date, p_to date, p_pages_sha256 text, p_scope jsonb, p_rows jsonb); Type: ACL; Schema: public; Owner: -

@@ -69,7 +69,8 @@ beforeAll(async () => {
   expect(tasksApplied.code, tasksApplied.stderr).toBe(0);
   await runCli(['report', '--month', MONTH, '--tz', 'UTC', '--format', 'json'], ctx.env); // builds the month's rollups
   // user-02's forecast as the budget sweep records it early on the 18th: spent by then, and the rest of the month at that pace
-  // (the median) and at 1.3 times it (the high figure), so the user page draws its band
+  // (the median) and at 1.3 times it (the high figure), spent on weekdays only (a weekday task), so the user page draws its
+  // band as steps, flat over the weekends
   const by18 = atto(
     (
       await ctx.pool.query<{ s: string }>(
@@ -78,13 +79,24 @@ beforeAll(async () => {
     ).rows[0].s,
   );
   const median = (by18 * 30n) / 18n;
-  await ctx.ownerPool.query(`select record_forecast('user-02', 'UTC', $1::date, $2::date, $3, $4, $5, $6, 0)`, [
+  const high = by18 + ((median - by18) * 13n) / 10n;
+  const weekdays = Array.from({ length: 13 }, (_, i) => new Date(`${MONTH}-${String(18 + i).padStart(2, '0')}T12:00:00Z`)).filter(
+    (d) => d.getUTCDay() !== 0 && d.getUTCDay() !== 6,
+  );
+  // the running totals at each weekday's end, the last one exactly the month-end figure
+  const spendByDay = weekdays.map((d, i) => ({
+    day: d.toISOString().slice(0, 10),
+    medianUsd: usdOf(by18 + ((median - by18) * BigInt(i + 1)) / BigInt(weekdays.length)),
+    highUsd: usdOf(by18 + ((high - by18) * BigInt(i + 1)) / BigInt(weekdays.length)),
+  }));
+  await ctx.ownerPool.query(`select record_forecast('user-02', 'UTC', $1::date, $2::date, $3, $4, $5, $6, 0, $3, $4, $7::jsonb)`, [
     `${MONTH}-01`,
     `${MONTH}-18`,
     usdOf(median),
-    usdOf(by18 + ((median - by18) * 13n) / 10n),
+    usdOf(high),
     usdOf((spentBy.get('user-02')! * 100n) / 130n),
     usdOf(by18),
+    JSON.stringify(spendByDay),
   ]);
 
   readonly = createPool(readOnlySessionUrl(ctx.readonlyDatabaseUrl), 4);

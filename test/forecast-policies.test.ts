@@ -104,6 +104,7 @@ beforeAll(async () => {
         task('cap-measured', 'cap-user', '0 14 * * *', { maxCostPerRun: between }),
         task('skip-resumed', 'skip-user', '0 9 * * *', { onBudgetExhausted: 'pause' }),
         task('skip-open', 'skip-user', '0 10 * * *', { onBudgetExhausted: 'pause' }),
+        task('chart-weekdays', 'chart-user', '0 9 * * 1-5'),
       ],
       monthlyReport: false,
       budgetSweep: false,
@@ -116,6 +117,7 @@ beforeAll(async () => {
     await completedRun('pol-pause', 'pol-user', i, 1000);
     await completedRun('pol-block', 'pol-user', i, 2000);
     await completedRun('cap-measured', 'cap-user', i, 1_000_000);
+    await completedRun('chart-weekdays', 'chart-user', i, 1000);
   }
 });
 
@@ -215,6 +217,12 @@ describe('past the limit', () => {
           { tier: 'blocked', percent: 100, medianDay: '2027-02-07', highDay: '2027-02-07' },
         ],
         slotOutcomes: { median: { run: 14, blocked: 23, skipped: 19 }, high: { run: 14, blocked: 23, skipped: 19 } },
+        // what can be spent by each day's end: $0.0018 a day to the 6th, then 06:00 alone on the 7th and the 8th
+        spendByDay: [3000, 6000, 9000, 12_000, 15_000, 18_000, 19_000, 20_000].map((tokens, i) => ({
+          day: `2027-02-0${i + 1}`,
+          medianUsd: usd(tokenCost(tokens)),
+          highUsd: usd(tokenCost(tokens)),
+        })),
       },
     ]);
   });
@@ -300,6 +308,48 @@ describe('the admin page: skipped for budget', () => {
       const usersHtml = await (await fetch(`${admin.url}/users`)).text();
       expect(usersHtml).toMatch(/Skipped for budget/);
       expect(usersHtml).toMatch(new RegExp(`skip-user</a></td>${inRow}<td class="num" data-sort="7">\\s*7<div class="muted">paused</div>`));
+    } finally {
+      await admin.close();
+      await readonly.end();
+    }
+  });
+});
+
+describe("the admin user page's forecast band", () => {
+  it("rises on the days the schedule spends and stays flat on the others: a weekday task's weekends", async () => {
+    const [user] = (await forecastAt('chart-user')).users;
+    // 20 weekdays in February 2027 at $0.0006 a run, no limit: the steps' last day is Friday the 26th
+    expect(user.spendByDay).toHaveLength(20);
+    expect(user.spendByDay.at(-1)).toEqual({
+      day: '2027-02-26',
+      medianUsd: usd(20n * tokenCost(1000)),
+      highUsd: usd(20n * tokenCost(1000)),
+    });
+    expect(user.spendByDay.map((d) => d.day)).not.toContain('2027-02-06');
+    await recordForecast(ctx.pool, user, AT);
+
+    const readonly = createPool(readOnlySessionUrl(ctx.readonlyDatabaseUrl), 2);
+    const admin = await startTestAdmin(ctx, readonly);
+    try {
+      const page = await (await fetch(`${admin.url}/users/chart-user?month=2027-02&tz=UTC`)).text();
+      const points = (re: RegExp) =>
+        new Map(
+          re
+            .exec(page)![1]
+            .split(' ')
+            .map((p) => p.split(',').map(Number) as [number, number]),
+        );
+      const median = points(/<polyline\s+class="median"\s+points="([\d., ]+)"/);
+      // 28 days across 700 px from x = 10: each day's end at 10 + 25 × its number; the band from the 1st (Monday)
+      expect([...median.keys()]).toEqual(Array.from({ length: 29 }, (_, d) => 10 + 25 * d));
+      const at = (day: number) => median.get(10 + 25 * day)!;
+      expect(at(4)).toBeGreaterThan(at(5)); // Friday the 5th rises (a higher figure is drawn higher up)
+      expect([at(6), at(7)]).toEqual([at(5), at(5)]); // Saturday and Sunday: flat
+      expect(at(8)).toBeLessThan(at(7)); // Monday rises again
+      expect([at(27), at(28)]).toEqual([at(26), at(26)]); // the last weekend too
+      // the band: its high edge left to right, then its median edge back (both the same steps here: one cost per run)
+      const band = /<polygon\s+class="band"\s+points="([\d., ]+)"/.exec(page)![1].split(' ');
+      expect(band).toHaveLength(58);
     } finally {
       await admin.close();
       await readonly.end();

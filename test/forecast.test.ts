@@ -215,6 +215,11 @@ describe('per user', () => {
           median: { run: 15, blocked: daysInMonth - 15, skipped: 0 },
           high: { run: 15, blocked: daysInMonth - 15, skipped: 0 },
         },
+        spendByDay: Array.from({ length: 15 }, (_, k) => ({
+          day: `${month}-${String(k + 1).padStart(2, '0')}`,
+          medianUsd: usd(spent + BigInt(k + 1) * run),
+          highUsd: usd(spent + BigInt(k + 1) * run),
+        })),
       },
     ]);
   });

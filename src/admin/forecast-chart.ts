@@ -11,9 +11,11 @@ const AXIS = 22;
 
 /**
  * The user page's month as a server-drawn SVG: spend to date (the page's daily costs, added up), the forecast band from
- * the last recorded forecast's day to the month's end (between the median and the high figure) and the limit. Heights
- * are drawn from integer micro-dollars and money is only ever shown as the exact figures formatted, never computed from
- * a pixel.
+ * the last recorded forecast's day to the month's end and the limit. The band's edges are the forecast's own steps at
+ * the median and the high cost (spendByDay: what can be spent by the end of each day with a slot that runs), so it
+ * rises on the days the schedules spend and stays flat on the others (a weekday task's weekends) and at the limit; a
+ * forecast recorded without them is drawn straight to its month-end figures. Heights are drawn from integer
+ * micro-dollars and money is only ever shown as the exact figures formatted, never computed from a pixel.
  */
 export function forecastChart(daily: DayFigures[], forecast: RecordedForecast | null): Raw {
   const days = daily.length;
@@ -34,6 +36,20 @@ export function forecastChart(daily: DayFigures[], forecast: RecordedForecast | 
   const y = (micro: bigint) => PAD + plotH - Number((micro * BigInt(plotH)) / scale);
   const spendPoints = [`${x(0)},${y(0n)}`, ...cumulative.slice(0, shownDays).map((c, i) => `${x(i + 1)},${y(c)}`)].join(' ');
   const from = upTo >= 0 ? upTo : days;
+  /** One edge of the band: from the forecast's start to the end of each day left, at what can be spent by then. */
+  const edge = (f: RecordedForecast, pick: 'medianUsd' | 'highUsd'): string[] => {
+    const first = `${x(from)},${y(start)}`;
+    if (f.spendByDay === null) return [first, `${x(days)},${y(m(f[pick]))}`];
+    const steps = f.spendByDay;
+    let level = start;
+    let k = 0;
+    const points = [first];
+    for (let i = from; i < days; i++) {
+      while (k < steps.length && steps[k].day <= daily[i].day) level = m(steps[k++][pick]);
+      points.push(`${x(i + 1)},${y(level)}`);
+    }
+    return points;
+  };
   const limitY = forecast?.limitUsd ? y(m(forecast.limitUsd)) : null;
   const summary = forecast
     ? `Spent ${displayUsd(forecast.spentUsd)} by ${forecast.day}; forecast to the month's end ${displayUsd(forecast.medianUsd)} ` +
@@ -49,9 +65,9 @@ export function forecastChart(daily: DayFigures[], forecast: RecordedForecast | 
         forecast
           ? html`<polygon
                 class="band"
-                points="${x(from)},${y(start)} ${x(days)},${y(m(forecast.highUsd))} ${x(days)},${y(m(forecast.medianUsd))}"
+                points="${[...edge(forecast, 'highUsd'), ...edge(forecast, 'medianUsd').reverse()].join(' ')}"
               ></polygon>
-              <line class="median" x1="${x(from)}" y1="${y(start)}" x2="${x(days)}" y2="${y(m(forecast.medianUsd))}"></line>`
+              <polyline class="median" points="${edge(forecast, 'medianUsd').join(' ')}"></polyline>`
           : ''
       }
       ${limitY === null ? '' : html`<line class="limit" x1="${PAD}" y1="${limitY}" x2="${W - PAD}" y2="${limitY}"></line>`}

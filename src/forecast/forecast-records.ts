@@ -1,7 +1,7 @@
 import type pg from 'pg';
 import { atto, usdOf } from '../budgets/tier';
 import type { UserForecast } from './month-forecast';
-import { localDay } from './projection';
+import { localDay, type DaySpend } from './projection';
 
 /**
  * Records a user's forecast of `at`'s day (the day in the budget's zone) in budget_forecasts, unless one is recorded
@@ -11,7 +11,7 @@ import { localDay } from './projection';
  */
 export async function recordForecast(db: pg.Pool, u: UserForecast, at: Date): Promise<string[]> {
   const { rows } = await db.query<{ event_ids: string[] }>(
-    `select record_forecast($1, $2, to_date($3 || '-01', 'YYYY-MM-DD'), $4::date, $5, $6, $7, $8, $9, $10, $11) as event_ids`,
+    `select record_forecast($1, $2, to_date($3 || '-01', 'YYYY-MM-DD'), $4::date, $5, $6, $7, $8, $9, $10, $11, $12::jsonb) as event_ids`,
     [
       u.userId,
       u.timeZone,
@@ -24,6 +24,7 @@ export async function recordForecast(db: pg.Pool, u: UserForecast, at: Date): Pr
       u.reservedUsd,
       u.allSlotsMedianUsd,
       u.allSlotsHighUsd,
+      JSON.stringify(u.spendByDay),
     ],
   );
   return rows[0].event_ids;
@@ -110,6 +111,8 @@ export interface RecordedForecast {
   /** spent + reserved + every slot left at its cost per run. */
   allSlotsMedianUsd: string;
   allSlotsHighUsd: string;
+  /** What can be spent by the end of each day with a slot that runs (running totals); null when recorded without. */
+  spendByDay: DaySpend[] | null;
   computedAt: string;
   /** Every slot left at the high cost would go over the limit: slots may be blocked or skipped this month. */
   highOverLimit: boolean;
@@ -131,12 +134,13 @@ export async function latestForecasts(db: pg.Pool, month: string): Promise<Recor
     high_usd: string;
     all_median_usd: string;
     all_high_usd: string;
+    spend_by_day: DaySpend[] | null;
     computed_at: Date;
   }>(
     `select distinct on (user_id) user_id, time_zone, to_char(day, 'YYYY-MM-DD') as day, limit_usd::text as limit_usd,
             spent_usd::text as spent_usd, reserved_usd::text as reserved_usd, median_usd::text as median_usd,
             high_usd::text as high_usd, coalesce(all_slots_median_usd, median_usd)::text as all_median_usd,
-            coalesce(all_slots_high_usd, high_usd)::text as all_high_usd, computed_at
+            coalesce(all_slots_high_usd, high_usd)::text as all_high_usd, spend_by_day, computed_at
        from budget_forecasts where month = to_date($1 || '-01', 'YYYY-MM-DD')
       order by user_id, day desc, computed_at desc`,
     [month],
@@ -155,6 +159,7 @@ export async function latestForecasts(db: pg.Pool, month: string): Promise<Recor
       highUsd: usdOf(atto(r.high_usd)),
       allSlotsMedianUsd: usdOf(atto(r.all_median_usd)),
       allSlotsHighUsd: usdOf(atto(r.all_high_usd)),
+      spendByDay: r.spend_by_day,
       computedAt: r.computed_at.toISOString(),
       highOverLimit: limit !== null && atto(r.all_high_usd) > limit,
     };

@@ -8,6 +8,7 @@ import {
   DEFAULT_COST_SAMPLE,
   type BudgetPolicy,
   type Crossing,
+  type DaySpend,
   type RunCost,
   type SlotOutcomes,
 } from './projection';
@@ -74,6 +75,8 @@ export interface UserForecast extends Pick<BudgetStatus, 'userId' | 'month' | 't
   crossings: Crossing[];
   /** The user's slots left, summed over their tasks: run, blocked, skipped, at the median (high) cost per run. */
   slotOutcomes: { median: SlotOutcomes; high: SlotOutcomes };
+  /** What can be spent by the end of each day on which a slot runs, at the median and the high cost (running totals). */
+  spendByDay: DaySpend[];
 }
 
 export interface MonthForecast {
@@ -185,6 +188,7 @@ export async function monthForecast(
         highOverLimit: over(p.allSlotsHighUsd),
         crossings: p.crossings,
         slotOutcomes: { median: total('median'), high: total('high') },
+        spendByDay: p.spendByDay,
       };
     });
   return {

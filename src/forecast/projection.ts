@@ -134,6 +134,37 @@ function tallyByTask(steps: Step[], outcomes: StepOutcome[], taskCount: number):
   return out;
 }
 
+/** What can be spent by the end of a day (the budget zone's): spent + reserved + the slots that run up to then. */
+export interface DaySpend {
+  /** `YYYY-MM-DD` in the budget's zone. */
+  day: string;
+  medianUsd: string;
+  highUsd: string;
+}
+
+/**
+ * The running total of what can be spent at the end of each day on which a slot runs (at the median or the high
+ * cost), from `base`; a day between two listed ones spends nothing (a weekend of a weekday task).
+ */
+function spendByDay(walks: { steps: Step[]; outcomes: StepOutcome[] }[], base: bigint, timeZone: string): DaySpend[] {
+  const perDay = walks.map(({ steps, outcomes }) => {
+    const days = new Map<string, bigint>();
+    steps.forEach((s, i) => {
+      if (outcomes[i] === 'run' || outcomes[i] === 'downgraded') {
+        const day = localDay(new Date(s.t), timeZone);
+        days.set(day, (days.get(day) ?? 0n) + s.cost);
+      }
+    });
+    return days;
+  });
+  const days = [...new Set(perDay.flatMap((d) => [...d.keys()]))].sort();
+  const running = perDay.map(() => base);
+  return days.map((day) => {
+    const [median, high] = perDay.map((d, k) => (running[k] += d.get(day) ?? 0n));
+    return { day, medianUsd: usdOf(median), highUsd: usdOf(high) };
+  });
+}
+
 /** One task's part of a user's projection: its slots' outcomes and what the slots that run cost, at the median and high. */
 export interface TaskProjection {
   median: SlotOutcomes;
@@ -148,7 +179,8 @@ export interface TaskProjection {
  * median and a high (p95) total, with each task's share and slot outcomes. `allSlots*` is every slot at its cost, none
  * blocked or skipped: what the schedules ask for. For each band, the day that asked-for total first reaches it
  * (`used * 100 >= limit * percent`, the rule of budget_tier), walking all the user's slots in time order; already there
- * at `at`: the day of `at`. Reaching 100 % is the day slots start to be blocked or skipped.
+ * at `at`: the day of `at`. Reaching 100 % is the day slots start to be blocked or skipped. `spendByDay` is what can be
+ * spent by the end of each day with a slot that runs: the schedule's own steps, which the admin page's band draws.
  */
 export function projectUser(input: {
   at: Date;
@@ -165,6 +197,7 @@ export function projectUser(input: {
   allSlotsHighUsd: string;
   crossings: Crossing[];
   tasks: TaskProjection[];
+  spendByDay: DaySpend[];
 } {
   const base = atto(input.spentUsd) + atto(input.reservedUsd);
   const limit = input.limitUsd === null ? null : atto(input.limitUsd);
@@ -210,6 +243,14 @@ export function projectUser(input: {
               medianDay: reachedOn(b.fromPercent, median),
               highDay: reachedOn(b.fromPercent, high),
             })),
+    spendByDay: spendByDay(
+      [
+        { steps: median, outcomes: walkMedian.outcomes },
+        { steps: high, outcomes: walkHigh.outcomes },
+      ],
+      base,
+      input.timeZone,
+    ),
     tasks: input.tasks.map((_, i) => ({
       median: outcomes(byTaskMedian[i]),
       high: outcomes(byTaskHigh[i]),
