@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
-import { backfill, parseRange, type BackfillSummary, type SlotResult } from '../../schedules/backfill';
+import { backfill, type BackfillSummary, type SlotResult } from '../../schedules/backfill';
+import { parseRange } from '../../schedules/slot-range';
 import { UserError } from '../../errors';
 import { managedTaskIds } from '../../schedules/manage-task';
 import { withConnections } from '../connect';

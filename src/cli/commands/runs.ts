@@ -4,7 +4,7 @@ import { connectClient } from '../../client';
 import { resolveConnections, workflowUrl, type Connections } from '../../config';
 import { listRuns, type RunRow } from '../../db/runs';
 import { UserError } from '../../errors';
-import { parseRange } from '../../schedules/backfill';
+import { parseRange } from '../../schedules/slot-range';
 import { claimState } from '../../schedules/claim-state';
 import { retryRange, retryWorkflowId, type RetryResult } from '../../schedules/retry-slot';
 import { withConnections } from '../connect';
