@@ -1599,6 +1599,223 @@ CREATE FUNCTION public.rollup_coarser_select(p_table text, p_source text, p_wher
 $$;
 
 --
+-- Name: rollup_cost_per_run_after_fold(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.rollup_cost_per_run_after_fold() RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $$
+begin
+  drop table if exists pg_temp.cost_per_run_buckets, pg_temp.cost_per_run_touched;
+  create temp table cost_per_run_buckets (zone text, day date, user_id text, task_id text) on commit drop;
+  if to_regclass('pg_temp.delta') is not null then
+    insert into pg_temp.cost_per_run_buckets select zone, day, user_id, task_id from pg_temp.delta;
+  end if;
+  if to_regclass('pg_temp.touched_runs') is not null then
+    insert into pg_temp.cost_per_run_buckets select zone, day, user_id, task_id from pg_temp.touched_runs;
+  end if;
+  create temp table cost_per_run_touched on commit drop as
+    select b.zone, k.kind, k.key, min(b.day) as first_day, max(b.day) as last_day
+      from pg_temp.cost_per_run_buckets b cross join lateral (values ('user', b.user_id), ('task', b.task_id)) k(kind, key)
+     where k.key is not null
+     group by 1, 2, 3;
+  perform rollup_cost_per_run_recompute();
+end
+$$;
+
+--
+-- Name: rollup_cost_per_run_month(text, text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.rollup_cost_per_run_month(p_zone text, p_month text) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $$
+declare
+  v_first date := to_date(p_month || '-01', 'YYYY-MM-DD');
+  v_last date := (to_date(p_month || '-01', 'YYYY-MM-DD') + interval '1 month')::date - 1;
+begin
+  drop table if exists pg_temp.cost_per_run_touched;
+  create temp table cost_per_run_touched on commit drop as
+    select distinct p_zone as zone, k.kind, k.key, v_first as first_day, v_last as last_day
+      from (select user_id, task_id from usage_day_users where zone = p_zone and day between v_first - 7 and v_last + 7
+            union select user_id, task_id from run_rollups where zone = p_zone and day between v_first - 7 and v_last + 7) b
+      cross join lateral (values ('user', b.user_id), ('task', b.task_id)) k(kind, key)
+     where k.key is not null;
+  -- rows of keys the month's rollups no longer hold go too
+  delete from cost_per_run_days where zone = p_zone and day between v_first and v_last + 7;
+  perform rollup_cost_per_run_recompute();
+end
+$$;
+
+--
+-- Name: rollup_cost_per_run_recompute(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.rollup_cost_per_run_recompute() RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    SET work_mem TO '64MB'
+    AS $$
+begin
+  analyze pg_temp.cost_per_run_touched;
+  delete from cost_per_run_days c using pg_temp.cost_per_run_touched t
+   where c.zone = t.zone and c.kind = t.kind and c.key = t.key and c.day between t.first_day and t.last_day + 7;
+  insert into cost_per_run_days (zone, day, kind, key, cost_atto, runs, median_num, median_den, over_median_micro)
+  with bounds as (
+    select zone, min(first_day) - 7 as first_day, max(last_day) + 7 as last_day from pg_temp.cost_per_run_touched group by zone
+  ),
+  buckets as (
+    select u.zone, u.day, u.user_id, u.task_id, u.cost_usd, null::bigint as runs
+      from usage_day_users u join bounds b on u.zone = b.zone and u.day between b.first_day and b.last_day
+     where u.entry_type <> 'credit'
+    union all
+    select r.zone, r.day, r.user_id, r.task_id, null, r.runs
+      from run_rollups r join bounds b on r.zone = b.zone and r.day between b.first_day and b.last_day
+     where r.status in ('completed', 'failed')
+  ),
+  keyed as (
+    select zone, day, 'user' as kind, user_id as key, cost_usd, runs from buckets
+    union all
+    select zone, day, 'task', task_id, cost_usd, runs from buckets where task_id is not null
+  ),
+  summed as (
+    select zone, day, kind, key, (coalesce(sum(cost_usd), 0) * 1000000000000000000)::numeric(60, 0) as cost_atto,
+           sum(runs)::bigint as runs
+      from keyed group by 1, 2, 3, 4 having sum(runs) > 0
+  ),
+  series as (
+    select s.*, t.first_day, t.last_day, div(s.cost_atto * 1000000000000000000000000000000, s.runs) as rank_key
+      from summed s join pg_temp.cost_per_run_touched t
+        on t.zone = s.zone and t.kind = s.kind and t.key = s.key and s.day between t.first_day - 7 and t.last_day + 7
+  ),
+  windowed as (
+    select s.*, array_agg(s.cost_atto) over w as nums, array_agg(s.runs::numeric) over w as dens, array_agg(s.rank_key) over w as ranks
+      from series s
+    window w as (partition by s.zone collate "C", s.kind collate "C", s.key collate "C" order by s.day
+                 range between interval '7 days' preceding and interval '1 day' preceding)
+  ),
+  medians as (
+    select w.zone, w.day, w.kind, w.key, w.cost_atto, w.runs,
+           case when m.n >= 3 then case when m.n % 2 = 1 then w.nums[m.o[m.n / 2 + 1]]
+                                        else w.nums[m.o[m.n / 2]] * w.dens[m.o[m.n / 2 + 1]] + w.nums[m.o[m.n / 2 + 1]] * w.dens[m.o[m.n / 2]] end
+           end as median_num,
+           case when m.n >= 3 then case when m.n % 2 = 1 then w.dens[m.o[m.n / 2 + 1]] else 2 * w.dens[m.o[m.n / 2]] * w.dens[m.o[m.n / 2 + 1]] end
+           end as median_den
+      from windowed w
+      cross join lateral (
+        select count(*)::int as n, array_agg(h.i::int order by h.rank_key, h.num, h.den) as o
+          from unnest(w.ranks, w.nums, w.dens) with ordinality h(rank_key, num, den, i)
+      ) m
+     where w.day between w.first_day and w.last_day + 7
+  )
+  select zone, day, kind, key, cost_atto, runs, median_num, median_den,
+         case when median_num > 0
+              then least(div(cost_atto * median_den * 1000000, runs * median_num), 9223372036854775807)::bigint end
+    from medians;
+end
+$$;
+
+--
+-- Name: rollup_finish_month_rollups(text, text, bigint); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.rollup_finish_month_rollups(p_zone text, p_month text, p_last_entry_id bigint) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $$
+declare
+  v_month_days text := format('zone = %L and day between to_date(%L, ''YYYY-MM-DD'') and ((to_date(%L, ''YYYY-MM-DD'') + interval ''1 month'')::date - 1)',
+                              p_zone, p_month || '-01', p_month || '-01');
+  v_table text;
+begin
+  foreach v_table in array array['usage_month_rollups', 'usage_day_totals', 'usage_day_users'] loop
+    execute format('delete from public.%I where %s', v_table,
+                   case when v_table = 'usage_month_rollups' then format('zone = %L and month = %L', p_zone, p_month) else v_month_days end);
+    execute format('insert into public.%I (%s, entries, prompt_tokens, cached_prompt_tokens, completion_tokens, reasoning_tokens, cost_usd, first_entry_id, last_entry_id) %s',
+                   v_table, array_to_string(rollup_coarser_bucket(v_table), ', '), rollup_coarser_select(v_table, 'public.usage_rollups', v_month_days));
+  end loop;
+  insert into rollup_months (zone, month) values (p_zone, p_month) on conflict (zone, month) do update set built_at = now();
+  -- rows rebuilt from the raw ledger are as current as a refresh would make them
+  update rollup_zones set refreshed_at = now(), last_entry_id = greatest(last_entry_id, p_last_entry_id) where zone = p_zone;
+end
+$$;
+
+--
+-- Name: rollup_fold_queues_into_rollups(integer); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.rollup_fold_queues_into_rollups(p_limit integer) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $$
+declare
+  v_entries integer;
+  v_run_changes integer;
+  v_zones jsonb;
+  v_table text;
+begin
+  drop table if exists pg_temp.picked, pg_temp.picked_runs, pg_temp.delta, pg_temp.touched_runs, pg_temp.usage_rollups_old,
+    pg_temp.usage_month_rollups_delta, pg_temp.usage_month_rollups_old, pg_temp.usage_day_totals_delta, pg_temp.usage_day_totals_old,
+    pg_temp.usage_day_users_delta, pg_temp.usage_day_users_old;
+  create temp table picked on commit drop as
+    with taken as (
+      delete from rollup_queue where entry_id in (select q.entry_id from rollup_queue q order by q.entry_id limit p_limit) returning entry_id)
+    select entry_id from taken;
+  get diagnostics v_entries = row_count;
+  create temp table picked_runs on commit drop as
+    with taken as (
+      delete from run_rollup_queue where id in (select q.id from run_rollup_queue q order by q.id limit p_limit) returning claimed_at, user_id, task_id)
+    select distinct claimed_at, user_id, task_id from taken;
+  get diagnostics v_run_changes = row_count;
+  v_zones := (select coalesce(jsonb_agg(jsonb_build_object('zone', z.zone, 'buckets', 0, 'reopened', 0) order by z.zone), '[]')
+                from rollup_zones z);
+  if v_entries > 0 then
+    create temp table delta on commit drop as
+      select z.zone, (l.created_at at time zone z.zone)::date as day, l.user_id, l.task_id, l.model, l.kind, l.entry_type, l.status,
+             count(*) as entries, sum(l.prompt_tokens)::bigint as prompt_tokens, sum(l.cached_prompt_tokens)::bigint as cached_prompt_tokens,
+             sum(l.completion_tokens)::bigint as completion_tokens, sum(l.reasoning_tokens)::bigint as reasoning_tokens,
+             sum(l.cost_usd) as cost_usd, min(l.id) as first_entry_id, max(l.id) as last_entry_id
+        from pg_temp.picked p join usage_ledger l on l.id = p.entry_id cross join rollup_zones z
+       group by 1, 2, 3, 4, 5, 6, 7, 8;
+    perform rollup_add_to_buckets('usage_rollups', array['zone', 'day', 'user_id', 'task_id', 'model', 'kind', 'entry_type', 'status'], 'delta');
+    -- The coarser rollups take the same additions, summed once more, in the same transaction: never apart.
+    foreach v_table in array array['usage_month_rollups', 'usage_day_totals', 'usage_day_users'] loop
+      execute format('create temp table %I on commit drop as %s', v_table || '_delta', rollup_coarser_select(v_table, 'pg_temp.delta', 'true'));
+      perform rollup_add_to_buckets(v_table, rollup_coarser_bucket(v_table), v_table || '_delta');
+    end loop;
+    v_zones := (select coalesce(jsonb_agg(jsonb_build_object('zone', z.zone, 'buckets', coalesce(d.buckets, 0), 'reopened', coalesce(d.reopened, 0))
+                                          order by z.zone), '[]')
+                  from rollup_zones z
+                  left join (select t.zone, count(*) as buckets, (select count(*) from pg_temp.usage_rollups_old o where o.zone = t.zone) as reopened
+                               from pg_temp.delta t group by t.zone) d on d.zone = z.zone);
+  end if;
+  if v_run_changes > 0 then
+    create temp table touched_runs on commit drop as
+      select distinct z.zone, (p.claimed_at at time zone z.zone)::date as day, p.user_id, p.task_id
+        from pg_temp.picked_runs p cross join rollup_zones z;
+    delete from run_rollups r using pg_temp.touched_runs t
+     where r.zone = t.zone and r.day = t.day and r.user_id = t.user_id and r.task_id = t.task_id;
+    -- the claimed runs of each touched bucket, found through the runs_user_task_claimed index (src/reports/rollups-write.ts dayRange)
+    insert into run_rollups (zone, day, user_id, task_id, status, tier, runs)
+    select t.zone, t.day, t.user_id, t.task_id, r.status, r.tier, count(*)
+      from pg_temp.touched_runs t join runs r
+        on r.user_id = t.user_id and r.task_id = t.task_id
+       and r.claimed_at >= ((t.day)::timestamp at time zone t.zone) - interval '3 hours'
+       and r.claimed_at < (((t.day) + 1)::timestamp at time zone t.zone) + interval '3 hours'
+       and (r.claimed_at at time zone t.zone)::date between (t.day) and (t.day)
+     group by t.zone, t.day, t.user_id, t.task_id, r.status, r.tier;
+  end if;
+  update rollup_zones
+     set refreshed_at = now(),
+         last_entry_id = greatest(last_entry_id, coalesce((select max(entry_id) from pg_temp.picked), 0)),
+         entries_folded = entries_folded + v_entries;
+  return jsonb_build_object('entries', v_entries, 'runChanges', v_run_changes, 'zones', v_zones);
+end
+$$;
+
+--
 -- Name: rollup_pending_change(); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -1694,20 +1911,9 @@ CREATE FUNCTION public.rollups_finish_month(p_zone text, p_month text, p_last_en
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'public', 'pg_temp'
     AS $$
-declare
-  v_month_days text := format('zone = %L and day between to_date(%L, ''YYYY-MM-DD'') and ((to_date(%L, ''YYYY-MM-DD'') + interval ''1 month'')::date - 1)',
-                              p_zone, p_month || '-01', p_month || '-01');
-  v_table text;
 begin
-  foreach v_table in array array['usage_month_rollups', 'usage_day_totals', 'usage_day_users'] loop
-    execute format('delete from public.%I where %s', v_table,
-                   case when v_table = 'usage_month_rollups' then format('zone = %L and month = %L', p_zone, p_month) else v_month_days end);
-    execute format('insert into public.%I (%s, entries, prompt_tokens, cached_prompt_tokens, completion_tokens, reasoning_tokens, cost_usd, first_entry_id, last_entry_id) %s',
-                   v_table, array_to_string(rollup_coarser_bucket(v_table), ', '), rollup_coarser_select(v_table, 'public.usage_rollups', v_month_days));
-  end loop;
-  insert into rollup_months (zone, month) values (p_zone, p_month) on conflict (zone, month) do update set built_at = now();
-  -- rows rebuilt from the raw ledger are as current as a refresh would make them
-  update rollup_zones set refreshed_at = now(), last_entry_id = greatest(last_entry_id, p_last_entry_id) where zone = p_zone;
+  perform rollup_finish_month_rollups(p_zone, p_month, p_last_entry_id);
+  perform rollup_cost_per_run_month(p_zone, p_month);
 end
 $$;
 
@@ -1720,67 +1926,10 @@ CREATE FUNCTION public.rollups_fold_queues(p_limit integer) RETURNS jsonb
     SET search_path TO 'pg_catalog', 'public', 'pg_temp'
     AS $$
 declare
-  v_entries integer;
-  v_run_changes integer;
-  v_zones jsonb;
-  v_table text;
+  v_folded jsonb := rollup_fold_queues_into_rollups(p_limit);
 begin
-  drop table if exists pg_temp.picked, pg_temp.picked_runs, pg_temp.delta, pg_temp.touched_runs, pg_temp.usage_rollups_old,
-    pg_temp.usage_month_rollups_delta, pg_temp.usage_month_rollups_old, pg_temp.usage_day_totals_delta, pg_temp.usage_day_totals_old,
-    pg_temp.usage_day_users_delta, pg_temp.usage_day_users_old;
-  create temp table picked on commit drop as
-    with taken as (
-      delete from rollup_queue where entry_id in (select q.entry_id from rollup_queue q order by q.entry_id limit p_limit) returning entry_id)
-    select entry_id from taken;
-  get diagnostics v_entries = row_count;
-  create temp table picked_runs on commit drop as
-    with taken as (
-      delete from run_rollup_queue where id in (select q.id from run_rollup_queue q order by q.id limit p_limit) returning claimed_at, user_id, task_id)
-    select distinct claimed_at, user_id, task_id from taken;
-  get diagnostics v_run_changes = row_count;
-  v_zones := (select coalesce(jsonb_agg(jsonb_build_object('zone', z.zone, 'buckets', 0, 'reopened', 0) order by z.zone), '[]')
-                from rollup_zones z);
-  if v_entries > 0 then
-    create temp table delta on commit drop as
-      select z.zone, (l.created_at at time zone z.zone)::date as day, l.user_id, l.task_id, l.model, l.kind, l.entry_type, l.status,
-             count(*) as entries, sum(l.prompt_tokens)::bigint as prompt_tokens, sum(l.cached_prompt_tokens)::bigint as cached_prompt_tokens,
-             sum(l.completion_tokens)::bigint as completion_tokens, sum(l.reasoning_tokens)::bigint as reasoning_tokens,
-             sum(l.cost_usd) as cost_usd, min(l.id) as first_entry_id, max(l.id) as last_entry_id
-        from pg_temp.picked p join usage_ledger l on l.id = p.entry_id cross join rollup_zones z
-       group by 1, 2, 3, 4, 5, 6, 7, 8;
-    perform rollup_add_to_buckets('usage_rollups', array['zone', 'day', 'user_id', 'task_id', 'model', 'kind', 'entry_type', 'status'], 'delta');
-    -- The coarser rollups take the same additions, summed once more, in the same transaction: never apart.
-    foreach v_table in array array['usage_month_rollups', 'usage_day_totals', 'usage_day_users'] loop
-      execute format('create temp table %I on commit drop as %s', v_table || '_delta', rollup_coarser_select(v_table, 'pg_temp.delta', 'true'));
-      perform rollup_add_to_buckets(v_table, rollup_coarser_bucket(v_table), v_table || '_delta');
-    end loop;
-    v_zones := (select coalesce(jsonb_agg(jsonb_build_object('zone', z.zone, 'buckets', coalesce(d.buckets, 0), 'reopened', coalesce(d.reopened, 0))
-                                          order by z.zone), '[]')
-                  from rollup_zones z
-                  left join (select t.zone, count(*) as buckets, (select count(*) from pg_temp.usage_rollups_old o where o.zone = t.zone) as reopened
-                               from pg_temp.delta t group by t.zone) d on d.zone = z.zone);
-  end if;
-  if v_run_changes > 0 then
-    create temp table touched_runs on commit drop as
-      select distinct z.zone, (p.claimed_at at time zone z.zone)::date as day, p.user_id, p.task_id
-        from pg_temp.picked_runs p cross join rollup_zones z;
-    delete from run_rollups r using pg_temp.touched_runs t
-     where r.zone = t.zone and r.day = t.day and r.user_id = t.user_id and r.task_id = t.task_id;
-    -- the claimed runs of each touched bucket, found through the runs_user_task_claimed index (src/reports/rollups-write.ts dayRange)
-    insert into run_rollups (zone, day, user_id, task_id, status, tier, runs)
-    select t.zone, t.day, t.user_id, t.task_id, r.status, r.tier, count(*)
-      from pg_temp.touched_runs t join runs r
-        on r.user_id = t.user_id and r.task_id = t.task_id
-       and r.claimed_at >= ((t.day)::timestamp at time zone t.zone) - interval '3 hours'
-       and r.claimed_at < (((t.day) + 1)::timestamp at time zone t.zone) + interval '3 hours'
-       and (r.claimed_at at time zone t.zone)::date between (t.day) and (t.day)
-     group by t.zone, t.day, t.user_id, t.task_id, r.status, r.tier;
-  end if;
-  update rollup_zones
-     set refreshed_at = now(),
-         last_entry_id = greatest(last_entry_id, coalesce((select max(entry_id) from pg_temp.picked), 0)),
-         entries_folded = entries_folded + v_entries;
-  return jsonb_build_object('entries', v_entries, 'runChanges', v_run_changes, 'zones', v_zones);
+  perform rollup_cost_per_run_after_fold();
+  return v_folded;
 end
 $$;
 
@@ -2186,6 +2335,28 @@ CREATE TABLE public.call_embeddings (
     call_key text NOT NULL,
     embedding jsonb NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+--
+-- Name: cost_per_run_days; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.cost_per_run_days (
+    zone text NOT NULL,
+    day date NOT NULL,
+    kind text NOT NULL,
+    key text NOT NULL,
+    cost_atto numeric NOT NULL,
+    runs bigint NOT NULL,
+    median_num numeric,
+    median_den numeric,
+    over_median_micro bigint,
+    CONSTRAINT cost_per_run_days_check CHECK (((median_num IS NULL) = (median_den IS NULL))),
+    CONSTRAINT cost_per_run_days_check1 CHECK (((over_median_micro IS NULL) = ((median_num IS NULL) OR (median_num <= (0)::numeric)))),
+    CONSTRAINT cost_per_run_days_cost_atto_check CHECK ((cost_atto = trunc(cost_atto))),
+    CONSTRAINT cost_per_run_days_kind_check CHECK ((kind = ANY (ARRAY['user'::text, 'task'::text]))),
+    CONSTRAINT cost_per_run_days_median_den_check CHECK ((median_den > (0)::numeric)),
+    CONSTRAINT cost_per_run_days_runs_check CHECK ((runs > 0))
 );
 
 --
@@ -2953,6 +3124,13 @@ ALTER TABLE ONLY public.call_embeddings
     ADD CONSTRAINT call_embeddings_pkey PRIMARY KEY (call_key);
 
 --
+-- Name: cost_per_run_days cost_per_run_days_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.cost_per_run_days
+    ADD CONSTRAINT cost_per_run_days_pkey PRIMARY KEY (zone, day, kind, key);
+
+--
 -- Name: metric_histograms metric_histograms_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -3269,6 +3447,12 @@ CREATE UNIQUE INDEX budgets_scope_effective ON public.budgets USING btree (COALE
 --
 
 CREATE INDEX budgets_user_effective ON public.budgets USING btree (user_id, effective_from DESC);
+
+--
+-- Name: cost_per_run_days_key; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX cost_per_run_days_key ON public.cost_per_run_days USING btree (zone, kind, key, day);
 
 --
 -- Name: memories_execution; Type: INDEX; Schema: public; Owner: -
@@ -3625,6 +3809,13 @@ ALTER TABLE ONLY public.budget_months
 
 ALTER TABLE ONLY public.budget_pause_ends
     ADD CONSTRAINT budget_pause_ends_pause_id_fkey FOREIGN KEY (pause_id) REFERENCES public.budget_pauses(id);
+
+--
+-- Name: cost_per_run_days cost_per_run_days_zone_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.cost_per_run_days
+    ADD CONSTRAINT cost_per_run_days_zone_fkey FOREIGN KEY (zone) REFERENCES public.rollup_zones(zone) ON DELETE CASCADE;
 
 --
 -- Name: model_price_rates model_price_rates_price_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
@@ -4116,6 +4307,36 @@ REVOKE ALL ON FUNCTION public.rollup_coarser_bucket(p_table text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION public.rollup_coarser_select(p_table text, p_source text, p_where text) FROM PUBLIC;
 
 --
+-- Name: FUNCTION rollup_cost_per_run_after_fold(); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.rollup_cost_per_run_after_fold() FROM PUBLIC;
+
+--
+-- Name: FUNCTION rollup_cost_per_run_month(p_zone text, p_month text); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.rollup_cost_per_run_month(p_zone text, p_month text) FROM PUBLIC;
+
+--
+-- Name: FUNCTION rollup_cost_per_run_recompute(); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.rollup_cost_per_run_recompute() FROM PUBLIC;
+
+--
+-- Name: FUNCTION rollup_finish_month_rollups(p_zone text, p_month text, p_last_entry_id bigint); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.rollup_finish_month_rollups(p_zone text, p_month text, p_last_entry_id bigint) FROM PUBLIC;
+
+--
+-- Name: FUNCTION rollup_fold_queues_into_rollups(p_limit integer); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.rollup_fold_queues_into_rollups(p_limit integer) FROM PUBLIC;
+
+--
 -- Name: FUNCTION rollup_same_bucket(p_bucket text[], a text, b text); Type: ACL; Schema: public; Owner: -
 --
 
@@ -4268,6 +4489,13 @@ GRANT SELECT ON TABLE public.budget_reservations TO cronledger_worker;
 --
 
 GRANT SELECT ON TABLE public.budget_zones TO cronledger_readonly;
+
+--
+-- Name: TABLE cost_per_run_days; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT ON TABLE public.cost_per_run_days TO cronledger_worker;
+GRANT SELECT ON TABLE public.cost_per_run_days TO cronledger_readonly;
 
 --
 -- Name: TABLE metric_histograms; Type: ACL; Schema: public; Owner: -

@@ -182,6 +182,7 @@ const TABLES = [
   'usage_month_rollups',
   'usage_day_totals',
   'usage_day_users',
+  'cost_per_run_days',
   'schema_migrations',
   'applied_tasks',
   'run_attempts',

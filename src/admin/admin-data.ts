@@ -15,11 +15,13 @@ import { budgetStatusOfAll, type BudgetStatus } from '../budgets/budget-status';
 import { downgradeSavings } from '../budgets/downgrade-savings';
 import { daysOf, parseMonth, shiftMonth, type Month } from '../reports/month';
 import {
+  costPerRunDaysHold,
   monthBounds,
   readActiveUsers,
   readDailySeries,
   readDailySpend,
   readDayTotalSums,
+  readCostPerRunOver,
   readMonthSums,
   readRunCounts,
   trackedZones,
@@ -31,7 +33,7 @@ import type { UsageReport } from '../reports/types';
 import { reconciliationSection } from '../reports/reconciliation-section';
 import type { ReconciliationMonth } from '../reconcile/month-figures';
 import { quoted } from '../text-table';
-import { findAnomalies, type Anomaly, type DailyPoint } from './anomalies';
+import { anomaliesOfFlaggedDays, findAnomalies, parseFactor, type Anomaly, type DailyPoint } from './anomalies';
 
 /**
  * What the admin pages show, as data: money as exact decimal strings, counts as integers. Every figure comes from
@@ -136,7 +138,7 @@ const ranRuns = (s: Record<string, number> | undefined) => (s?.completed ?? 0) +
  * The page on-call opens first. Its money comes from the day totals read current (the queued entries from the queue's
  * own summary, not from the ledger), its runs from the run rollups, its active users from the month's rollup per user
  * plus the queue's per-user summary: what it reads grows with days, models and users, not with the ledger or the queue.
- * The anomaly series (per day, user and task) are the rollups as the last refresh left them (a minute old at most).
+ * Its anomalies are the days the last refresh found over the factor (cost_per_run_days: a minute old at most).
  */
 export async function overview(db: pg.Pool, q: MonthQuery, factor = '1.5'): Promise<Overview> {
   // The reads are independent: on the pool's connections at once, the database's work overlaps the parsing here.
@@ -209,11 +211,22 @@ function dayFigures(day: string, cost: Money, statuses: Record<string, number> |
 }
 
 /**
- * Cost per run of each user and each task per day, over the month and the 7 days before it, handed to
- * findAnomalies. Costs and runs both come from the rollups as the last refresh stored them (the last 7 days of last
- * month's, and this month's), summed per key and day in SQL, costs already in atto-USD.
+ * The month's cost-per-run anomalies of each user and task, as the last refresh left the rollups: from the days the
+ * refresh found over their trailing median (cost_per_run_days), or, where that table does not hold the month (a month
+ * or the 7 days before it never built), from the series themselves.
  */
 async function anomalies(db: pg.Pool, q: MonthQuery, factor: string): Promise<{ found: Anomaly[] }> {
+  if (!(await costPerRunDaysHold(db, q.zone, q.month))) return anomaliesFromSeries(db, q, factor);
+  return { found: anomaliesOfFlaggedDays(await readCostPerRunOver(db, { ...q, factor: parseFactor(factor) })) };
+}
+
+/**
+ * Cost per run of each user and each task per day, over the month and the 7 days before it, handed to
+ * findAnomalies. Costs and runs both come from the rollups as the last refresh stored them (the last 7 days of last
+ * month's, and this month's), summed per key and day in SQL, costs already in atto-USD; a month never built, from
+ * the raw ledger and runs.
+ */
+export async function anomaliesFromSeries(db: pg.Pool, q: MonthQuery, factor: string): Promise<{ found: Anomaly[] }> {
   const days = daysOf(q.month);
   const prev: MonthQuery = { zone: q.zone, month: shiftMonth(q.month, -1) };
   const window = [...daysOf(prev.month).slice(-7), ...days];

@@ -4,6 +4,7 @@
  * factor parsed from its decimal text. Cost per run often rises days before anything fails (a longer prompt, a
  * ballooning tool reply), so the day a streak of flagged days started is what the page shows.
  */
+import type { CostPerRunDay } from '../reports/rollups-read';
 
 export interface DailyPoint {
   day: string;
@@ -101,6 +102,39 @@ export function findAnomalies(kind: Anomaly['kind'], id: string, series: DailyPo
         found.push(open);
       }
     } else open = undefined;
+  }
+  return found;
+}
+
+const KIND_ORDER: Record<Anomaly['kind'], number> = { user: 0, task: 1 };
+const byText = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
+
+/**
+ * The streaks of flagged days of one month, as findAnomalies gives them over every user's then every task's series
+ * (ids in order): a flagged day goes on its key's streak when the key's previous day with runs was flagged too (a day
+ * with no run neither flags nor breaks a streak, so it is no row); otherwise it starts one.
+ */
+export function anomaliesOfFlaggedDays(days: CostPerRunDay[]): Anomaly[] {
+  const sorted = [...days].sort((a, b) => KIND_ORDER[a.kind] - KIND_ORDER[b.kind] || byText(a.id, b.id) || byText(a.day, b.day));
+  const found: Anomaly[] = [];
+  let open: Anomaly | undefined;
+  for (const d of sorted) {
+    if (open && open.kind === d.kind && open.id === d.id && open.lastOn === d.previousDay) {
+      open.lastOn = d.day;
+      open.days++;
+      continue;
+    }
+    const today = { num: d.costAtto, den: d.runs };
+    open = {
+      kind: d.kind,
+      id: d.id,
+      startedOn: d.day,
+      lastOn: d.day,
+      days: 1,
+      costPerRunUsd: usd(today),
+      trailingMedianUsd: usd(d.median),
+    };
+    found.push(open);
   }
   return found;
 }

@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import { monthBoundsSql } from '../db/month-bounds';
-import type { Month } from './month';
+import { daysOf, shiftMonth, type Month } from './month';
 
 /**
  * The read side of the daily rollups (see rollups-write.ts for how they are kept): the rows of a month, the
@@ -381,4 +381,88 @@ export async function readDayTotalSums(
     await dayParams(db, zone, month),
   );
   return { lines, source: built ? 'rollups' : 'ledger' };
+}
+
+/**
+ * Whether cost_per_run_days (migrations/039_cost_per_run_days.sql) holds the zone's anomaly series for the month and
+ * the 7 days before it: the month is built, and so is the month before, or those 7 days have no ledger entry and no run
+ * (a month never built has partial rollups, if any, where the series read the raw ledger).
+ */
+export async function costPerRunDaysHold(db: pg.Pool, zone: string, month: Month): Promise<boolean> {
+  const prev = shiftMonth(month, -1);
+  const prevDays = daysOf(prev);
+  const { rows } = await db.query<{ holds: boolean }>(
+    `select exists (select 1 from rollup_months where zone = $1 and month = $2)
+        and (exists (select 1 from rollup_months where zone = $1 and month = $3)
+             or (not exists (select 1 from usage_ledger l where ${inDays('l.created_at', '$4::date', '$5::date')})
+                 and not exists (select 1 from runs r where ${inDays('r.claimed_at', '$4::date', '$5::date')}))) as holds`,
+    [zone, month, prev, prevDays[prevDays.length - 7], prevDays[prevDays.length - 1]],
+  );
+  return rows[0].holds;
+}
+
+/**
+ * A day of a user or task whose cost per run is over a factor times its trailing median (the median a ratio of
+ * integers), with the key's previous day with runs (null when it has none).
+ */
+export interface CostPerRunDay {
+  kind: 'user' | 'task';
+  id: string;
+  day: string;
+  costAtto: bigint;
+  runs: bigint;
+  median: { num: bigint; den: bigint };
+  previousDay: string | null;
+}
+
+const BIGINT_MAX = 9223372036854775807n;
+
+/**
+ * The least over_median_micro of a day over the factor: its cost per run over its median is below floor(factor x
+ * 10^6) millionths otherwise (the column is truncated, and capped where this is).
+ */
+const overMedianMicroAtLeast = (factor: { num: bigint; den: bigint }): string => {
+  const micro = (factor.num * 1_000_000n) / factor.den;
+  return (micro < BIGINT_MAX ? micro : BIGINT_MAX).toString();
+};
+
+/**
+ * The month's days (local days of the zone) on which a user's or a task's cost per run is over `factor` times its
+ * trailing 7-day median, from cost_per_run_days as the last refresh left them: the test of findAnomalies, cross-
+ * multiplied in SQL (exact), with the key's previous day with runs. A few rows where the month holds thousands.
+ */
+export async function readCostPerRunOver(
+  db: pg.Pool,
+  q: { zone: string; month: Month; factor: { num: bigint; den: bigint } },
+): Promise<CostPerRunDay[]> {
+  const days = daysOf(q.month);
+  const { rows } = await db.query<{
+    kind: CostPerRunDay['kind'];
+    key: string;
+    day: string;
+    cost_atto: string;
+    runs: string;
+    median_num: string;
+    median_den: string;
+    previous_day: string | null;
+  }>(
+    `select c.kind, c.key, to_char(c.day, 'YYYY-MM-DD') as day, c.cost_atto::text as cost_atto, c.runs::text as runs,
+            c.median_num::text as median_num, c.median_den::text as median_den, to_char(p.day, 'YYYY-MM-DD') as previous_day
+       from cost_per_run_days c
+       cross join lateral (select max(e.day) as day from cost_per_run_days e
+                            where e.zone = c.zone and e.kind = c.kind and e.key = c.key and e.day < c.day) p
+      where c.zone = $1 and c.day between $2::date and $3::date and c.median_num is not null
+        and (c.over_median_micro is null or c.over_median_micro >= $6::bigint)
+        and c.cost_atto * $5::numeric * c.median_den > $4::numeric * c.median_num * c.runs`,
+    [q.zone, days[0], days[days.length - 1], q.factor.num.toString(), q.factor.den.toString(), overMedianMicroAtLeast(q.factor)],
+  );
+  return rows.map((r) => ({
+    kind: r.kind,
+    id: r.key,
+    day: r.day,
+    costAtto: BigInt(r.cost_atto),
+    runs: BigInt(r.runs),
+    median: { num: BigInt(r.median_num), den: BigInt(r.median_den) },
+    previousDay: r.previous_day,
+  }));
 }

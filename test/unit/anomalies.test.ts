@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { findAnomalies, parseFactor, type Anomaly, type DailyPoint } from '../../src/admin/anomalies';
+import { anomaliesOfFlaggedDays, findAnomalies, parseFactor, type Anomaly, type DailyPoint } from '../../src/admin/anomalies';
+import type { CostPerRunDay } from '../../src/reports/rollups-read';
 
 /**
  * findAnomalies ranks each series' days once and finds every window's median from the ranks. This checks it against
@@ -13,7 +14,28 @@ const usd = (r: Ratio) => {
   return `${digits.slice(0, -18)}.${digits.slice(-18)}`;
 };
 
-function byDefinition(kind: Anomaly['kind'], id: string, series: DailyPoint[], factorText: string, firstDay: string): Anomaly[] {
+/** Each day of the series from firstDay on over the factor, with its median and the previous day with runs. */
+function flaggedDays(kind: Anomaly['kind'], id: string, series: DailyPoint[], factorText: string, firstDay: string): CostPerRunDay[] {
+  const flagged: CostPerRunDay[] = [];
+  byDefinition(kind, id, series, factorText, firstDay, (i, median) => {
+    const previous = series
+      .slice(0, i)
+      .reverse()
+      .find((p) => p.runs > 0n);
+    const p = series[i];
+    flagged.push({ kind, id, day: p.day, costAtto: p.costAtto, runs: p.runs, median, previousDay: previous?.day ?? null });
+  });
+  return flagged;
+}
+
+function byDefinition(
+  kind: Anomaly['kind'],
+  id: string,
+  series: DailyPoint[],
+  factorText: string,
+  firstDay: string,
+  onFlagged?: (i: number, median: Ratio) => void,
+): Anomaly[] {
   const factor = parseFactor(factorText);
   const found: Anomaly[] = [];
   let open: Anomaly | undefined;
@@ -32,6 +54,7 @@ function byDefinition(kind: Anomaly['kind'], id: string, series: DailyPoint[], f
       baseline = history.length % 2 === 1 ? history[mid] : { num: a.num * b.den + b.num * a.den, den: 2n * a.den * b.den };
     }
     if (baseline && today.num * factor.den * baseline.den > factor.num * baseline.num * today.den) {
+      onFlagged?.(i, baseline);
       if (open) {
         open.lastOn = point.day;
         open.days++;
@@ -73,5 +96,32 @@ describe('findAnomalies', () => {
       flagged += expected.length;
     }
     expect(flagged).toBeGreaterThan(100); // the series do flag: the comparison is not of two empty lists
+  });
+});
+
+describe('anomaliesOfFlaggedDays', () => {
+  it('gives from the flagged days alone (the rollup refresh finds them) the streaks of the definition, users first', () => {
+    const next = rng(34);
+    const days = Array.from({ length: 37 }, (_, d) => `2026-${d < 7 ? '05' : '06'}-${String(d < 7 ? 25 + d : d - 6).padStart(2, '0')}`);
+    const expected: Anomaly[] = [];
+    const flagged: CostPerRunDay[] = [];
+    for (const kind of ['user', 'task'] as const) {
+      for (let s = 0; s < 300; s++) {
+        const series: DailyPoint[] = days.map((day) => {
+          const runs = next(4) === 0 ? 0n : BigInt(1 + next(3));
+          return { day, costAtto: runs * 10n ** 15n * (next(3) === 0 ? BigInt(2 + next(3)) : 1n) + BigInt(next(1000)), runs };
+        });
+        const id = `${kind}-${String(s).padStart(3, '0')}`;
+        expected.push(...byDefinition(kind, id, series, '1.5', '2026-06-01'));
+        flagged.push(...flaggedDays(kind, id, series, '1.5', '2026-06-01'));
+      }
+    }
+    // in any order, as SQL returns them
+    for (let i = flagged.length - 1; i > 0; i--) {
+      const j = next(i + 1);
+      [flagged[i], flagged[j]] = [flagged[j], flagged[i]];
+    }
+    expect(anomaliesOfFlaggedDays(flagged)).toEqual(expected);
+    expect(expected.filter((a) => a.days > 1).length).toBeGreaterThan(20);
   });
 });
