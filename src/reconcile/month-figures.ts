@@ -22,6 +22,22 @@ export interface ReconciliationMonth {
   unmatchedLedgerKeys: number;
 }
 
+/**
+ * Whether any provider's import covers a day of the month or reconciliation booked for one: what the month's figures
+ * would show, without their ledger side (a scan of the month's usage).
+ */
+export async function anyReconciliationIn(db: pg.Pool, month: string): Promise<boolean> {
+  const m = monthBoundsSql('$1');
+  const { rows } = await db.query<{ any: boolean }>(
+    `select exists (select 1 from reconciliation_imports i
+                     where i.provider = any($2::text[]) and i.from_day <= ${m.lastDay} and i.to_day >= ${m.firstDay})
+         or exists (select 1 from reconciliation_entries e
+                     where e.provider = any($2::text[]) and e.day between ${m.firstDay} and ${m.lastDay}) as any`,
+    [month, PROVIDERS],
+  );
+  return rows[0].any;
+}
+
 export async function reconciliationMonth(db: pg.Pool, month: string): Promise<ReconciliationMonth[]> {
   const m = monthBoundsSql('$1');
   const { rows } = await db.query<Omit<ReconciliationMonth, 'provider'> & { provider: Provider }>(

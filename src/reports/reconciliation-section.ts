@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import { displayUsd } from '../money';
-import { reconciliationMonth, type ReconciliationMonth } from '../reconcile/month-figures';
+import { anyReconciliationIn, reconciliationMonth, type ReconciliationMonth } from '../reconcile/month-figures';
 import { formatTable } from '../text-table';
 import type { Month } from './month';
 import type { UsageReport } from './types';
@@ -11,6 +11,7 @@ import type { UsageReport } from './types';
  * nothing was ever imported for the month, so a ledger without reconciliation reports as before.
  */
 export async function reconciliationSection(db: pg.Pool, month: Month): Promise<ReconciliationMonth[] | undefined> {
+  if (!(await anyReconciliationIn(db, month))) return undefined;
   const months = await reconciliationMonth(db, month);
   return months.some((m) => m.daysImported > 0 || m.bookedEntries > 0) ? months : undefined;
 }
