@@ -8,7 +8,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { BudgetRow } from '../src/admin/admin-data';
 import { startAdminServer, type RunningAdmin } from '../src/admin/server';
 import { budgetStatusOfAll } from '../src/budgets/budget-status';
-import { usdOf } from '../src/budgets/tier';
+import { monthForecast, type TaskSchedules } from '../src/forecast/month-forecast';
+import { recordForecast } from '../src/forecast/forecast-records';
 import { createPool, readOnlySessionUrl } from '../src/db/pool';
 import { applyPrices, loadPricesFile } from '../src/ledger/prices';
 import { runCli } from './support/cli';
@@ -26,6 +27,11 @@ import { atto, seedMonth } from './support/report-fixtures';
 const MONTH = '2026-06';
 const WIDTHS = [1280, 390] as const;
 const TASK_ID = 'layout-task';
+/** The user page's user, and the moment its forecast is recorded: the month is seeded through the day before. */
+const USER = 'user-04';
+const AS_OF = new Date(`${MONTH}-18T06:00:00Z`);
+/** How much of USER's limit is spent by AS_OF. */
+const LIMIT_USED_PERCENT = 42n;
 const artifacts = process.env.CRONLEDGER_TEST_ARTIFACTS ?? mkdtempSync(join(tmpdir(), 'cronledger-admin-artifacts-'));
 mkdirSync(artifacts, { recursive: true });
 const axeSource = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
@@ -39,10 +45,12 @@ const profiles: string[] = [];
 beforeAll(async () => {
   ctx = await createTestContext(import.meta.url);
   await applyPrices(ctx.operatorPool, loadPricesFile('prices/standard.json'), 'test');
-  await seedMonth(ctx.ownerPool, { month: MONTH, users: 6, callsPerUser: 8 });
-  // Limits around what the seeded users spent: one far under, one in the cheap band, one over, the rest by default.
+  // The month as it stands early on the 18th: no call after the 17th.
+  await seedMonth(ctx.ownerPool, { month: MONTH, users: 6, callsPerUser: 8, lastDay: AS_OF.getUTCDate() - 1, workflowIds: true });
+  // Limits around what the seeded users spent: one in the cheap band, one over, one at 42 % of it (the user page's, whose
+  // forecast goes past 80 % before the month ends), the rest by default.
   const spent = await ctx.pool.query<{ user_id: string; spent: string }>(
-    `select user_id, sum(cost_usd)::text as spent from usage_ledger where user_id in ('user-01', 'user-02') group by 1`,
+    `select user_id, sum(cost_usd)::text as spent from usage_ledger where user_id in ('user-01', 'user-02', '${USER}') group by 1`,
   );
   const spentBy = new Map(spent.rows.map((r) => [r.user_id, atto(r.spent)]));
   const usd = (attoUsd: bigint) => `0.${attoUsd.toString().padStart(18, '0')}`.replace(/0+$/, '');
@@ -56,6 +64,7 @@ beforeAll(async () => {
         users: {
           'user-01': { monthly: usd((spentBy.get('user-01')! * 100n) / 85n), effectiveFrom }, // 85 % used: cheap
           'user-02': { monthly: usd((spentBy.get('user-02')! * 100n) / 130n), effectiveFrom }, // 130 % used: blocked
+          [USER]: { monthly: usd((spentBy.get(USER)! * 100n) / LIMIT_USED_PERCENT), effectiveFrom },
         },
       },
     }),
@@ -68,35 +77,29 @@ beforeAll(async () => {
   const tasksApplied = await runCli(['tasks', 'apply', tasksFile], ctx.env);
   expect(tasksApplied.code, tasksApplied.stderr).toBe(0);
   await runCli(['report', '--month', MONTH, '--tz', 'UTC', '--format', 'json'], ctx.env); // builds the month's rollups
-  // user-02's forecast as the budget sweep records it early on the 18th: spent by then, and the rest of the month at that pace
-  // (the median) and at 1.3 times it (the high figure), spent on weekdays only (a weekday task), so the user page draws its
-  // band as steps, flat over the weekends
-  const by18 = atto(
-    (
-      await ctx.pool.query<{ s: string }>(
-        `select coalesce(sum(cost_usd), 0)::text as s from usage_ledger where user_id = 'user-02' and entry_type <> 'credit' and created_at < '${MONTH}-18T00:00:00Z'`,
-      )
-    ).rows[0].s,
-  );
-  const median = (by18 * 30n) / 18n;
-  const high = by18 + ((median - by18) * 13n) / 10n;
-  const weekdays = Array.from({ length: 13 }, (_, i) => new Date(`${MONTH}-${String(18 + i).padStart(2, '0')}T12:00:00Z`)).filter(
-    (d) => d.getUTCDay() !== 0 && d.getUTCDay() !== 6,
-  );
-  // the running totals at each weekday's end, the last one exactly the month-end figure
-  const spendByDay = weekdays.map((d, i) => ({
-    day: d.toISOString().slice(0, 10),
-    medianUsd: usdOf(by18 + ((median - by18) * BigInt(i + 1)) / BigInt(weekdays.length)),
-    highUsd: usdOf(by18 + ((high - by18) * BigInt(i + 1)) / BigInt(weekdays.length)),
-  }));
-  await ctx.ownerPool.query(`select record_forecast('user-02', 'UTC', $1::date, $2::date, $3, $4, $5, $6, 0, $3, $4, $7::jsonb)`, [
-    `${MONTH}-01`,
-    `${MONTH}-18`,
-    usdOf(median),
-    usdOf(high),
-    usdOf((spentBy.get('user-02')! * 100n) / 130n),
-    usdOf(by18),
-    JSON.stringify(spendByDay),
+  // user-04's forecast as the budget sweep records it early on the 18th, through the forecast's own code (monthForecast,
+  // recordForecast): its weekday task (task-4, 09:00 UTC Monday to Friday: the slots below, as its schedule would list
+  // them) at the cost of its completed runs, so the user page draws the band as steps, flat over the weekends, and
+  // capped at the limit where slots would be blocked.
+  const weekdaySlots: TaskSchedules = {
+    tasks: [{ taskId: 'task-4', userId: USER, paused: false, fingerprint: undefined }],
+    async slots(ranges) {
+      return new Map(
+        ranges.map((r) => {
+          const out: Date[] = [];
+          for (let d = new Date(`${r.from.toISOString().slice(0, 10)}T09:00:00Z`); d <= r.to; d = new Date(d.getTime() + 86_400_000)) {
+            if (d >= r.from && d.getUTCDay() !== 0 && d.getUTCDay() !== 6) out.push(d);
+          }
+          return [r.taskId, out];
+        }),
+      );
+    },
+  };
+  const forecast = await monthForecast(ctx.pool, weekdaySlots, { at: AS_OF, userId: USER });
+  for (const u of forecast.users) await recordForecast(ctx.pool, u, AS_OF);
+  // the story the screenshots tell: under the limit on the 18th, past 80 % (the cheap band) before the month ends
+  expect(forecast.users.map((u) => [u.userId, u.crossings.find((c) => c.percent === 80)?.medianDay ?? null])).toEqual([
+    [USER, expect.stringMatching(new RegExp(`^${MONTH}-(1[89]|2\\d|30)$`))],
   ]);
 
   readonly = createPool(readOnlySessionUrl(ctx.readonlyDatabaseUrl), 4);
@@ -178,7 +181,7 @@ function halfEven(num: bigint, den: bigint): bigint {
 const PAGES = [
   ['overview', `/?month=${MONTH}`],
   ['users', `/users?month=${MONTH}`],
-  ['user', `/users/user-02?month=${MONTH}`],
+  ['user', `/users/${USER}?month=${MONTH}`],
   ['budgets', `/budgets?month=${MONTH}`],
   ['models', `/models?month=${MONTH}`],
   ['runs', '/runs'],

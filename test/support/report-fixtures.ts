@@ -16,6 +16,10 @@ export interface SeedOptions {
   seed?: number;
   /** Prefix for run IDs and keys, so one database can hold several seeded months. */
   prefix?: string;
+  /** The last day of the month with calls (default the month's last day): a month seeded as it stands on a day. */
+  lastDay?: number;
+  /** Book each call with its run's workflow ID, as the worker does, so a task's completed runs have costs (the forecast's). */
+  workflowIds?: boolean;
 }
 
 export interface SeedResult {
@@ -41,7 +45,7 @@ export async function seedMonth(pool: pg.Pool, opts: SeedOptions): Promise<SeedR
   const perUser = opts.callsPerUser ?? 12;
   const prefix = opts.prefix ?? `seed-${opts.month}`;
   const [year, month] = opts.month.split('-').map(Number);
-  const daysInMonth = new Date(Date.UTC(year, month, 0)).getUTCDate();
+  const lastDay = opts.lastDay ?? new Date(Date.UTC(year, month, 0)).getUTCDate();
   let usageEntries = 0;
   let completedRuns = 0;
   let failedRuns = 0;
@@ -50,8 +54,9 @@ export async function seedMonth(pool: pg.Pool, opts: SeedOptions): Promise<SeedR
   for (let u = 1; u <= users; u++) {
     const userId = `user-${pad(u)}`;
     for (let c = 0; c < perUser; c++) {
-      // Day 1 00:30 UTC and the last day 23:30 UTC are in different months in Berlin; the rest spread over the month.
-      const day = c === 0 ? 1 : c === 1 ? daysInMonth : 1 + next(daysInMonth);
+      // Day 1 00:30 UTC and the last day 23:30 UTC are in different months in Berlin; the rest spread over the month
+      // (through lastDay when given).
+      const day = c === 0 ? 1 : c === 1 ? lastDay : 1 + next(lastDay);
       const hour = c === 0 ? 0 : c === 1 ? 23 : next(24);
       const at = new Date(`${opts.month}-${pad(day)}T${pad(hour)}:${pad(c === 0 || c === 1 ? 30 : next(60))}:${pad(next(60))}Z`);
       const runId = `${prefix}-${userId}-${c}`;
@@ -59,6 +64,7 @@ export async function seedMonth(pool: pg.Pool, opts: SeedOptions): Promise<SeedR
       const promptTokens = 300 + next(4000);
       const chat = await recordUsage(pool, {
         runId,
+        workflowId: opts.workflowIds ? runId : null,
         step: 'chat',
         attempt: 1,
         userId,
@@ -81,6 +87,7 @@ export async function seedMonth(pool: pg.Pool, opts: SeedOptions): Promise<SeedR
       if (!failed) {
         await recordUsage(pool, {
           runId,
+          workflowId: opts.workflowIds ? runId : null,
           step: 'embed',
           attempt: 1,
           userId,
