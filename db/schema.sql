@@ -1605,24 +1605,24 @@ $$;
 CREATE FUNCTION public.rollup_cost_per_run_after_fold() RETURNS void
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'public', 'pg_temp'
-    AS $$
+    AS $_$
+declare
+  v_source text;
 begin
-  drop table if exists pg_temp.cost_per_run_buckets, pg_temp.cost_per_run_touched;
-  create temp table cost_per_run_buckets (zone text, day date, user_id text, task_id text) on commit drop;
-  if to_regclass('pg_temp.delta') is not null then
-    insert into pg_temp.cost_per_run_buckets select zone, day, user_id, task_id from pg_temp.delta;
-  end if;
-  if to_regclass('pg_temp.touched_runs') is not null then
-    insert into pg_temp.cost_per_run_buckets select zone, day, user_id, task_id from pg_temp.touched_runs;
-  end if;
-  create temp table cost_per_run_touched on commit drop as
-    select b.zone, k.kind, k.key, min(b.day) as first_day, max(b.day) as last_day
-      from pg_temp.cost_per_run_buckets b cross join lateral (values ('user', b.user_id), ('task', b.task_id)) k(kind, key)
-     where k.key is not null
-     group by 1, 2, 3;
-  perform rollup_cost_per_run_recompute();
+  foreach v_source in array array['delta', 'touched_runs'] loop
+    continue when to_regclass('pg_temp.' || v_source) is null;
+    execute format(
+      $q$insert into cost_per_run_stale (zone, kind, key, first_day, last_day)
+           select b.zone, k.kind, k.key, min(b.day), max(b.day)
+             from pg_temp.%I b cross join lateral (values ('user', b.user_id), ('task', b.task_id)) k(kind, key)
+            where k.key is not null
+            group by 1, 2, 3
+         on conflict (zone, kind, key) do update
+           set first_day = least(cost_per_run_stale.first_day, excluded.first_day),
+               last_day = greatest(cost_per_run_stale.last_day, excluded.last_day)$q$, v_source);
+  end loop;
 end
-$$;
+$_$;
 
 --
 -- Name: rollup_cost_per_run_month(text, text); Type: FUNCTION; Schema: public; Owner: -
@@ -1964,6 +1964,31 @@ begin
      and r.claimed_at < ((p_day + 1)::timestamp at time zone p_zone) + interval '3 hours'
      and (r.claimed_at at time zone p_zone)::date between p_day and p_day
    group by 2, 3, 4, 5, 6;
+end
+$$;
+
+--
+-- Name: rollups_recompute_cost_per_run(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.rollups_recompute_cost_per_run() RETURNS integer
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $$
+declare
+  v_keys integer;
+begin
+  if not exists (select 1 from cost_per_run_stale) then
+    return 0;
+  end if;
+  drop table if exists pg_temp.cost_per_run_touched;
+  create temp table cost_per_run_touched on commit drop as
+    select zone, kind, key, first_day, last_day from cost_per_run_stale;
+  get diagnostics v_keys = row_count;
+  delete from cost_per_run_stale s using pg_temp.cost_per_run_touched t
+   where s.zone = t.zone and s.kind = t.kind and s.key = t.key;
+  perform rollup_cost_per_run_recompute();
+  return v_keys;
 end
 $$;
 
@@ -2357,6 +2382,20 @@ CREATE TABLE public.cost_per_run_days (
     CONSTRAINT cost_per_run_days_kind_check CHECK ((kind = ANY (ARRAY['user'::text, 'task'::text]))),
     CONSTRAINT cost_per_run_days_median_den_check CHECK ((median_den > (0)::numeric)),
     CONSTRAINT cost_per_run_days_runs_check CHECK ((runs > 0))
+);
+
+--
+-- Name: cost_per_run_stale; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.cost_per_run_stale (
+    zone text NOT NULL,
+    kind text NOT NULL,
+    key text NOT NULL,
+    first_day date NOT NULL,
+    last_day date NOT NULL,
+    CONSTRAINT cost_per_run_stale_check CHECK ((last_day >= first_day)),
+    CONSTRAINT cost_per_run_stale_kind_check CHECK ((kind = ANY (ARRAY['user'::text, 'task'::text])))
 );
 
 --
@@ -3131,6 +3170,13 @@ ALTER TABLE ONLY public.cost_per_run_days
     ADD CONSTRAINT cost_per_run_days_pkey PRIMARY KEY (zone, day, kind, key);
 
 --
+-- Name: cost_per_run_stale cost_per_run_stale_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.cost_per_run_stale
+    ADD CONSTRAINT cost_per_run_stale_pkey PRIMARY KEY (zone, kind, key);
+
+--
 -- Name: metric_histograms metric_histograms_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -3818,6 +3864,13 @@ ALTER TABLE ONLY public.cost_per_run_days
     ADD CONSTRAINT cost_per_run_days_zone_fkey FOREIGN KEY (zone) REFERENCES public.rollup_zones(zone) ON DELETE CASCADE;
 
 --
+-- Name: cost_per_run_stale cost_per_run_stale_zone_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.cost_per_run_stale
+    ADD CONSTRAINT cost_per_run_stale_zone_fkey FOREIGN KEY (zone) REFERENCES public.rollup_zones(zone) ON DELETE CASCADE;
+
+--
 -- Name: model_price_rates model_price_rates_price_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -4371,6 +4424,13 @@ REVOKE ALL ON FUNCTION public.rollups_rebuild_day(p_zone text, p_day date) FROM 
 GRANT ALL ON FUNCTION public.rollups_rebuild_day(p_zone text, p_day date) TO cronledger_worker;
 
 --
+-- Name: FUNCTION rollups_recompute_cost_per_run(); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.rollups_recompute_cost_per_run() FROM PUBLIC;
+GRANT ALL ON FUNCTION public.rollups_recompute_cost_per_run() TO cronledger_worker;
+
+--
 -- Name: FUNCTION rollups_register_zone(p_zone text); Type: ACL; Schema: public; Owner: -
 --
 
@@ -4496,6 +4556,13 @@ GRANT SELECT ON TABLE public.budget_zones TO cronledger_readonly;
 
 GRANT SELECT ON TABLE public.cost_per_run_days TO cronledger_worker;
 GRANT SELECT ON TABLE public.cost_per_run_days TO cronledger_readonly;
+
+--
+-- Name: TABLE cost_per_run_stale; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT ON TABLE public.cost_per_run_stale TO cronledger_worker;
+GRANT SELECT ON TABLE public.cost_per_run_stale TO cronledger_readonly;
 
 --
 -- Name: TABLE metric_histograms; Type: ACL; Schema: public; Owner: -

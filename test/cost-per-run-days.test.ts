@@ -15,7 +15,8 @@ import { createTestContext, type TestContext } from './support/context';
  * handed to findAnomalies, the definition test/unit/anomalies.test.ts checks. Seeded: users with several tasks, entries
  * of no task, idle days, days with spend and no run, failed and blocked runs, credits, late evenings (another day in
  * Berlin), and the month before, whose last 7 days give June's first days their medians. Late entries queued after the
- * build leave the anomalies as the last refresh left them until a refresh folds them.
+ * build leave the anomalies as the last refresh left them until a refresh folds them, in several batches, whose
+ * touched users and tasks are recomputed once at the refresh's end.
  */
 
 let ctx: TestContext;
@@ -203,7 +204,10 @@ describe('the overview anomalies from cost_per_run_days', () => {
       expect(await anomaliesOf(zone, MONTH)).toEqual(before[zone]);
       expect(before[zone]).toEqual((await anomaliesFromSeries(readonly, { month: MONTH, zone }, '1.5')).found);
     }
-    await refreshRollups(ctx.pool);
+    // batches of 4: several folds, each touching its users and tasks; the recompute after the last covers them all
+    const refreshed = await refreshRollups(ctx.pool, { batchSize: 4 });
+    expect(refreshed.entries).toBeGreaterThan(3 * 4);
+    expect((await ctx.ownerPool.query('select * from cost_per_run_stale')).rows).toEqual([]);
     for (const zone of ZONES) {
       const after = await anomaliesOf(zone, MONTH);
       expect(after).toEqual(await oracle(zone, MONTH));

@@ -141,17 +141,31 @@ async function foldQueues(c: pg.PoolClient, limit: number | null): Promise<Folde
 }
 
 /**
- * Folds the queued ledger entries and run changes into the rollups of every tracked zone, a batch per transaction.
+ * Recomputes, in the caller's transaction, the cost_per_run_days rows of the users and tasks the folds since the last
+ * recompute touched (cost_per_run_stale, migrations/042_cost_per_run_once_per_refresh.sql), once over their union.
+ */
+async function recomputeCostPerRun(c: pg.PoolClient): Promise<void> {
+  await c.query('select rollups_recompute_cost_per_run()');
+}
+
+/**
+ * Folds the queued ledger entries and run changes into the rollups of every tracked zone, a batch per transaction,
+ * and recomputes cost_per_run_days once, in the last batch's transaction, over what every batch touched (each batch
+ * records it in its own transaction, so a refresh interrupted between batches leaves it to the next refresh).
  * Safe to run concurrently (one lock) and to interrupt (a batch commits whole).
  */
 export async function refreshRollups(db: pg.Pool, opts: { batchSize?: number; onProgress?: OnProgress } = {}): Promise<RefreshResult> {
   const batchSize = opts.batchSize ?? 5000;
+  /** A batch short of both limits emptied the queues (as this refresh sees them). */
+  const isLastBatch = (b: Folded) => b.entries < batchSize && b.runChanges < batchSize;
   const queued = await pendingEntries(db);
   const result: Omit<RefreshResult, 'watermarks'> = { entries: 0, runChanges: 0, buckets: 0, reopened: 0, zones: {} };
   for (;;) {
     const batch = await inTransaction(db, async (c) => {
       await lockRollups(c);
-      return foldQueues(c, batchSize);
+      const folded = await foldQueues(c, batchSize);
+      if (isLastBatch(folded)) await recomputeCostPerRun(c);
+      return folded;
     });
     result.entries += batch.entries;
     result.runChanges += batch.runChanges;
@@ -163,7 +177,7 @@ export async function refreshRollups(db: pg.Pool, opts: { batchSize?: number; on
       result.reopened += z.reopened;
     }
     if (queued > 0) opts.onProgress?.({ phase: 'refreshing rollups', done: Math.min(result.entries, queued), total: queued });
-    if (batch.entries < batchSize && batch.runChanges < batchSize) break;
+    if (isLastBatch(batch)) break;
   }
   const watermarks: Record<string, Watermark> = {};
   for (const zone of Object.keys(result.zones)) watermarks[zone] = await readWatermark(db, zone);
@@ -236,6 +250,8 @@ export async function rebuildMonth(db: pg.Pool, zone: string, month: Month, onPr
     // the coarser rollups, the month's build time and the zone's watermark (forward only: rows rebuilt from the raw
     // ledger are as current as a refresh would make them)
     await c.query('select rollups_finish_month($1, $2, $3)', [zone, month, lastEntryId.toString()]);
+    // the cost per run days of what the fold above touched outside the month (and of earlier folds not recomputed)
+    await recomputeCostPerRun(c);
     return { zone, month, buckets, entries: entries.toString() };
   }
 }
