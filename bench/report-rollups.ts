@@ -172,7 +172,9 @@ async function main(): Promise<void> {
       await lateWriter.end();
     }
     if (keep) await markKept(big, lateBefore + late);
-    const adminQueued = await timed(page); // reads the queued buckets current, without writing
+    // reads the queued buckets current, without writing: its first call (cold: just after the 1% were written) and the best of 3
+    const adminQueuedFirst = await timed(page);
+    const adminQueued = await best(page);
     // the late entries are in the month rows already (the ledger's trigger): the budget section reads them at once
     const budgetLate = await timed(() =>
       budgetSection(big.pool, { month: MONTH, period: sample.period, runs: { blocked: 0n, downgraded: 0n } }),
@@ -202,7 +204,16 @@ async function main(): Promise<void> {
       ],
       ['    of which: downgrade savings (best of 3; no downgrades in this month)', savings, ''],
       ['admin overview, read-only (best of 3)', admin, `${(raw / admin).toFixed(1)}x faster than raw`],
-      [`admin overview with ${late} late entries queued (1%)`, adminQueued, `${(raw / adminQueued).toFixed(1)}x faster than raw`],
+      [
+        `admin overview with ${late} late entries queued (1%), first call`,
+        adminQueuedFirst,
+        `${(raw / adminQueuedFirst).toFixed(1)}x faster than raw`,
+      ],
+      [
+        `admin overview with ${late} late entries queued (1%, best of 3)`,
+        adminQueued,
+        `${(raw / adminQueued).toFixed(1)}x faster than raw`,
+      ],
       [`budget section with the ${late} late entries just booked`, budgetLate, ''],
       [`refresh folding the ${late} late entries (the schedule's run)`, refresh, ''],
       ['report after that refresh (best of 3)', afterLate, `${(raw / afterLate).toFixed(1)}x faster than raw`],

@@ -3,11 +3,10 @@
 -- those runs, and the trailing median of its cost per run over the 7 days before (null with fewer than 3 of them
 -- having runs): what src/admin/anomalies.ts findAnomalies computes for each day. The overview then reads only the days
 -- over its factor (cost_atto / runs > factor x median_num / median_den, compared cross-multiplied in SQL, exact),
--- a few hundred rows at most instead of a month of series (about 15,000 rows at 500 users) built and ranked in Node.
+-- a few hundred rows at most, where a month of series is about 15,000 rows at 500 users.
 -- A day with no run has no cost per run and no row: it neither flags nor breaks a streak.
 --
--- The rows are the rollups' (usage_day_users and run_rollups) as the last refresh left them, as the overview read its
--- series before: every fold recomputes, in its transaction, the rows of the users and tasks whose buckets it touched
+-- The rows are the rollups' (usage_day_users and run_rollups) as the last refresh left them: every fold recomputes, in its transaction, the rows of the users and tasks whose buckets it touched
 -- from the first touched day to 7 days after the last (their medians look back 7 days), and every month's build or
 -- rebuild recomputes the month and the 7 days after it, for every user and task. Written only by those SECURITY
 -- DEFINER functions; read by the admin page (cronledger_readonly) and the worker, by the schema's default privileges.

@@ -1,6 +1,7 @@
 -- The recorded forecast keeps its steps: what can be spent by the end of each day (in the budget's zone) on which a
 -- slot runs, median and high, as [{day, medianUsd, highUsd}] with exact decimal strings, so the admin page draws the
--- band as the schedules spend (flat over a weekday task's weekend). Null in rows recorded before this column.
+-- band as the schedules spend (flat over a weekday task's weekend). Null when a row has no steps: the chart then
+-- draws a straight band.
 alter table budget_forecasts add column spend_by_day jsonb;
 
 drop function record_forecast(text, text, date, date, numeric, numeric, numeric, numeric, numeric, numeric, numeric);

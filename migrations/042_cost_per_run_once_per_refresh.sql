@@ -1,8 +1,8 @@
--- cost_per_run_days is recomputed once per refresh, not once per fold batch: a refresh folds the queue in batches of
--- a few thousand entries, one transaction each, and late entries spread over a month touch most of its users and
--- tasks in every batch, so recomputing after each batch recomputed the month once per batch.
+-- cost_per_run_days is recomputed once per refresh, over what all its fold batches touched: a refresh folds the queue
+-- in batches of a few thousand entries, one transaction each, and late entries spread over a month touch most of its
+-- users and tasks in every batch.
 --
--- Each fold (rollups_fold_queues) now only records what it touched in cost_per_run_stale: per zone, kind and key, the
+-- Each fold (rollups_fold_queues) records what it touched in cost_per_run_stale: per zone, kind and key, the
 -- span from the first to the last touched day, widened to cover what earlier folds recorded. The recompute
 -- (rollups_recompute_cost_per_run) runs over that union and empties the table; refreshRollups calls it in the
 -- transaction of its last fold, rebuildMonth after the month's build, both under the rollups' lock. A span is

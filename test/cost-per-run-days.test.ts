@@ -176,7 +176,9 @@ describe('the overview anomalies from cost_per_run_days', () => {
     // the seed gives both kinds, streaks of several days, and a streak through an idle day
     expect(june.some((a) => a.kind === 'user') && june.some((a) => a.kind === 'task')).toBe(true);
     expect(june.some((a) => a.days > 1)).toBe(true);
-    expect(await anomaliesOf(zone, '2026-05')).toEqual(await oracle(zone, '2026-05'));
+    const may = await anomaliesOf(zone, '2026-05');
+    expect(may).toEqual(await oracle(zone, '2026-05'));
+    expect(may.length).toBeGreaterThan(0); // May has anomalies of its own: an empty list can't pass for equal
     for (const factor of ['1.25', '2', '3.1']) expect(await anomaliesOf(zone, MONTH, factor)).toEqual(await oracle(zone, MONTH, factor));
     expect(june).toEqual((await anomaliesFromSeries(readonly, { month: MONTH, zone }, '1.5')).found);
   });

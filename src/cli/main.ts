@@ -10,7 +10,7 @@ const program = new Command('cronledger')
 /**
  * Each top-level command's module, in the order `cronledger --help` lists them. Only the module of the command being
  * run is imported: each module loads its whole graph (the Temporal client, the admin server, the worker SDK, the
- * tokenizers), and a CLI process that imported them all spent most of its start-up on commands it does not run. Anything
+ * tokenizers), which would cost every call's start-up for commands it does not run. Anything
  * else (`--help`, `help`, a mistyped command) loads them all, so the help lists every command and commander can
  * suggest the nearest name.
  */
