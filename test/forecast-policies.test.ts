@@ -4,8 +4,6 @@ import { worstCaseOf } from '../src/budgets/worst-case';
 import { recordForecast } from '../src/forecast/forecast-records';
 import { monthForecast, type MonthForecast } from '../src/forecast/month-forecast';
 import { applyPrices, loadPricesFile, priceInForce } from '../src/ledger/prices';
-import { recordUsage } from '../src/ledger/record-usage';
-import { fullUsage } from '../src/models/provider';
 import { formatScaled, LEDGER_SCALE } from '../src/money';
 import { applyTasks } from '../src/schedules/apply-tasks';
 import { taskSchedules } from '../src/schedules/scheduled-tasks';
@@ -15,6 +13,7 @@ import { startTestAdmin } from './support/admin-server';
 import { bookCompletion } from './support/budget-spend';
 import { runCli } from './support/cli';
 import { createTestContext, type TestContext } from './support/context';
+import { finishedRun } from './support/forecast-runs';
 import { oracleCost } from './support/cost-oracle';
 
 /**
@@ -54,29 +53,7 @@ async function worstCase(model: string): Promise<bigint> {
 
 /** A completed run of `taskId` whose ledger rows cost `completionTokens` gpt-4o-mini tokens, booked now. */
 async function completedRun(taskId: string, userId: string, n: number, completionTokens: number) {
-  const minute = new Date(Date.UTC(2026, 9, n, 3));
-  const workflowId = `cron-${taskId}-${minute.toISOString()}`;
-  const runId = `run-${taskId}-${minute.getTime()}`;
-  await ctx.ownerPool.query(
-    `insert into runs (idempotency_key, task_id, user_id, workflow_id, temporal_run_id, scheduled_minute, status, claimed_by, finished_at)
-     values ($1, $2, $3, $4, $5, $6, 'completed', 'test', now())`,
-    [`cron:${taskId}:${minute.toISOString()}`, taskId, userId, workflowId, runId, minute],
-  );
-  await recordUsage(ctx.pool, {
-    runId,
-    workflowId,
-    step: 'chat',
-    attempt: 1,
-    userId,
-    taskId,
-    model: 'openai/gpt-4o-mini',
-    kind: 'chat',
-    status: 'ok',
-    usage: fullUsage({ promptTokens: 0, cachedPromptTokens: 0, completionTokens, reasoningTokens: 0 }),
-    providerModel: null,
-    providerRequestId: null,
-    workerId: 'test',
-  });
+  return finishedRun(ctx, { taskId, userId, minute: new Date(Date.UTC(2026, 9, n, 3)), completionTokens });
 }
 
 beforeAll(async () => {

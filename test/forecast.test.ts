@@ -8,8 +8,6 @@ import { applyBudgets } from '../src/budgets/budgets-store';
 import { worstCaseOf } from '../src/budgets/worst-case';
 import { monthForecast, type MonthForecast } from '../src/forecast/month-forecast';
 import { applyPrices, loadPricesFile, priceInForce } from '../src/ledger/prices';
-import { recordUsage } from '../src/ledger/record-usage';
-import { fullUsage } from '../src/models/provider';
 import { formatScaled, LEDGER_SCALE } from '../src/money';
 import { applyTasks } from '../src/schedules/apply-tasks';
 import { taskSchedules } from '../src/schedules/scheduled-tasks';
@@ -18,6 +16,7 @@ import { budgetSweep } from '../src/workflows/budget-sweep';
 import { bookExactSpend } from './support/budget-spend';
 import { runCli } from './support/cli';
 import { createTestContext, type TestContext } from './support/context';
+import { finishedRun } from './support/forecast-runs';
 import { oracleCost } from './support/cost-oracle';
 import { startWorkers } from './support/workers';
 import { startTestAdmin } from './support/admin-server';
@@ -81,28 +80,7 @@ afterAll(async () => ctx?.close());
 
 /** A completed run of `taskId` whose ledger rows cost `completionTokens` gpt-4o-mini tokens, booked now. */
 async function completedRun(taskId: string, userId: string, minute: Date, completionTokens: number, status = 'completed') {
-  const workflowId = `cron-${taskId}-${minute.toISOString()}`;
-  const runId = `run-${taskId}-${minute.getTime()}`;
-  await ctx.ownerPool.query(
-    `insert into runs (idempotency_key, task_id, user_id, workflow_id, temporal_run_id, scheduled_minute, status, claimed_by, finished_at)
-     values ($1, $2, $3, $4, $5, $6, $7, 'test', now())`,
-    [`cron:${taskId}:${minute.toISOString()}`, taskId, userId, workflowId, runId, minute, status],
-  );
-  await recordUsage(ctx.pool, {
-    runId,
-    workflowId,
-    step: 'chat',
-    attempt: 1,
-    userId,
-    taskId,
-    model: 'openai/gpt-4o-mini',
-    kind: 'chat',
-    status: 'ok',
-    usage: fullUsage({ promptTokens: 0, cachedPromptTokens: 0, completionTokens, reasoningTokens: 0 }),
-    providerModel: null,
-    providerRequestId: null,
-    workerId: 'test',
-  });
+  return finishedRun(ctx, { taskId, userId, minute, completionTokens, status });
 }
 
 const day = (n: number) => new Date(Date.UTC(2026, 10, n, 3));
