@@ -1,11 +1,13 @@
 import { WorkflowFailedError } from '@temporalio/client';
+import type pg from 'pg';
 import { randomUUID } from 'node:crypto';
 import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { LedgerEntry } from '../src/ledger/entries';
-import { applyPrices, loadPricesFile } from '../src/ledger/prices';
+import { createPriceChecks, PRICE_IN_FORCE_TTL_MS } from '../src/ledger/price-check';
+import { applyPrices, loadPricesFile, NoPriceError, type PricesFile } from '../src/ledger/prices';
 import { recordUsage } from '../src/ledger/record-usage';
 import { runCli } from './support/cli';
 import type { TestContext } from './support/context';
@@ -57,6 +59,93 @@ describe('no call without a price', () => {
     expect(provider.calls).toBe(0);
     expect(await entriesOf(ctx, workflowId)).toHaveLength(0);
   }, 60_000);
+});
+
+/** The database's clock, as a Date. */
+const dbNow = async (): Promise<Date> => (await ctx.pool.query<{ now: Date }>('select clock_timestamp() as now')).rows[0].now;
+
+/** One price version of one chat model, applied as the operator. */
+const applyVersion = (model: string, version: string, from: Date, rates: Record<string, unknown>, to?: Date) =>
+  applyPrices(
+    ctx.operatorPool,
+    {
+      currency: 'USD',
+      unit: 'per_million_tokens',
+      versions: [
+        { version, effectiveFrom: from.toISOString(), ...(to ? { effectiveTo: to.toISOString() } : {}), models: { [model]: rates } },
+      ],
+    } as PricesFile,
+    'test',
+  );
+
+/** A worker's remembered price checks on a pool that counts its round trips. */
+const countedChecks = (monotonicNow?: () => number) => {
+  let trips = 0;
+  const db = {
+    query: (...args: unknown[]) => ((trips += 1), (ctx.pool.query as (...a: unknown[]) => unknown)(...args)),
+  } as unknown as pg.Pool;
+  return { checks: createPriceChecks(db, monotonicNow), trips: () => trips };
+};
+
+describe('the price check a worker remembers', () => {
+  it('trusts a price found in force without asking again, but never past its effective_to by the database clock', async () => {
+    const model = `test/ending-${randomUUID().slice(0, 6)}`;
+    const endsAt = new Date((await dbNow()).getTime() + 2_000);
+    await applyVersion(model, 'e1', new Date('2026-01-01T00:00:00Z'), { input: '1', output: '2' }, endsAt);
+    const { checks, trips } = countedChecks();
+
+    await checks.refuseUnpricedCall(model, 'chat');
+    await checks.refuseUnpricedCall(model, 'chat');
+    expect(trips()).toBe(1);
+    // another kind of call (or another tier) of the same model is its own check
+    await expect(checks.refuseUnpricedCall(model, 'embedding')).rejects.toThrow(NoPriceError);
+    expect(trips()).toBe(2);
+
+    while ((await dbNow()) <= endsAt) await new Promise((resolve) => setTimeout(resolve, 100));
+    // well within PRICE_IN_FORCE_TTL_MS of the first check: the price's end, not the TTL, ends the trust
+    await expect(checks.refuseUnpricedCall(model, 'chat')).rejects.toThrow(new RegExp(`no price in force for model "${model}"`));
+  }, 30_000);
+
+  it('never remembers a refusal, and trusts a price for PRICE_IN_FORCE_TTL_MS at most when a version applied later ends it', async () => {
+    const model = `test/repriced-${randomUUID().slice(0, 6)}`;
+    let now = 0;
+    const { checks, trips } = countedChecks(() => now);
+    await expect(checks.refuseUnpricedCall(model, 'chat', 'priority')).rejects.toThrow(NoPriceError);
+    await applyVersion(model, 'r1', new Date('2026-01-01T00:00:00Z'), {
+      input: '1',
+      output: '2',
+      tiers: { priority: { input: '2', output: '4' } },
+    });
+    await checks.refuseUnpricedCall(model, 'chat', 'priority');
+    expect(trips()).toBe(2);
+
+    // a version without priority rates, in force from now on: applied after the check, so the check can't know of it
+    await applyVersion(model, 'r2', await dbNow(), { input: '1', output: '2' });
+    now += PRICE_IN_FORCE_TTL_MS - 1;
+    await checks.refuseUnpricedCall(model, 'chat', 'priority');
+    expect(trips()).toBe(2);
+    now += 1;
+    await expect(checks.refuseUnpricedCall(model, 'chat', 'priority')).rejects.toThrow(/no priority tier input price \(version r2\)/);
+    await expect(checks.refuseUnpricedCall(model, 'chat', 'priority')).rejects.toThrow(NoPriceError);
+    expect(trips()).toBe(4);
+  });
+
+  it("stops trusting a version at the next version's start, as applied when it checked", async () => {
+    const model = `test/superseded-${randomUUID().slice(0, 6)}`;
+    await applyVersion(model, 's1', new Date('2026-01-01T00:00:00Z'), {
+      input: '1',
+      output: '2',
+      tiers: { flex: { input: '1', output: '1' } },
+    });
+    const startsAt = new Date((await dbNow()).getTime() + 2_000);
+    await applyVersion(model, 's2', startsAt, { input: '1', output: '2' });
+    const { checks, trips } = countedChecks();
+    await checks.refuseUnpricedCall(model, 'chat', 'flex');
+    await checks.refuseUnpricedCall(model, 'chat', 'flex');
+    expect(trips()).toBe(1);
+    while ((await dbNow()) <= startsAt) await new Promise((resolve) => setTimeout(resolve, 100));
+    await expect(checks.refuseUnpricedCall(model, 'chat', 'flex')).rejects.toThrow(/no flex tier input price \(version s2\)/);
+  }, 30_000);
 });
 
 describe('price versions', () => {

@@ -6,7 +6,7 @@ import { completeRun, storeRunMemoryAndComplete, type RunStatus, type RunTier } 
 import { UserError } from '../errors';
 import { chatPromptTokens } from '../budgets/worst-case';
 import { bookUsageOrKeepException } from '../ledger/book-usage';
-import { refuseUnpricedCall } from '../ledger/price-check';
+import { priceChecksOf } from '../ledger/price-check';
 import { LedgerConflictError, usageKey, type UsageBooking } from '../ledger/record-usage';
 import { embeddingInputLimit, fitEmbeddingInput } from '../models/embedding-input';
 import {
@@ -143,7 +143,7 @@ export const createRunActivities = (deps: RunActivityDeps) => ({
     await completeRun(deps.pool, { ...input, temporalRunId: execution('completeRun').runId });
   },
 
-  /** One chat request. Refused before any spend when the model has no price in force now (by the database's clock). */
+  /** One chat request. Refused before any spend when the model has no price in force (by the database's clock, callProvider). */
   async callChat(input: ModelCallInput): Promise<ModelCallOutcome> {
     // As providers count a request against tokens per minute: its prompt and its output cap.
     const tokens = () => chatPromptTokens(input.text) + (input.maxOutputTokens ?? 0);
@@ -285,8 +285,9 @@ async function callProvider(
   const beat = setInterval(() => ctx.heartbeat(), HEARTBEAT_EVERY_MS);
   try {
     // Inside the heartbeats: a price check slowed by a struggling database must not outlive the heartbeat timeout,
-    // or Temporal starts another attempt while this one goes on to call (and pay) the provider.
-    await nonRetryableWhenFinal(() => refuseUnpricedCall(pool, model, kind, call.serviceTier ?? null));
+    // or Temporal starts another attempt while this one goes on to call (and pay) the provider. A price found in force
+    // is trusted for up to 10 s (priceChecksOf says why that is safe); a refusal is asked again at every call.
+    await nonRetryableWhenFinal(() => priceChecksOf(pool).refuseUnpricedCall(model, kind, call.serviceTier ?? null));
     // The server gave up on this attempt (timed out, or the run was cancelled): spend nothing.
     if (ctx.cancellationSignal.aborted) throw new CancelledFailure('model call cancelled before the request was sent');
     const waitedMs = await capacity.acquire(model, call.tokens, {

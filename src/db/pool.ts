@@ -117,3 +117,16 @@ export async function inTransaction<T>(pool: pg.Pool, fn: (client: pg.PoolClient
     client.release();
   }
 }
+
+/**
+ * `create(pool)` made once per pool (so once per worker process) and kept while the pool lives: for a client that
+ * remembers what it read (the limited models, the prices in force) across activities.
+ */
+export function onePerPool<T extends object>(create: (pool: pg.Pool) => T): (pool: pg.Pool) => T {
+  const made = new WeakMap<pg.Pool, T>();
+  return (pool) => {
+    let it = made.get(pool);
+    if (!it) made.set(pool, (it = create(pool)));
+    return it;
+  };
+}

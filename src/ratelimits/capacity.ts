@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { onePerPool } from '../db/pool';
 
 /** How long a worker trusts its list of limited models: a `limits apply` reaches every worker within this. */
 export const LIMITED_MODELS_TTL_MS = 10_000;
@@ -75,13 +76,8 @@ export function createCapacity(pool: pg.Pool, now: () => number = Date.now) {
 
 export type Capacity = ReturnType<typeof createCapacity>;
 
-const byPool = new WeakMap<pg.Pool, Capacity>();
 /** One limiter client per pool (so per worker process): its list of limited models is read once per TTL. */
-export function capacityOf(pool: pg.Pool): Capacity {
-  let capacity = byPool.get(pool);
-  if (!capacity) byPool.set(pool, (capacity = createCapacity(pool)));
-  return capacity;
-}
+export const capacityOf = onePerPool((pool) => createCapacity(pool));
 
 const sleep = (ms: number, signal: AbortSignal): Promise<void> =>
   new Promise((resolve, reject) => {
