@@ -5,7 +5,7 @@ import tseslint from 'typescript-eslint';
 import { createNodeResolver, importX } from 'eslint-plugin-import-x';
 
 export default tseslint.config(
-  { ignores: ['node_modules/', '.cronledger/', 'coverage/'] },
+  { ignores: ['node_modules/', '.cronledger/', '.cache/', 'coverage/'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import pg from 'pg';
 import type { TestProject } from 'vitest/node';
+import { compiledCli } from '../../bin/compiled-cli.js';
 import { repoRoot, type TemporalMode } from '../../src/config';
 import { migrateDatabase } from '../../src/db/migrate';
 import { OWNER_ROLE } from '../../src/db/roles';
@@ -65,6 +66,10 @@ async function startTestStack(
   // Bundled while the servers start (they mostly wait on each other); awaited below, so a failure fails the setup.
   const bundling = writeWorkflowBundle(dataDir);
   bundling.catch(() => undefined); // handled where it is awaited; this only keeps it from counting as unhandled meanwhile
+  // So is the CLI, once for every test's calls. bin/cronledger.js quietly falls back to tsx when it can't compile: here
+  // a failure fails the setup instead of slowing every call.
+  const compiling = compiledCli();
+  compiling.catch(() => undefined);
   try {
     // No externalDatabaseUrl: a DATABASE_URL in the developer's shell must never receive test databases.
     const up = await startStack({ dataDir, workers: 0, namespaces, admin: false, temporal: temporalMode });
@@ -88,6 +93,7 @@ async function startTestStack(
       dataDir,
       workflowBundlePath: await bundling,
     };
+    await compiling;
     process.stderr.write(
       `test stack up in ${((Date.now() - started) / 1000).toFixed(1)}s: Temporal ${temporalMode === 'server' ? 'server on PostgreSQL' : 'dev server'} ` +
         `${provided.temporalAddress}, UI ${provided.uiUrl}\n`,
