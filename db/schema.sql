@@ -346,12 +346,15 @@ $$;
 --
 
 CREATE FUNCTION public.budget_choice(p_used numeric, p_limit numeric, p_default_worst numeric, p_cheap_worst numeric, p_downgrades boolean) RETURNS text
-    LANGUAGE sql IMMUTABLE
+    LANGUAGE plpgsql IMMUTABLE
     AS $$
-  select case when b.band = 'default' and p_used + p_default_worst <= p_limit then 'default'
-              when (b.band = 'cheap' or (b.band = 'default' and p_downgrades)) and p_used + p_cheap_worst <= p_limit then 'cheap'
-              else 'blocked' end
-    from (select budget_tier(p_used, p_limit) as band) b
+declare
+  v_band text := budget_tier(p_used, p_limit);
+begin
+  return case when v_band = 'default' and p_used + p_default_worst <= p_limit then 'default'
+              when (v_band = 'cheap' or (v_band = 'default' and p_downgrades)) and p_used + p_cheap_worst <= p_limit then 'cheap'
+              else 'blocked' end;
+end
 $$;
 
 --
@@ -415,10 +418,12 @@ $$;
 --
 
 CREATE FUNCTION public.budget_tier(p_used numeric, p_limit numeric) RETURNS text
-    LANGUAGE sql IMMUTABLE
+    LANGUAGE plpgsql IMMUTABLE
     AS $$
-  select coalesce((select b.tier from budget_bands() b where p_used * 100 >= p_limit * b.from_percent
-                    order by b.from_percent desc limit 1), 'default')
+begin
+  return coalesce((select b.tier from budget_bands() b where p_used * 100 >= p_limit * b.from_percent
+                    order by b.from_percent desc limit 1), 'default');
+end
 $$;
 
 --
@@ -547,13 +552,15 @@ $$;
 --
 
 CREATE FUNCTION public.complete_run(p_key text, p_run_id text, p_status text, p_error text, p_tier text, p_budget jsonb) RETURNS void
-    LANGUAGE sql SECURITY DEFINER
+    LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'public', 'pg_temp'
     AS $$
+begin
   update runs set status = p_status, error = p_error, finished_at = now(), tier = coalesce(p_tier, tier),
          budget = coalesce(p_budget, budget), duration_ms = (extract(epoch from (now() - claimed_at)) * 1000)::bigint
    where idempotency_key = p_key and temporal_run_id = p_run_id and status = 'running';
   update run_attempts set status = p_status, error = p_error, finished_at = now() where temporal_run_id = p_run_id and status = 'running';
+end
 $$;
 
 --
@@ -2037,10 +2044,12 @@ $$;
 --
 
 CREATE FUNCTION public.stage_embedding(p_call_key text, p_embedding jsonb) RETURNS void
-    LANGUAGE sql SECURITY DEFINER
+    LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'public', 'pg_temp'
     AS $$
+begin
   insert into call_embeddings (call_key, embedding) values (p_call_key, p_embedding) on conflict (call_key) do nothing;
+end
 $$;
 
 --
@@ -2078,14 +2087,16 @@ $$;
 --
 
 CREATE FUNCTION public.store_memory_and_complete_run(p_key text, p_run_id text, p_status text, p_error text, p_tier text, p_budget jsonb, p_workflow_id text, p_memory_run_id text, p_task_id text, p_user_id text, p_content text, p_embedding jsonb, p_embedding_key text, p_input_truncated_from bigint) RETURNS void
-    LANGUAGE sql SECURITY DEFINER
+    LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'public', 'pg_temp'
     AS $$
+begin
   insert into memories (run_workflow_id, temporal_run_id, task_id, user_id, content, embedding, input_truncated_from)
   values (p_workflow_id, p_memory_run_id, p_task_id, p_user_id, p_content,
           coalesce(p_embedding, (select embedding from call_embeddings where call_key = p_embedding_key)), p_input_truncated_from)
   on conflict do nothing;
-  select complete_run(p_key, p_run_id, p_status, p_error, p_tier, p_budget);
+  perform complete_run(p_key, p_run_id, p_status, p_error, p_tier, p_budget);
+end
 $$;
 
 --
@@ -2131,13 +2142,23 @@ $$;
 --
 
 CREATE FUNCTION public.worst_case_call_cost(p_kind text, p_prompt bigint, p_completion bigint, p_tier text, p public.model_prices) RETURNS numeric
-    LANGUAGE sql STABLE
+    LANGUAGE plpgsql STABLE
     AS $$
-  select case when is_long_context(p, p_prompt)
-              then (select case when b is null or l is null then null else greatest(b, l) end
-                      from worst_case_at_rates(p_kind, p.long_context_above, p_completion, price_rates(p, price_tier(p_tier), false)) b,
-                           worst_case_at_rates(p_kind, p_prompt, p_completion, price_rates(p, price_tier(p_tier), true)) l)
-              else worst_case_at_rates(p_kind, p_prompt, p_completion, price_rates(p, price_tier(p_tier), false)) end
+declare
+  v_tier text := price_tier(p_tier);
+  v_base model_price_rates := price_rates(p, v_tier, false);
+  v_long model_price_rates;
+  v_base_cost numeric;
+  v_long_cost numeric;
+begin
+  if not is_long_context(p, p_prompt) then
+    return worst_case_at_rates(p_kind, p_prompt, p_completion, v_base);
+  end if;
+  v_long := price_rates(p, v_tier, true);
+  v_base_cost := worst_case_at_rates(p_kind, p.long_context_above, p_completion, v_base);
+  v_long_cost := worst_case_at_rates(p_kind, p_prompt, p_completion, v_long);
+  return case when v_base_cost is null or v_long_cost is null then null else greatest(v_base_cost, v_long_cost) end;
+end
 $$;
 
 --
