@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { reserveBudget } from '../src/budgets/reserve';
@@ -7,7 +8,9 @@ import { MAX_TOKENS_PER_CALL } from '../src/constants';
 import { bookingLags } from '../src/ledger/entries';
 import { refuseUnpricedCall } from '../src/ledger/price-check';
 import { applyPrices, loadPricesFile, NoPriceError, priceInForce, type PricesFile } from '../src/ledger/prices';
-import { recordUsage } from '../src/ledger/record-usage';
+import { bookCallAndCompleteRun, LedgerConflictError, recordUsage } from '../src/ledger/record-usage';
+import { claimRun } from '../src/db/runs';
+import { stageEmbedding } from '../src/db/memories';
 import { fullUsage, type TokenUsage } from '../src/models/provider';
 import type { TestContext } from './support/context';
 import { oracleCost, oracleCostAt, oracleWorstCase } from './support/cost-oracle';
@@ -133,6 +136,54 @@ describe('book_usage', () => {
     ).rejects.toThrow(new NoPriceError('test/embed-0', early).message);
     const { rows } = await ctx.pool.query(`select 1 from usage_ledger where run_id in ('no-price', 'wrong-kind', 'early')`);
     expect(rows).toEqual([]);
+  });
+});
+
+describe("a run's last booking, with its completion", () => {
+  /** A claimed run whose embed call (attempt 1) staged its vector: what the completing booking books and closes. */
+  const claimedRun = async (name: string) => {
+    const runId = `${name}-${randomUUID().slice(0, 8)}`;
+    const workflowId = `cron-${runId}-2026-11-02T09:00:00Z`;
+    const idempotencyKey = `cron:${runId}:2026-11-02T09:00Z`;
+    const who = { workflowId, taskId: runId, userId: 'completing-user' };
+    await claimRun(ctx.pool, { ...who, idempotencyKey, temporalRunId: runId, scheduledMinute: '2026-11-02T09:00Z', workerId: 'test' });
+    await stageEmbedding(ctx.pool, `${runId}:embed:1`, [0.5, -0.25]);
+    const call = booking({ ...who, runId, step: 'embed', kind: 'embedding', model: 'openai/text-embedding-3-small' });
+    const completion = { idempotencyKey, temporalRunId: runId, status: 'completed' as const, tier: 'default' as const };
+    const memory = { ...who, temporalRunId: runId, content: 'the reply', embeddingKey: `${runId}:embed:1` };
+    const state = async () => ({
+      run: (await ctx.pool.query('select status, tier from runs where idempotency_key = $1', [idempotencyKey])).rows,
+      ledger: (await ctx.pool.query('select kind from usage_ledger where run_id = $1', [runId])).rows,
+      memories: (await ctx.ownerPool.query('select content, embedding from memories where temporal_run_id = $1', [runId])).rows,
+    });
+    return { runId, call, completion, memory, state };
+  };
+
+  it('books, stores the memory and closes the claim in one round trip; run again, it repeats none of them', async () => {
+    const { call, completion, memory, state } = await claimedRun('completes');
+    const { db, sent } = counting(ctx.pool);
+    const first = await bookCallAndCompleteRun(db, call, completion, memory);
+    expect(sent).toHaveLength(1);
+    expect(await bookCallAndCompleteRun(db, call, completion, memory)).toEqual(first);
+    expect(await state()).toEqual({
+      run: [{ status: 'completed', tier: 'default' }],
+      ledger: [{ kind: 'embedding' }],
+      memories: [{ content: 'the reply', embedding: [0.5, -0.25] }],
+    });
+  });
+
+  it('leaves the run open when the key is booked for another call (LedgerConflictError) or no price books it (NoPriceError)', async () => {
+    const conflict = await claimedRun('conflict');
+    await recordUsage(ctx.pool, { ...conflict.call, providerRequestId: 'another-request' });
+    await expect(bookCallAndCompleteRun(ctx.pool, conflict.call, conflict.completion, conflict.memory)).rejects.toThrow(
+      LedgerConflictError,
+    );
+    expect(await conflict.state()).toEqual({ run: [{ status: 'running', tier: null }], ledger: [{ kind: 'embedding' }], memories: [] });
+
+    const unpriced = await claimedRun('unpriced');
+    const call = { ...unpriced.call, model: 'acme/never-priced' };
+    await expect(bookCallAndCompleteRun(ctx.pool, call, unpriced.completion, unpriced.memory)).rejects.toThrow(NoPriceError);
+    expect(await unpriced.state()).toEqual({ run: [{ status: 'running', tier: null }], ledger: [], memories: [] });
   });
 });
 

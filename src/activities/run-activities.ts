@@ -2,12 +2,12 @@ import { ApplicationFailure, CancelledFailure, Context, log } from '@temporalio/
 import { encode } from 'gpt-tokenizer/model/gpt-4o-mini';
 import type pg from 'pg';
 import { stageEmbedding } from '../db/memories';
-import { completeRun, storeRunMemoryAndComplete, type RunStatus, type RunTier } from '../db/runs';
+import { completeRun, storeRunMemoryAndComplete, type RunCompletion, type RunStatus, type RunTier } from '../db/runs';
 import { UserError } from '../errors';
 import { chatPromptTokens } from '../budgets/worst-case';
 import { bookUsageOrKeepException } from '../ledger/book-usage';
 import { priceChecksOf } from '../ledger/price-check';
-import { LedgerConflictError, usageKey, type UsageBooking } from '../ledger/record-usage';
+import { bookCallAndCompleteRun, LedgerConflictError, usageKey, type UsageBooking } from '../ledger/record-usage';
 import { embeddingInputLimit, fitEmbeddingInput } from '../models/embedding-input';
 import {
   BilledCallError,
@@ -196,28 +196,33 @@ export const createRunActivities = (deps: RunActivityDeps) => ({
 
   /**
    * The last step of a completed run: books its last call's usage as bookUsage does, then stores the run's memory and
-   * closes its claim, one statement. Each part is idempotent (the booking on its key, the memory once per execution,
-   * the claim closed only while this execution owns it), so a re-run repeats none of them. Usage the ledger refuses
-   * is kept in usage_exceptions and the run is left open, for the workflow to fail it.
+   * closes its claim, all in one statement (bookCallAndCompleteRun). Each part is idempotent (the booking on its key,
+   * the memory once per execution, the claim closed only while this execution owns it), so a re-run repeats none of
+   * them. When that statement fails for any reason, the booking and the completion are made one after the other, as
+   * two statements: usage the ledger refuses is then kept in usage_exceptions and the run left open, for the workflow to
+   * fail it, and a completion that keeps failing never holds the booking back.
    */
   async bookUsageAndCompleteRun(input: CompletedRunInput & { booking: BookUsageInput }): Promise<BookUsageResult> {
-    const booked = await bookUsage(deps, input.booking);
-    if (booked.booked !== 'ledger') return booked;
     const temporalRunId = execution('bookUsageAndCompleteRun').runId;
+    const completion: RunCompletion = {
+      idempotencyKey: input.idempotencyKey,
+      temporalRunId,
+      status: 'completed',
+      ...(input.tier ? { tier: input.tier } : {}),
+      ...(input.budget ? { budget: input.budget } : {}),
+    };
     // the embedding was stored under the key of the call this booking books, unless its vector came through history
     const embeddingKey = input.memory.embedding ? undefined : usageKey(input.booking);
-    await storeRunMemoryAndComplete(
-      deps.pool,
-      {
-        idempotencyKey: input.idempotencyKey,
-        temporalRunId,
-        status: 'completed',
-        ...(input.tier ? { tier: input.tier } : {}),
-        ...(input.budget ? { budget: input.budget } : {}),
-      },
-      { ...input.memory, embeddingKey, temporalRunId: input.memory.runId },
-    );
-    return booked;
+    const memory = { ...input.memory, embeddingKey, temporalRunId: input.memory.runId };
+    const booking = bookingOf(input.booking, deps.workerId);
+    try {
+      const entry = await bookCallAndCompleteRun(deps.pool, booking, completion, memory);
+      return { booked: 'ledger', costUsd: entry.cost_usd };
+    } catch {
+      const booked = await bookUsage(deps, input.booking);
+      if (booked.booked === 'ledger') await storeRunMemoryAndComplete(deps.pool, completion, memory);
+      return booked;
+    }
   },
 });
 

@@ -104,7 +104,7 @@ export interface RunCompletion {
   budget?: Record<string, unknown>;
 }
 
-const completionParams = (c: RunCompletion) => [
+export const completionParams = (c: RunCompletion) => [
   c.idempotencyKey,
   c.temporalRunId,
   c.status,

@@ -1,4 +1,6 @@
 import type pg from 'pg';
+import { memoryParams, type MemoryInput } from '../db/memories';
+import { completionParams, type RunCompletion } from '../db/runs';
 import type { CallKind, TokenUsage } from '../models/provider';
 import type { LedgerEntry } from './entries';
 import { fromDatabaseError } from './prices';
@@ -73,12 +75,33 @@ export type BookedCall = Pick<LedgerEntry, 'id' | 'cost_usd' | 'price_version'>;
  * CPU per booking (BENCHMARKS.md, booking path), on the path every billed call takes.
  */
 export async function bookCall(pool: pg.Pool | pg.PoolClient, booking: UsageBooking): Promise<BookedCall> {
-  const row = await book<ComparedColumns & BookedCall>(
-    pool,
-    booking,
-    'book-call',
-    `id, cost_usd, price_version, ${COMPARED_COLUMNS.join(', ')}`,
-  );
+  const row = await book<ComparedColumns & BookedCall>(pool, booking, 'book-call', BOOKED_CALL_COLUMNS);
+  return { id: row.id, cost_usd: row.cost_usd, price_version: row.price_version };
+}
+
+/**
+ * bookCall, and in the same statement and transaction, once the row booked (or found) is this call's, what closes a
+ * completed run: its memory stored and its claim closed (store_memory_and_complete_run). One round trip for a run's
+ * last booking. The row is this call's when every column bookCall compares holds what this booking expects, the check
+ * bookCall makes in node, so a LedgerConflictError still leaves the run open. Every error is bookCall's: a refused
+ * price or a database failure rolls back the completion with the booking.
+ */
+export async function bookCallAndCompleteRun(
+  pool: pg.Pool | pg.PoolClient,
+  booking: UsageBooking,
+  completion: RunCompletion,
+  memory: MemoryInput,
+): Promise<BookedCall> {
+  const completing = [...completionParams(completion), ...memoryParams(memory)];
+  const expected = COMPARED_COLUMNS.map((name) => EXPECTED_IN_ROW[name](booking));
+  const row = await book<ComparedColumns & BookedCall>(pool, booking, 'book-call-and-complete-run', BOOKED_CALL_COLUMNS, (first) => {
+    const args = completing.map((_, i) => `$${first + i}`).join(', ');
+    const same = COMPARED_COLUMNS.map((name, i) => `b.${name} is not distinct from $${first + completing.length + i}`);
+    return {
+      join: `left join lateral (select store_memory_and_complete_run(${args}) where ${same.join(' and ')}) completed on true`,
+      values: [...completing, ...expected],
+    };
+  });
   return { id: row.id, cost_usd: row.cost_usd, price_version: row.price_version };
 }
 
@@ -105,21 +128,27 @@ const EXPECTED_IN_ROW = {
 } satisfies Partial<Record<keyof LedgerEntry, (b: UsageBooking) => unknown>>;
 type ComparedColumns = Pick<LedgerEntry, keyof typeof EXPECTED_IN_ROW>;
 const COMPARED_COLUMNS = Object.keys(EXPECTED_IN_ROW) as (keyof typeof EXPECTED_IN_ROW)[];
+const BOOKED_CALL_COLUMNS = `b.id, b.cost_usd, b.price_version, ${COMPARED_COLUMNS.map((name) => `b.${name}`).join(', ')}`;
 
-/** The booking statement, named (parsed and planned once per connection), reading back `columns` of the row. */
+/**
+ * The booking statement, named (parsed and planned once per connection), reading back `columns` of the row `b`;
+ * `then` joins a step to it, given the number of its first parameter (they follow book_usage's).
+ */
 async function book<Row extends ComparedColumns>(
   pool: pg.Pool | pg.PoolClient,
   booking: UsageBooking,
   name: string,
   columns: string,
+  then?: (first: number) => { join: string; values: unknown[] },
 ): Promise<Row> {
   const key = usageKey(booking);
   validateUsage(booking.usage, `usage for ${key}`);
   const u = booking.usage;
+  const joined = then?.(23); // book_usage's parameters are $1 to $22
   const { rows } = await pool
     .query<Row>({
       name,
-      text: `select ${columns} from book_usage($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22)`,
+      text: `select ${columns} from book_usage($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22) b ${joined?.join ?? ''}`,
       values: [
         key,
         booking.userId,
@@ -143,6 +172,7 @@ async function book<Row extends ComparedColumns>(
         booking.inputTruncatedFrom ?? null,
         booking.occurredAt ?? null,
         booking.usageReceivedAt ?? null,
+        ...(joined?.values ?? []),
       ],
     })
     .catch((err: unknown) => {
