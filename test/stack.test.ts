@@ -322,7 +322,7 @@ describe('dev up, status and down', () => {
     // Pid reuse, staged: the stack file names pids that now belong to other processes. One is unrelated; one even has
     // the worker's command line and this stack's marker, but started at another time than the one recorded.
     const unrelated = spawn('sleep', ['600'], { stdio: 'ignore', detached: true });
-    const lookalike = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1000)', 'src/worker.ts', `--cronledger-stack=${a.dir}`], {
+    const lookalike = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1000)', 'bin/worker.js', `--cronledger-stack=${a.dir}`], {
       stdio: 'ignore',
       detached: true,
     });

@@ -9,13 +9,13 @@ import { childEnvironment, WORKER_INHERITS } from './child-env';
 import { stackConnectionOptions } from './temporal-tls';
 
 /**
- * The dev stack's worker processes: `node --import tsx src/worker.ts`, named worker-1..N. Their names are their
+ * The dev stack's worker processes: `node bin/worker.js` (src/worker.ts, compiled), named worker-1..N. Their names are their
  * Temporal identities, so the Web UI and the ledger's worker_id show which replica did what.
  */
 
 type WorkerEntry = StackFile['workers'][number];
 
-const WORKER_SCRIPT = 'src/worker.ts';
+const WORKER_SCRIPT = 'bin/worker.js';
 const READY_TIMEOUT_MS = 120_000; // each worker bundles the workflow code with webpack first; N at once on 2 cores
 const workerLogOf = (dataDir: string, id: string): string => join(dataDir, 'logs', `${id}.log`);
 
@@ -47,7 +47,7 @@ export async function startWorkers(dataDir: string, count: number, taskQueue: st
     if (running.has(id)) continue;
     const log = workerLogOf(dataDir, id);
     const [metricsPort] = await freePorts(1);
-    const pid = await spawnDetached(process.execPath, ['--import', 'tsx', WORKER_SCRIPT, stackMarker(dataDir)], {
+    const pid = await spawnDetached(process.execPath, [WORKER_SCRIPT, stackMarker(dataDir)], {
       cwd: repoRoot(),
       // By allow-list: never the owner's, the operator's or the superuser's URL, another role's password or the admin token.
       env: childEnvironment(WORKER_INHERITS, {

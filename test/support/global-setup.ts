@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import pg from 'pg';
 import type { TestProject } from 'vitest/node';
-import { compiledCli } from '../../bin/compiled-cli.js';
+import { compiledCli } from '../../bin/compiled.js';
 import { repoRoot, type TemporalMode } from '../../src/config';
 import { migrateDatabase } from '../../src/db/migrate';
 import { OWNER_ROLE } from '../../src/db/roles';

@@ -6,7 +6,7 @@ import { workflowsPath } from '../../src/worker-setup';
 import { KillableProcess } from './killable-process';
 
 /**
- * Real worker processes (`node --import tsx src/worker.ts`), as `dev up` runs them, for the fault-injection tests:
+ * Real worker processes (`node bin/worker.js`), as `dev up` runs them, for the fault-injection tests:
  * each can be SIGKILLed and started again. They load one prebuilt workflow bundle (CRONLEDGER_WORKFLOW_BUNDLE), so a
  * restart takes about a second instead of a webpack run.
  */
@@ -35,7 +35,7 @@ export interface WorkerProcessOptions {
   logDir: string;
   /** Environment for the worker beyond the connection settings (MODEL_PROVIDER, OPENAI_BASE_URL, ...). */
   env?: (incarnation: string) => NodeJS.ProcessEnv;
-  /** The worker script, relative to the checkout (default src/worker.ts; bench/fan-out.ts runs its bare worker). */
+  /** A TypeScript worker script run through tsx, relative to the checkout (bench/fan-out.ts runs its bare worker); default bin/worker.js. */
   script?: string;
   /** Node flags before the script (bench/fan-out.ts --profile-workers passes --cpu-prof, which NODE_OPTIONS refuses). */
   nodeArgs?: string[];
@@ -76,7 +76,8 @@ export class WorkerProcess extends KillableProcess {
     const logFile = join(logDir, `${this.name}.log`);
     appendFileSync(logFile, `--- ${new Date().toISOString()} ${this.incarnation}\n`);
     const fromByte = statSync(logFile).size;
-    this.spawnLogged(process.execPath, [...(this.opts.nodeArgs ?? []), '--import', 'tsx', this.opts.script ?? 'src/worker.ts'], {
+    const script = this.opts.script ? ['--import', 'tsx', this.opts.script] : ['bin/worker.js'];
+    this.spawnLogged(process.execPath, [...(this.opts.nodeArgs ?? []), ...script], {
       cwd: repoRoot(),
       logFile,
       env: {

@@ -1,9 +1,9 @@
-// The CLI compiled once per version of src/: esbuild (which tsx brings) bundles src/cli/main.ts into
-// .cache/cli/<hash of src/, tsconfig.json, this file and esbuild's version>/, and bin/cronledger.js runs that with plain
-// node. Under tsx every call transformed and resolved each of its TypeScript modules again, about half a CPU-second of
-// a call's start. Packages stay external (resolved from node_modules as usual), each lazily imported command stays its
-// own chunk, and `import.meta.url` keeps naming the source file, so paths relative to a module (repoRoot, assets, the
-// workflow code) are the same as under tsx.
+// The CLI and the worker compiled once per version of src/: esbuild (which tsx brings) bundles src/cli/main.ts and
+// src/worker.ts into .cache/cli/<hash of src/, tsconfig.json, this file and esbuild's version>/, and bin/cronledger.js
+// and bin/worker.js run them with plain node. Under tsx every start transformed and resolved each of its TypeScript
+// modules again: about half a CPU-second of a CLI call, a second and a half of a worker's start. Packages stay external
+// (resolved from node_modules as usual), each lazily imported command stays its own chunk, and `import.meta.url` keeps
+// naming the source file, so paths relative to a module (repoRoot, assets, the workflow code) are the same as under tsx.
 import { createHash } from 'node:crypto';
 import { mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -11,21 +11,42 @@ import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
-const ENTRY = 'src/cli/main.ts';
+const ENTRIES = { main: 'src/cli/main.ts', worker: 'src/worker.ts' };
 const CACHE = join(root, '.cache', 'cli');
 const STALE_MS = 24 * 3600 * 1000; // other versions' builds older than this are removed when a new one is written
 
 /** The path of the compiled CLI for the current sources, compiled first if no build of them is cached. */
-export async function compiledCli() {
+export const compiledCli = () => compiled('main');
+
+/** The path of the compiled worker (src/worker.ts) for the current sources, compiled first if no build of them is cached. */
+export const compiledWorker = () => compiled('worker');
+
+async function compiled(entry) {
   const dir = join(CACHE, sourcesHash());
-  const main = join(dir, 'main.js');
+  const path = join(dir, `${entry}.js`);
   try {
-    statSync(main);
-    return main;
+    statSync(path);
   } catch {
     await compileInto(dir);
-    return main;
   }
+  return path;
+}
+
+/**
+ * Runs an entry point: compiled, or where no build can be written (a read-only checkout) its TypeScript source through
+ * tsx. A stack trace names the TypeScript source's lines either way.
+ */
+export async function runCompiled(entry) {
+  let path;
+  try {
+    path = await compiled(entry);
+  } catch {
+    (await import('tsx/esm/api')).register();
+    await import(pathToFileURL(join(root, ENTRIES[entry])).href);
+    return;
+  }
+  process.setSourceMapsEnabled(true);
+  await import(pathToFileURL(path).href);
 }
 
 function sourcesHash() {
@@ -53,7 +74,7 @@ async function compileInto(dir) {
   mkdirSync(CACHE, { recursive: true });
   try {
     await build({
-      entryPoints: [join(root, ENTRY)],
+      entryPoints: Object.fromEntries(Object.entries(ENTRIES).map(([name, path]) => [name, join(root, path)])),
       outdir: tmp,
       bundle: true,
       splitting: true,
