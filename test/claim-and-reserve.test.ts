@@ -129,3 +129,23 @@ it('a claim won on a spent budget is blocked with the reason and holds no reserv
   expect(r.decision).toMatchObject({ tier: 'blocked', limitUsd: '0.000100000000000000', spentUsd: '0.000000000000000000' });
   expect(await reservationsOf('run-blocked')).toEqual([]);
 });
+
+it("a chat's worst case is its dearest prompt class, and above the long-context threshold the dearer of both contexts' prices", async () => {
+  // claude-sonnet-4-5 (standard prices v3): prompt classes 3 / 0.30 / 3.75 / 6, output 15 per 1M tokens; above 200,000
+  // prompt tokens 6 / 0.60 / 7.50 / 12, output 22.50. The embedding: 1,000 tokens at 0.02 per 1M, 0.00002.
+  const worstCaseOf = async (promptTokens: number) => {
+    const { user, key } = await freshUser('100');
+    const chat = { ...reservation.calls[0], model: 'anthropic/claude-sonnet-4-5' };
+    chat.worstCase = { ...chat.worstCase, promptTokens };
+    const r = await claimAndReserve(ctx.pool, claimOf(key, user, `run-long-${promptTokens}`), {
+      ...reservation,
+      calls: [chat, reservation.calls[1]],
+    });
+    return r.decision?.worstCaseUsd;
+  };
+  // at the threshold: 200,000 x 6 + 1,000 x 15 per 1M = 1.215
+  expect(await worstCaseOf(200_000)).toBe('1.215020000000000000');
+  // above it: the long-context price of all 250,000 (250,000 x 12 + 1,000 x 22.50 per 1M = 3.0225), dearer than the
+  // threshold's 200,000 at the base prices (1.215)
+  expect(await worstCaseOf(250_000)).toBe('3.022520000000000000');
+});
