@@ -256,7 +256,14 @@ describe('tasks trigger', () => {
     const fleet = await startWorkers(ctx, 1);
     try {
       await fleet.runWhile(async () => {
-        // As soon as the schedule fires a slot (describe reads the schedule itself), trigger a manual run that minute.
+        // The schedule starts this minute's slot through a backfill over it (as `temporal schedule backfill` does), so
+        // no real minute boundary is waited for; paused first, so that it starts no other slot. With under 20 s left in
+        // the minute, the next minute's, so that the manual run below is triggered in the slot's minute.
+        await schedule.pause('test: one slot is enough');
+        if (Date.now() % 60_000 > 40_000) await new Promise((r) => setTimeout(r, 60_500 - (Date.now() % 60_000)));
+        const minute = Math.floor(Date.now() / 60_000) * 60_000;
+        await schedule.backfill({ start: new Date(minute), end: new Date(minute + 30_000), overlap: 'ALLOW_ALL' });
+        // As soon as the schedule has started the slot (describe reads the schedule itself), trigger a manual run that minute.
         let slot: { workflowId: string; scheduledAt: Date } | undefined;
         await waitFor(
           async () => {
@@ -265,9 +272,8 @@ describe('tasks trigger', () => {
             return slot !== undefined;
           },
           90_000,
-          'the every-minute schedule fired',
+          'the every-minute schedule started the slot',
         );
-        await schedule.pause('test: one slot is enough');
         const triggered = await runCli(['tasks', 'trigger', 'tick', '--json'], ctx.env);
         expect(triggered.code, triggered.stderr).toBe(0);
         const manual = JSON.parse(triggered.stdout) as { workflowId: string; idempotencyKey: string; manual: boolean };
