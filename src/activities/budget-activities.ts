@@ -181,13 +181,20 @@ function forTheRun(decision: ReserveDecision, calls: PlannedCall[]): RunDecision
   return { tier: decision.tier, ...(downgraded ? { models: decision.models } : {}), ...why, ...events };
 }
 
-const logDecision = (decision: ReserveDecision): void =>
+/**
+ * Logs a decision that had something to decide: the user has a monthly limit, or the run does not go ahead as asked
+ * (the task's cap downgraded or blocked it). A run of a user without a budget that goes ahead logs nothing: every
+ * such line said the same, and each cost the SDK's logger work on every run.
+ */
+const logDecision = (decision: ReserveDecision): void => {
+  if (decision.limitUsd === null && decision.tier === 'default') return;
   log.info('budget decision', {
     tier: decision.tier,
     worstCaseUsd: decision.worstCaseUsd,
     spentUsd: decision.spentUsd,
     reservedUsd: decision.reservedUsd,
   });
+};
 
 /**
  * What a failed decision throws to Temporal:
