@@ -262,7 +262,7 @@ describe('webhook deliveries', () => {
   });
 
   it('are checked when the worker starts: a webhook URL without its secret stops it with the fix', () => {
-    const r = spawnSync(process.execPath, ['--import', 'tsx', 'src/worker.ts'], {
+    const r = spawnSync(process.execPath, ['bin/worker.js'], {
       cwd: repoRoot(),
       env: { ...ctx.env, REPORT_WEBHOOK_URL: 'https://hooks.example.com/x', REPORT_WEBHOOK_SECRET: '', BUDGET_WEBHOOK_URL: '' },
       encoding: 'utf8',

@@ -4,7 +4,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'n
 import { createServer, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createReportActivities } from '../src/activities/report-activities';
 import { repoRoot } from '../src/config';
 import { applyPrices, loadPricesFile } from '../src/ledger/prices';
@@ -59,8 +59,13 @@ beforeAll(async () => {
     CRONLEDGER_WORKER_ID: 'secrets-worker',
   };
 
-  // A real worker process, as a replica runs it: its stdout and stderr are its log.
-  worker = spawn(process.execPath, ['--import', 'tsx', 'src/worker.ts'], { cwd: repoRoot(), env, stdio: ['ignore', 'pipe', 'pipe'] });
+  // A real worker process, as a replica runs it: its stdout and stderr are its log. It loads the run's workflow bundle
+  // (CRONLEDGER_WORKFLOW_BUNDLE) instead of running webpack, as the fault tests' workers do.
+  worker = spawn(process.execPath, ['bin/worker.js'], {
+    cwd: repoRoot(),
+    env: { ...env, CRONLEDGER_WORKFLOW_BUNDLE: inject('stack').workflowBundlePath },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   worker.stdout!.on('data', (c: Buffer) => (workerLog += c.toString('utf8')));
   worker.stderr!.on('data', (c: Buffer) => (workerLog += c.toString('utf8')));
   await waitForPoller();
