@@ -218,7 +218,10 @@ export const createRunActivities = (deps: RunActivityDeps) => ({
     try {
       const entry = await bookCallAndCompleteRun(deps.pool, booking, completion, memory);
       return { booked: 'ledger', costUsd: entry.cost_usd };
-    } catch {
+    } catch (err) {
+      // usage the ledger refuses is the expected case here (bookUsage logs it); anything else is worth a line
+      if (!(err instanceof UserError))
+        log.warn('booking with completion failed; booking, then completing', { error: (err as Error).message });
       const booked = await bookUsage(deps, input.booking);
       if (booked.booked === 'ledger') await storeRunMemoryAndComplete(deps.pool, completion, memory);
       return booked;
