@@ -37,8 +37,9 @@ export default defineConfig({
     pool: 'forks',
     maxWorkers: 3,
     sequence: { sequencer: ProjectOrder },
-    // The default reporter, then every file by duration (test/support/durations-reporter.ts).
-    reporters: ['default', './test/support/durations-reporter.ts'],
+    // The default reporter, then every file by duration (test/support/durations-reporter.ts); the project-end reporter
+    // stops each test stack once no project needs it (test/support/project-end-reporter.ts).
+    reporters: ['default', './test/support/durations-reporter.ts', './test/support/project-end-reporter.ts'],
     projects: [
       { extends: true, test: { name: 'unit', include: ['test/unit/**/*.test.ts'] } },
       { extends: true, test: { name: 'integration', include: ['test/*.test.ts'], ...STACK } },

@@ -11,6 +11,7 @@ import { databaseUrlFor } from '../../src/dev/postgres';
 import { startStack, stopStack } from '../../src/dev/stack';
 import { resolveTemporalCli } from '../../src/dev/temporal-cli';
 import type { TestStack } from './provided';
+import { stackReleases } from './stack-releases';
 import { writeWorkflowBundle } from './worker-processes';
 
 const TEMPLATE_DATABASE = 'cronledger_template';
@@ -19,7 +20,8 @@ const TEMPLATE_DATABASE = 'cronledger_template';
  * One real stack for the whole run (Temporal dev server, private PostgreSQL, no workers) in a fresh temp dir.
  * A project whose env sets CRONLEDGER_TEST_TEMPORAL=server (vitest.config.ts's temporal-server project; or the shell's
  * variable) gets the Temporal server on PostgreSQL instead of the dev server (`dev up --temporal server`).
- * Projects that ask for the same kind share one stack (integration and fault); the last of them to finish stops it.
+ * Projects that ask for the same kind share one stack (integration and fault); the last of them to finish stops it,
+ * as soon as its last file has ended (test/support/project-end-reporter.ts).
  * Test files share it without seeing each other: each gets its own namespace and its own clone of a migrated
  * template database. The temporal binary comes from the usual resolution, so CRONLEDGER_TEMPORAL_CLI is honoured.
  * As in production, the template is migrated by the owner role and tests connect as the application role.
@@ -39,13 +41,19 @@ export default async function setup(project: TestProject): Promise<() => Promise
   shared.users += 1;
   project.provide('stack', (await shared.stack).provided);
   const { stack } = shared;
-  return async () => {
-    shared.users -= 1;
-    if (shared.users === 0) {
-      stacks.delete(temporalMode);
-      await (await stack).teardown();
-    }
-  };
+  let released: Promise<void> | undefined;
+  const release = () =>
+    (released ??= (async () => {
+      shared.users -= 1;
+      if (shared.users === 0) {
+        stacks.delete(temporalMode);
+        await (await stack).teardown();
+      }
+    })());
+  // Released early once the project's last file has ended (test/support/project-end-reporter.ts); never in watch mode,
+  // where files run again.
+  if (!project.vitest.config.watch) stackReleases().set(project.name, release);
+  return release;
 }
 
 interface SharedStack {
@@ -61,7 +69,9 @@ async function startTestStack(
   const teardown = async () => {
     await stopStack(dataDir);
     rmSync(dataDir, { recursive: true, force: true });
+    process.stderr.write(`test stack stopped after ${((Date.now() - started) / 1000).toFixed(1)}s: ${kind}\n`);
   };
+  const kind = temporalMode === 'server' ? 'Temporal server on PostgreSQL' : 'Temporal dev server';
   const started = Date.now();
   // Bundled while the servers start (they mostly wait on each other); awaited below, so a failure fails the setup.
   const bundling = writeWorkflowBundle(dataDir);
@@ -95,8 +105,7 @@ async function startTestStack(
     };
     await compiling;
     process.stderr.write(
-      `test stack up in ${((Date.now() - started) / 1000).toFixed(1)}s: Temporal ${temporalMode === 'server' ? 'server on PostgreSQL' : 'dev server'} ` +
-        `${provided.temporalAddress}, UI ${provided.uiUrl}\n`,
+      `test stack up in ${((Date.now() - started) / 1000).toFixed(1)}s: ${kind} ` + `${provided.temporalAddress}, UI ${provided.uiUrl}\n`,
     );
     return { provided, teardown };
   } catch (err) {
