@@ -4,6 +4,20 @@
 --
 
 --
+-- Name: metric_histogram_name; Type: DOMAIN; Schema: public; Owner: -
+--
+
+CREATE DOMAIN public.metric_histogram_name AS text
+	CONSTRAINT metric_histogram_name_check CHECK ((VALUE = ANY (ARRAY['run_duration'::text, 'booking_lag'::text])));
+
+--
+-- Name: usd_not_negative; Type: DOMAIN; Schema: public; Owner: -
+--
+
+CREATE DOMAIN public.usd_not_negative AS numeric(38,18)
+	CONSTRAINT usd_not_negative_check CHECK ((VALUE >= (0)::numeric));
+
+--
 -- Name: budgets; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -199,37 +213,68 @@ CREATE FUNCTION public.book_ledger_entry() RETURNS trigger
     AS $$
 declare
   v_shard smallint := (pg_backend_pid() % 8)::smallint;
+  v_zone text;
 begin
   -- the month-to-date summary, in every zone a budget uses (budget_track_zone adds a zone under the exclusive lock)
   perform pg_advisory_xact_lock_shared(hashtextextended('cronledger-budget-zones', 0));
-  insert into budget_months as m (user_id, time_zone, month, spent_usd)
-  select new.user_id, z.time_zone, budget_month_of(new.created_at, z.time_zone), new.cost_usd
-    from budget_zones z order by z.time_zone
-  on conflict (user_id, time_zone, month) do update set spent_usd = m.spent_usd + excluded.spent_usd;
+  for v_zone in select z.time_zone from budget_zones z order by z.time_zone loop
+    update budget_months m set spent_usd = m.spent_usd + new.cost_usd
+     where m.user_id = new.user_id and m.time_zone = v_zone and m.month = budget_month_of(new.created_at, v_zone);
+    if not found then
+      insert into budget_months as m (user_id, time_zone, month, spent_usd)
+      values (new.user_id, v_zone, budget_month_of(new.created_at, v_zone), new.cost_usd)
+      on conflict (user_id, time_zone, month) do update set spent_usd = m.spent_usd + excluded.spent_usd;
+    end if;
+  end loop;
   update budget_reservations set status = 'settled', closed_at = now(), settled_entry_id = new.id
    where idempotency_key = new.idempotency_key and status = 'open';
-  -- /metrics: the cost into its model, kind and user's charges or credits, the booking lag into its histogram
-  insert into metric_ledger_totals as t (model, kind, user_id, charges_usd, credits_usd)
-  values (new.model, new.kind, new.user_id, greatest(new.cost_usd, 0), greatest(-new.cost_usd, 0))
-  on conflict (model, kind, user_id) do update
-    set charges_usd = t.charges_usd + excluded.charges_usd, credits_usd = t.credits_usd + excluded.credits_usd;
-  perform metric_observe('booking_lag', metric_booking_lag_ms(new.usage_received_at, new.booked_at), 1);
-  -- the rollup queue, then its summary in the shard the queue row records (the fold takes it out of the same row); the
-  -- queue row first, so that rollups_reset_pending's share lock on the queue waits for this transaction
+  -- /metrics: the cost into its model, kind and user's charges or credits (an entry without a model or kind always
+  -- takes the insert: the update's equality never matches a null), the booking lag into its histogram
+  update metric_ledger_totals t
+     set charges_usd = t.charges_usd + greatest(new.cost_usd, 0), credits_usd = t.credits_usd + greatest(-new.cost_usd, 0)
+   where t.model = new.model and t.kind = new.kind and t.user_id = new.user_id;
+  if not found then
+    insert into metric_ledger_totals as t (model, kind, user_id, charges_usd, credits_usd)
+    values (new.model, new.kind, new.user_id, greatest(new.cost_usd, 0), greatest(-new.cost_usd, 0))
+    on conflict (model, kind, user_id) do update
+      set charges_usd = t.charges_usd + excluded.charges_usd, credits_usd = t.credits_usd + excluded.credits_usd;
+  end if;
+  update metric_histograms h
+     set observations = h.observations + 1, sum_ms = h.sum_ms + metric_booking_lag_ms(new.usage_received_at, new.booked_at)
+   where h.histogram = 'booking_lag' and h.shard = v_shard
+     and h.bucket = metric_bucket('booking_lag', metric_booking_lag_ms(new.usage_received_at, new.booked_at));
+  if not found then
+    -- the bucket's first observation in this shard, or no lag to observe (metric_observe skips a null)
+    perform metric_observe('booking_lag', metric_booking_lag_ms(new.usage_received_at, new.booked_at), 1);
+  end if;
+  -- the rollup queue, then its summary in the shard the queue row records (the fold takes it out of the same row)
   insert into rollup_queue (entry_id, shard) values (new.id, v_shard);
-  insert into rollup_pending as p (slot, shard, model, kind, entry_type, status, entries, prompt_tokens, cached_prompt_tokens,
-                                   completion_tokens, reasoning_tokens, cost_usd)
-  values (rollup_pending_slot(new.created_at), v_shard, new.model, new.kind, new.entry_type, new.status, 1, new.prompt_tokens,
-          new.cached_prompt_tokens, new.completion_tokens, new.reasoning_tokens, new.cost_usd)
-  on conflict on constraint rollup_pending_bucket do update
-    set entries = p.entries + 1, prompt_tokens = p.prompt_tokens + excluded.prompt_tokens,
-        cached_prompt_tokens = p.cached_prompt_tokens + excluded.cached_prompt_tokens,
-        completion_tokens = p.completion_tokens + excluded.completion_tokens,
-        reasoning_tokens = p.reasoning_tokens + excluded.reasoning_tokens, cost_usd = p.cost_usd + excluded.cost_usd;
+  update rollup_pending p
+     set entries = p.entries + 1, prompt_tokens = p.prompt_tokens + new.prompt_tokens,
+         cached_prompt_tokens = p.cached_prompt_tokens + new.cached_prompt_tokens,
+         completion_tokens = p.completion_tokens + new.completion_tokens,
+         reasoning_tokens = p.reasoning_tokens + new.reasoning_tokens, cost_usd = p.cost_usd + new.cost_usd
+   where p.slot = rollup_pending_slot(new.created_at) and p.shard = v_shard and p.model = new.model and p.kind = new.kind
+     and p.entry_type = new.entry_type and p.status = new.status;
+  if not found then
+    insert into rollup_pending as p (slot, shard, model, kind, entry_type, status, entries, prompt_tokens, cached_prompt_tokens,
+                                     completion_tokens, reasoning_tokens, cost_usd)
+    values (rollup_pending_slot(new.created_at), v_shard, new.model, new.kind, new.entry_type, new.status, 1, new.prompt_tokens,
+            new.cached_prompt_tokens, new.completion_tokens, new.reasoning_tokens, new.cost_usd)
+    on conflict on constraint rollup_pending_bucket do update
+      set entries = p.entries + 1, prompt_tokens = p.prompt_tokens + excluded.prompt_tokens,
+          cached_prompt_tokens = p.cached_prompt_tokens + excluded.cached_prompt_tokens,
+          completion_tokens = p.completion_tokens + excluded.completion_tokens,
+          reasoning_tokens = p.reasoning_tokens + excluded.reasoning_tokens, cost_usd = p.cost_usd + excluded.cost_usd;
+  end if;
   if new.entry_type = 'usage' then
-    insert into rollup_pending_users as u (user_id, at, usage_entries)
-    values (new.user_id, rollup_pending_user_at(new.created_at), 1)
-    on conflict (user_id, at) do update set usage_entries = u.usage_entries + 1;
+    update rollup_pending_users u set usage_entries = u.usage_entries + 1
+     where u.user_id = new.user_id and u.at = rollup_pending_user_at(new.created_at);
+    if not found then
+      insert into rollup_pending_users as u (user_id, at, usage_entries)
+      values (new.user_id, rollup_pending_user_at(new.created_at), 1)
+      on conflict (user_id, at) do update set usage_entries = u.usage_entries + 1;
+    end if;
   end if;
   return null;
 end
@@ -2254,7 +2299,8 @@ CREATE TABLE public.budget_months (
     time_zone text NOT NULL,
     month date NOT NULL,
     spent_usd numeric(38,18) DEFAULT 0 NOT NULL
-);
+)
+WITH (fillfactor='10');
 
 --
 -- Name: budget_pause_ends; Type: TABLE; Schema: public; Owner: -
@@ -2439,13 +2485,13 @@ CREATE TABLE public.memories (
 --
 
 CREATE TABLE public.metric_histograms (
-    histogram text NOT NULL,
+    histogram public.metric_histogram_name NOT NULL,
     shard smallint NOT NULL,
     bucket integer NOT NULL,
     observations bigint NOT NULL,
-    sum_ms bigint NOT NULL,
-    CONSTRAINT metric_histograms_histogram_check CHECK ((histogram = ANY (ARRAY['run_duration'::text, 'booking_lag'::text])))
-);
+    sum_ms bigint NOT NULL
+)
+WITH (fillfactor='10');
 
 --
 -- Name: metric_ledger_totals; Type: TABLE; Schema: public; Owner: -
@@ -2455,11 +2501,10 @@ CREATE TABLE public.metric_ledger_totals (
     model text,
     kind text,
     user_id text NOT NULL,
-    charges_usd numeric(38,18) DEFAULT 0 NOT NULL,
-    credits_usd numeric(38,18) DEFAULT 0 NOT NULL,
-    CONSTRAINT metric_ledger_totals_charges_usd_check CHECK ((charges_usd >= (0)::numeric)),
-    CONSTRAINT metric_ledger_totals_credits_usd_check CHECK ((credits_usd >= (0)::numeric))
-);
+    charges_usd public.usd_not_negative DEFAULT 0 NOT NULL,
+    credits_usd public.usd_not_negative DEFAULT 0 NOT NULL
+)
+WITH (fillfactor='10');
 
 --
 -- Name: metric_run_counts; Type: TABLE; Schema: public; Owner: -
@@ -2699,7 +2744,8 @@ CREATE TABLE public.rollup_pending (
     completion_tokens bigint NOT NULL,
     reasoning_tokens bigint NOT NULL,
     cost_usd numeric(38,18) NOT NULL
-);
+)
+WITH (fillfactor='10');
 
 --
 -- Name: rollup_pending_users; Type: TABLE; Schema: public; Owner: -
@@ -2709,7 +2755,8 @@ CREATE TABLE public.rollup_pending_users (
     user_id text NOT NULL,
     at timestamp with time zone NOT NULL,
     usage_entries bigint NOT NULL
-);
+)
+WITH (fillfactor='10');
 
 --
 -- Name: rollup_queue; Type: TABLE; Schema: public; Owner: -
