@@ -693,7 +693,7 @@ CREATE FUNCTION public.metric_add_run(p_status text, p_tier text, p_duration_ms 
     LANGUAGE plpgsql
     AS $$
 begin
-  insert into metric_run_counts as c (shard, status, tier, runs) values (pg_backend_pid() % 8, p_status, p_tier, p_sign)
+  insert into metric_run_counts as c (shard, status, tier, runs) values (pg_backend_pid() % 64, p_status, p_tier, p_sign)
   on conflict (shard, status, tier) do update set runs = c.runs + excluded.runs;
   perform metric_observe('run_duration', p_duration_ms, p_sign);
 end
