@@ -36,8 +36,9 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type pg from 'pg';
+import { compileScript } from '../bin/compiled.js';
 import { connectClient } from '../src/client';
-import { temporalTlsEnv, type TemporalTls } from '../src/config';
+import { repoRoot, temporalTlsEnv, type TemporalTls } from '../src/config';
 import { createPool } from '../src/db/pool';
 import { freePorts } from '../src/dev/ports';
 import { startStack, stopStack } from '../src/dev/stack';
@@ -166,9 +167,18 @@ async function main(): Promise<void> {
     await stack?.client.connection.close();
     await stopStack(dir);
     rmSync(dir, { recursive: true, force: true });
+    rmSync(bareWorkerDir, { recursive: true, force: true });
   }
   process.stdout.write(report(results));
 }
+
+/**
+ * The bare worker, compiled once per run as bin/worker.js is compiled, so that both kinds of phase run their workers
+ * alike. Inside the checkout, where its packages resolve from node_modules; removed when the run ends.
+ */
+const bareWorkerDir = join(repoRoot(), '.cache', 'bench', `bare-worker-${process.pid}`);
+let bareWorker: Promise<string> | undefined;
+const bareWorkerScript = () => (bareWorker ??= compileScript('bench/lib/bare-worker.ts', bareWorkerDir));
 
 async function runPhase(stack: Stack, phase: Phase, taskCount: number): Promise<PhaseFigures> {
   const id = `${phase}-${randomUUID().slice(0, 4)}`;
@@ -180,7 +190,7 @@ async function runPhase(stack: Stack, phase: Phase, taskCount: number): Promise<
     target: { temporalAddress: stack.temporalAddress, namespace: stack.namespace, taskQueue, databaseUrl: stack.databaseUrl },
     bundlePath: stack.bundlePath,
     logDir: join(stack.dir, 'logs'),
-    ...(isBare(phase) ? { script: 'bench/lib/bare-worker.ts' } : {}),
+    ...(isBare(phase) ? { script: await bareWorkerScript() } : {}),
     ...(profileDir ? { nodeArgs: ['--cpu-prof', `--cpu-prof-dir=${join(profileDir, phase)}`] } : {}),
     env: () => ({
       // each worker's SDK metrics, scraped while the phase drains: did any kind of task slot run out?

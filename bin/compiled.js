@@ -7,7 +7,7 @@
 import { createHash } from 'node:crypto';
 import { mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { dirname, join, relative, resolve } from 'node:path';
+import { basename, dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
@@ -69,13 +69,37 @@ function sourcesHash() {
 
 /** Builds into a private directory and renames it into place, so concurrent calls never see half a build. */
 async function compileInto(dir) {
-  const { build, stop } = await import('esbuild');
   const tmp = `${dir}.tmp-${process.pid}`;
   mkdirSync(CACHE, { recursive: true });
   try {
-    await build({
-      entryPoints: Object.fromEntries(Object.entries(ENTRIES).map(([name, path]) => [name, join(root, path)])),
-      outdir: tmp,
+    await build(Object.fromEntries(Object.entries(ENTRIES).map(([name, path]) => [name, join(root, path)])), tmp);
+    try {
+      renameSync(tmp, dir);
+    } catch (err) {
+      if (err.code !== 'ENOTEMPTY' && err.code !== 'EEXIST') throw err; // else another call renamed the same build first
+    }
+    removeStaleBuilds(dir);
+  } finally {
+    rmSync(tmp, { recursive: true, force: true });
+  }
+}
+
+/**
+ * Compiles one more TypeScript entry point (a benchmark's own worker) into `outdir` exactly as the CLI and the worker
+ * are compiled, so that it runs as they run; returns the compiled file's path. Run it with `node --enable-source-maps`.
+ */
+export async function compileScript(sourcePath, outdir) {
+  const name = basename(sourcePath).replace(/\.ts$/, '');
+  await build({ [name]: resolve(root, sourcePath) }, outdir);
+  return join(outdir, `${name}.js`);
+}
+
+async function build(entryPoints, outdir) {
+  const esbuild = await import('esbuild');
+  try {
+    await esbuild.build({
+      entryPoints,
+      outdir,
       bundle: true,
       splitting: true,
       format: 'esm',
@@ -86,15 +110,8 @@ async function compileInto(dir) {
       logLevel: 'silent',
       plugins: [sourceModuleUrls],
     });
-    try {
-      renameSync(tmp, dir);
-    } catch (err) {
-      if (err.code !== 'ENOTEMPTY' && err.code !== 'EEXIST') throw err; // else another call renamed the same build first
-    }
-    removeStaleBuilds(dir);
   } finally {
-    rmSync(tmp, { recursive: true, force: true });
-    await stop();
+    await esbuild.stop();
   }
 }
 

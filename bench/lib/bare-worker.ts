@@ -43,9 +43,9 @@ async function main(): Promise<void> {
   }
 }
 
-if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
-  main().catch((err) => {
-    process.stderr.write(`bare worker failed: ${err instanceof Error ? err.message : String(err)}\n`);
-    process.exit(1);
-  });
-}
+// A process of its own, never imported for its values (the workflow imports its activities' type only): bench/fan-out.ts
+// compiles it as bin/worker.js is compiled (compileScript) and starts it.
+main().catch((err) => {
+  process.stderr.write(`bare worker failed: ${err instanceof Error ? err.message : String(err)}\n`);
+  process.exit(1);
+});

@@ -35,7 +35,10 @@ export interface WorkerProcessOptions {
   logDir: string;
   /** Environment for the worker beyond the connection settings (MODEL_PROVIDER, OPENAI_BASE_URL, ...). */
   env?: (incarnation: string) => NodeJS.ProcessEnv;
-  /** A TypeScript worker script run through tsx, relative to the checkout (bench/fan-out.ts runs its bare worker); default bin/worker.js. */
+  /**
+   * A compiled worker script (bench/fan-out.ts's bare worker, compiled by bin/compiled.js's compileScript so that it
+   * runs as bin/worker.js runs: plain node, source maps on); default bin/worker.js.
+   */
   script?: string;
   /** Node flags before the script (bench/fan-out.ts --profile-workers passes --cpu-prof, which NODE_OPTIONS refuses). */
   nodeArgs?: string[];
@@ -76,7 +79,7 @@ export class WorkerProcess extends KillableProcess {
     const logFile = join(logDir, `${this.name}.log`);
     appendFileSync(logFile, `--- ${new Date().toISOString()} ${this.incarnation}\n`);
     const fromByte = statSync(logFile).size;
-    const script = this.opts.script ? ['--import', 'tsx', this.opts.script] : ['bin/worker.js'];
+    const script = this.opts.script ? ['--enable-source-maps', this.opts.script] : ['bin/worker.js'];
     this.spawnLogged(process.execPath, [...(this.opts.nodeArgs ?? []), ...script], {
       cwd: repoRoot(),
       logFile,
