@@ -22,7 +22,7 @@ import { waitFor } from './support/wait';
  */
 
 const GRACE_MS = 5_000;
-const CACHE_MS = 30_000;
+const CACHE_MS = 60_000;
 const NOBODY_POLLS = 'admin-missed-slot-cache-nobody-polls';
 const LIMIT = 16;
 
