@@ -36,12 +36,12 @@ describe('a straggler in a P1 phase', () => {
 });
 
 describe("P1's pairs", () => {
-  const phase = (kind: 'bare' | 'mock', drainS: number, stragglers = 0): PhaseFigures => ({
+  const phase = (kind: 'bare' | 'mock', drainS: number, stragglers = 0, firstStartS = 0.5): PhaseFigures => ({
     phase: kind,
     runs: 1000,
     drainMs: drainS * 1000,
     medianMs: 0,
-    firstStartMs: 0,
+    firstStartMs: firstStartS * 1000,
     medianStartMs: 0,
     lastStartMs: 0,
     peakStartsPerSecond: 0,
@@ -66,5 +66,12 @@ describe("P1's pairs", () => {
     );
     expect(lines[3]).toMatch(/^ {2}pair 2: bare 70\.9 s, mock 121\.9 s: 0\.58x SET APART, stragglers in mock 1;/);
     expect(lines.at(-1)).toBe('mock / bare throughput, median of 2 pairs without a straggler: 0.87x (1 set apart)');
+  });
+
+  it('sets apart a pair whose phase fired late: a first start 26.8 s after the slot makes its drain no measure of the run', () => {
+    const lines = pairLines([phase('bare', 78, 0, 26.8), phase('mock', 53.8), phase('mock', 57.1), phase('bare', 56.7)]);
+    expect(lines[2]).toMatch(/^ {2}pair 1: bare 78\.0 s, mock 53\.8 s: 1\.45x SET APART, bare first started 26\.8 s after the slot;/);
+    expect(lines[3]).toMatch(/^ {2}pair 2: bare 56\.7 s, mock 57\.1 s: 0\.99x; /);
+    expect(lines.at(-1)).toBe('mock / bare throughput, median of 1 pair without a straggler: 0.99x (1 set apart)');
   });
 });
