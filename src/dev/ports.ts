@@ -45,3 +45,10 @@ export async function freePortsInRange(n: number, low: number, high: number): Pr
   }
   return [...ports];
 }
+
+/**
+ * n distinct ports a restart can count on: below Linux's ephemeral range (32768 and up), which the kernel hands out as
+ * the local port of outgoing connections. A server stopped and started again on its recorded ports (a Temporal
+ * restart on the same persistence) otherwise found one of them held by some process's connection meanwhile.
+ */
+export const stablePorts = (n: number): Promise<number[]> => freePortsInRange(n, 20_000, 32_767);

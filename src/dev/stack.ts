@@ -15,7 +15,7 @@ import { migrateDatabase } from '../db/migrate';
 import { parseDatabaseUrl } from '../db/pool';
 import { generatePassword, generatePasswords, type RolePasswords } from '../db/roles';
 import { UserError } from '../errors';
-import { freePorts, isPortFree, LOCALHOST } from './ports';
+import { freePorts, isPortFree, LOCALHOST, stablePorts } from './ports';
 import {
   checkClusterReachable,
   clusterDirOf,
@@ -376,7 +376,8 @@ async function temporalPorts(dataDir: string): Promise<[number, number]> {
   if (isDefault && (await isPortFree(DEFAULT_TEMPORAL_PORT)) && (await isPortFree(DEFAULT_UI_PORT))) {
     return [DEFAULT_TEMPORAL_PORT, DEFAULT_UI_PORT];
   }
-  const [port, uiPort] = await freePorts(2);
+  // recorded in the stack file and used again at the next `dev up`
+  const [port, uiPort] = await stablePorts(2);
   return [port, uiPort];
 }
 

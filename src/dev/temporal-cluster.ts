@@ -16,7 +16,7 @@ import {
 } from '../config';
 import { SEARCH_ATTRIBUTES } from '../constants';
 import { UserError } from '../errors';
-import { freePorts, freePortsInRange, isPortFree, LOCALHOST } from './ports';
+import { isPortFree, LOCALHOST, stablePorts } from './ports';
 import { TEMPORAL_ROLE } from './postgres';
 import { isOurProcess, logTail, processStartTime, sleep, spawnDetached, stopProcess } from './processes';
 import { requireStackFile, updateStackFile } from './stack-file';
@@ -54,9 +54,10 @@ export const clusterLogOf = (dataDir: string, part: ClusterPart): string => join
 
 /** Fresh ports for the services besides the frontend's gRPC port and the UI's (the stack's temporal.port and uiPort). */
 export async function planCluster(binaries: TemporalServerBinaries, frontendPort: number): Promise<TemporalClusterState> {
-  const [frontendHttp, historyGrpc, matchingGrpc, workerGrpc] = await freePorts(4);
-  // The cluster_membership table keeps membership ports in a smallint: above 32767 a service dies at start.
-  const [frontendMembership, historyMembership, matchingMembership, workerMembership] = await freePortsInRange(4, 20_000, 32_767);
+  // Below 32768 (stablePorts): a restart finds them free, and the cluster_membership table keeps membership ports in a
+  // smallint (above 32767 a service dies at start).
+  const [frontendHttp, historyGrpc, matchingGrpc, workerGrpc, frontendMembership, historyMembership, matchingMembership, workerMembership] =
+    await stablePorts(8);
   return {
     binaries,
     ports: {

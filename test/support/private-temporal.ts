@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { connectClient } from '../../src/client';
 import type { TemporalMode, TemporalTls } from '../../src/config';
-import { freePort } from '../../src/dev/ports';
+import { stablePorts } from '../../src/dev/ports';
 import { devServerTuningArgs } from '../../src/dev/temporal-server';
 import { startStack, stopStack } from '../../src/dev/stack';
 import { startTemporalCluster, stopTemporalCluster } from '../../src/dev/temporal-cluster';
@@ -35,7 +35,7 @@ export function startPrivateTemporal(mode: TemporalMode, temporalCli: string): P
 /** The dev server on its own SQLite file, as `dev up` runs it. */
 async function privateDevServer(temporalCli: string): Promise<PrivateTemporal> {
   const dir = mkdtempSync(join(tmpdir(), 'cronledger-restart-'));
-  const port = await freePort();
+  const [port] = await stablePorts(1); // restarted on the same port
   const server = {
     executable: { type: 'existing-path' as const, path: temporalCli },
     dbFilename: join(dir, 'temporal.db'),
