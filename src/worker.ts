@@ -3,7 +3,7 @@ import { existsSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { connectClient, temporalConnectionOptions } from './client';
 import { resolveConnections } from './config';
-import { createPool } from './db/pool';
+import { createWorkerPool } from './db/pool';
 import { UserError } from './errors';
 import { selectProvider } from './models/select-provider';
 import { budgetWebhookFromEnv, reportWebhookFromEnv } from './reports/delivery';
@@ -21,7 +21,7 @@ async function main(): Promise<void> {
   const metricsAddress = process.env.CRONLEDGER_WORKER_METRICS_ADDRESS;
   if (metricsAddress) Runtime.install({ telemetryOptions: { metrics: { prometheus: { bindAddress: metricsAddress } } } });
   const workerId = process.env.CRONLEDGER_WORKER_ID ?? `${hostname()}-${process.pid}`;
-  const pool = createPool(conn.databaseUrl);
+  const pool = createWorkerPool(conn.databaseUrl);
   const connection = await NativeConnection.connect(temporalConnectionOptions(conn));
   // the budget sweep's forecast reads the task schedules' slot times through a client of its own
   const client = await connectClient(conn);

@@ -1,12 +1,13 @@
 import { createServer, type Server, type Socket } from 'node:net';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { createPool } from '../src/db/pool';
+import { createPool, createWorkerPool } from '../src/db/pool';
 import { createTestContext, type TestContext } from './support/context';
 
 /**
  * The pool's two waits are different things: connecting to a server that never answers must fail after the connect
  * timeout, while a query queued behind a busy pool's only connection must wait its turn, however long that takes.
- * The connect timeout here is 200 ms; the queued query waits 1.5 s, well past it.
+ * The connect timeout here is 200 ms; the queued query waits 1.5 s, well past it. The worker's pool keeps an idle
+ * connection past node-postgres's 10 s default, so that a worker keeps its sessions from one minute's slots to the next.
  */
 const CONNECT_TIMEOUT_MS = 200;
 
@@ -59,3 +60,16 @@ it('a server that never answers still fails the connection after the connect tim
     await pool.end();
   }
 });
+
+it("the worker's pool keeps an idle connection past node-postgres's 10 s default", async () => {
+  const pool = createWorkerPool(ctx.databaseUrl);
+  const backend = async () => (await pool.query<{ pid: number }>('select pg_backend_pid() as pid')).rows[0].pid;
+  try {
+    const first = await backend();
+    await new Promise((r) => setTimeout(r, 11_000));
+    expect(pool.totalCount, 'the idle connection is still open').toBe(1);
+    expect(await backend(), 'the same session answers').toBe(first);
+  } finally {
+    await pool.end();
+  }
+}, 30_000);
