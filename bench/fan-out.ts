@@ -12,6 +12,7 @@
  *   bare-journal  as bare, on a second dev server started in this run with the same flags except SQLite's pragmas: its
  *           default rollback journal instead of dev up's journal_mode=wal and synchronous=normal (dev server only)
  *
+ * Each phase starts its own workers and warms them with 30 runs of its kind before its schedules are made (warmWorkers).
  * Each prints the time from the slot to the last closed run, runs per second over that time, the peak starts per
  * second, claims and ledger rows (cronledger phases), and the CPU each process group used while the phase drained
  * (share of a core, and per run), so the figure says what limited it, and any straggler (bench/lib/p1-pairs.ts).
@@ -29,7 +30,7 @@
  * --dynamic-config KEY=JSON (repeatable, dev server only): added to or replacing `dev up`'s dynamic config
  * (DEV_SERVER_DYNAMIC_CONFIG), to try a setting before it goes there.
  */
-import type { Client } from '@temporalio/client';
+import { ScheduleOverlapPolicy, type Client } from '@temporalio/client';
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
@@ -154,7 +155,7 @@ async function main(): Promise<void> {
     // A freshly started server was slow to fire its first schedules (9 of 60 started 66 s late in a trial run): a small
     // unmeasured round first, so that every measured phase meets a warm server.
     log(`warm-up: ${WARM_UP_TASKS} bare tasks, not measured`);
-    await runPhase(stack, 'bare', WARM_UP_TASKS);
+    await runPhase(stack, 'bare', WARM_UP_TASKS, { warmWorkers: false });
     for (const phase of phases) {
       const figures = phase === 'bare-journal' ? await onRollbackJournal(stack, taskCount) : await runPhase(stack, phase, taskCount);
       results.push(figures);
@@ -180,7 +181,7 @@ const bareWorkerDir = join(repoRoot(), '.cache', 'bench', `bare-worker-${process
 let bareWorker: Promise<string> | undefined;
 const bareWorkerScript = () => (bareWorker ??= compileScript('bench/lib/bare-worker.ts', bareWorkerDir));
 
-async function runPhase(stack: Stack, phase: Phase, taskCount: number): Promise<PhaseFigures> {
+async function runPhase(stack: Stack, phase: Phase, taskCount: number, opts = { warmWorkers: true }): Promise<PhaseFigures> {
   const id = `${phase}-${randomUUID().slice(0, 4)}`;
   const taskQueue = `fan-${id}`;
   log(`${phase}: starting ${workerCount} workers on ${taskQueue}`);
@@ -200,13 +201,16 @@ async function runPhase(stack: Stack, phase: Phase, taskCount: number): Promise<
     }),
   });
   try {
+    if (opts.warmWorkers) await warmWorkers(stack, phase, id, taskQueue);
+    // only what starts from here is measured (the warm-up's runs share the task queue)
+    const measuredFrom = new Date();
     const slot = new Date(Math.ceil((Date.now() + leadS * 1000) / 60_000) * 60_000);
     await createSchedules(stack, phase, id, taskQueue, slot, taskCount);
     if (Date.now() > slot.getTime() - 2_000) throw new Error(`${phase}: the schedules took past the slot; run with a longer --lead`);
     log(`${phase}: ${taskCount} schedules fire at ${slot.toISOString()}`);
     await sleepUntil(slot.getTime());
     const cpuBefore = sampleCpu(stack, workers);
-    const closed = `TaskQueue = '${taskQueue}' AND ExecutionStatus != 'Running'`;
+    const closed = `TaskQueue = '${taskQueue}' AND ExecutionStatus != 'Running' AND StartTime >= '${measuredFrom.toISOString()}'`;
     const deadline = Date.now() + DRAIN_TIMEOUT_MS;
     const slots = new SlotWatch(metricsPorts);
     const machine: MachineSample[] = [machineSample()];
@@ -225,7 +229,7 @@ async function runPhase(stack: Stack, phase: Phase, taskCount: number): Promise<
       machine.push(machineSample());
     }
     const cpuAfter = sampleCpu(stack, workers);
-    const runs = await retried(() => executions(stack.client, taskQueue));
+    const runs = await retried(() => executions(stack.client, taskQueue, measuredFrom));
     const failed = runs.filter((r) => r.status !== 'COMPLETED');
     if (failed.length > 0)
       throw new Error(`${phase}: ${failed.length} runs did not complete (${failed[0].workflowId}: ${failed[0].status})`);
@@ -279,7 +283,7 @@ async function onRollbackJournal(stack: Stack, taskCount: number): Promise<Phase
         });
     }
     const journal: Stack = { ...stack, client, temporalAddress: address, pids: { ...stack.pids, temporal: [server.pid!] } };
-    await runPhase(journal, 'bare-journal', WARM_UP_TASKS);
+    await runPhase(journal, 'bare-journal', WARM_UP_TASKS, { warmWorkers: false });
     const figures = await runPhase(journal, 'bare-journal', taskCount);
     await client.connection.close();
     return figures;
@@ -294,7 +298,15 @@ async function onRollbackJournal(stack: Stack, taskCount: number): Promise<Phase
  * swaps the action's workflow for the bare one. Left in place afterwards: they fire again only tomorrow, and the stack
  * is deleted at the end.
  */
-async function createSchedules(stack: Stack, phase: Phase, id: string, taskQueue: string, slot: Date, taskCount: number): Promise<void> {
+/** The phase's N schedules, each firing daily at the slot's minute; returns their IDs. */
+async function createSchedules(
+  stack: Stack,
+  phase: Phase,
+  id: string,
+  taskQueue: string,
+  slot: Date,
+  taskCount: number,
+): Promise<string[]> {
   const { client } = stack;
   const { tasks } = parseTasksFile({
     tasks: Array.from({ length: taskCount }, (_, i) => ({
@@ -321,6 +333,28 @@ async function createSchedules(stack: Stack, phase: Phase, id: string, taskQueue
   };
   await Promise.all(Array.from({ length: 16 }, createNext));
   log(`${phase}: created ${tasks.length} schedules in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+  return tasks.map((task) => scheduleOptionsFor(task, taskQueue).scheduleId);
+}
+
+/**
+ * Each phase's workers first run WARM_UP_TASKS runs of their own kind, unmeasured, so that the measured burst meets
+ * them as a deployment's workers are at a slot: their code compiled by V8, cronledger's database sessions open and
+ * their plans made (the worker keeps an idle connection 5 minutes, longer than the phase's lead). Schedules of their
+ * own (a daily minute 12 hours away), triggered now, and deleted once their runs closed.
+ */
+async function warmWorkers(stack: Stack, phase: Phase, id: string, taskQueue: string): Promise<void> {
+  // `${id}w`: outside the measured tasks' prefix fan-<id>- (claimCounts)
+  const scheduleIds = await createSchedules(stack, phase, `${id}w`, taskQueue, new Date(Date.now() + 12 * 3_600_000), WARM_UP_TASKS);
+  const handles = scheduleIds.map((scheduleId) => stack.client.schedule.getHandle(scheduleId));
+  await Promise.all(handles.map((h) => h.trigger(ScheduleOverlapPolicy.ALLOW_ALL)));
+  const closed = `TaskQueue = '${taskQueue}' AND ExecutionStatus != 'Running'`;
+  const deadline = Date.now() + 5 * 60_000;
+  while ((await retried(() => stack.client.workflow.count(closed))).count < WARM_UP_TASKS) {
+    if (Date.now() > deadline) throw new Error(`${phase}: the ${WARM_UP_TASKS} warm-up runs did not close within 5 minutes`);
+    await sleep(500);
+  }
+  await Promise.all(handles.map((h) => h.delete()));
+  log(`${phase}: workers warmed by ${WARM_UP_TASKS} runs`);
 }
 
 interface Execution {
@@ -343,9 +377,9 @@ async function retried<T>(fn: () => Promise<T>, tries = 5): Promise<T> {
   }
 }
 
-async function executions(client: Client, taskQueue: string): Promise<Execution[]> {
+async function executions(client: Client, taskQueue: string, startedFrom: Date): Promise<Execution[]> {
   const out: Execution[] = [];
-  for await (const w of client.workflow.list({ query: `TaskQueue = '${taskQueue}'` })) {
+  for await (const w of client.workflow.list({ query: `TaskQueue = '${taskQueue}' AND StartTime >= '${startedFrom.toISOString()}'` })) {
     out.push({
       workflowId: w.workflowId,
       status: w.status.name,
