@@ -296,9 +296,8 @@ async function onRollbackJournal(stack: Stack, taskCount: number): Promise<Phase
 /**
  * N tasks at one daily minute, the slot, created through the same schedule options as `tasks apply`; the bare phase
  * swaps the action's workflow for the bare one. Left in place afterwards: they fire again only tomorrow, and the stack
- * is deleted at the end.
+ * is deleted at the end. Returns their schedule IDs.
  */
-/** The phase's N schedules, each firing daily at the slot's minute; returns their IDs. */
 async function createSchedules(
   stack: Stack,
   phase: Phase,
