@@ -12,7 +12,7 @@ import { performance } from 'node:perf_hooks';
 import { backfill } from '../src/schedules/backfill';
 import { connectClient } from '../src/client';
 import { resolveConnections, resolveOperatorDatabaseUrl } from '../src/config';
-import { createPool } from '../src/db/pool';
+import { createPool, createWorkerPool } from '../src/db/pool';
 import { applyPrices, loadPricesFile } from '../src/ledger/prices';
 import { MockProvider } from '../src/models/mock-provider';
 import { applyTasks } from '../src/schedules/apply-tasks';
@@ -28,7 +28,7 @@ Runtime.install({ logger: new DefaultLogger('WARN') });
 async function main(): Promise<void> {
   const conn = resolveConnections();
   const client = await connectClient(conn);
-  const pool = createPool(conn.databaseUrl);
+  const pool = createWorkerPool(conn.databaseUrl); // the workers' pool, as src/worker.ts makes it
   const operatorPool = createPool(resolveOperatorDatabaseUrl(), 2);
   await applyPrices(operatorPool, loadPricesFile('prices/standard.json'), 'bench');
   const results: { workers: number; ms: number }[] = [];
