@@ -1,4 +1,5 @@
 import { encodeChat } from 'gpt-tokenizer/model/gpt-4o-mini';
+import { countsKept } from '../models/counts-kept';
 import { PLAIN_TEXT_TOKENS } from '../models/plain-text-tokens';
 import type { SimulateProfile } from '../models/simulate-profile';
 import type { ServiceTier, TokenUsage } from '../models/provider';
@@ -53,23 +54,7 @@ export function worstCaseOf(input: {
   };
 }
 
-/**
- * A prompt's count as one user message in the chat format, kept per prompt text: every run of a task sends the same
- * prompt, and counting it again each run was the tokenizer's share of a worker's CPU in P1
- * (docs/decisions/worker-cpu-per-run.md). Up to COUNTS_KEPT prompts of at most KEPT_PROMPT_CHARS characters are kept,
- * the oldest dropped first; a longer prompt is counted each time.
- */
-const COUNTS_KEPT = 1_000;
-const KEPT_PROMPT_CHARS = 10_000;
-const promptCounts = new Map<string, number>();
-
-export function chatPromptTokens(prompt: string): number {
-  const kept = promptCounts.get(prompt);
-  if (kept !== undefined) return kept;
-  const count = encodeChat([{ role: 'user', content: prompt }], 'gpt-4o-mini', PLAIN_TEXT_TOKENS).length;
-  if (prompt.length <= KEPT_PROMPT_CHARS) {
-    if (promptCounts.size >= COUNTS_KEPT) promptCounts.delete(promptCounts.keys().next().value as string);
-    promptCounts.set(prompt, count);
-  }
-  return count;
-}
+/** A prompt's count as one user message in the chat format, kept per prompt text (countsKept). */
+export const chatPromptTokens = countsKept(
+  (prompt) => encodeChat([{ role: 'user', content: prompt }], 'gpt-4o-mini', PLAIN_TEXT_TOKENS).length,
+);

@@ -11,9 +11,13 @@ import {
   type TokenUsage,
 } from './provider';
 import { sha256 } from '../hash';
+import { countsKept } from './counts-kept';
 import { PLAIN_TEXT_TOKENS } from './plain-text-tokens';
 
 const EMBEDDING_DIMENSIONS = 16;
+// A reply is a pure function of (model, prompt), so each text's count is kept
+const chatTokens = countsKept((text) => countChatTokens(text, PLAIN_TEXT_TOKENS));
+const embeddingTokens = countsKept((text) => countEmbeddingTokens(text, PLAIN_TEXT_TOKENS));
 
 /**
  * The offline default. Replies are a pure function of (model, prompt), and usage is the actual token count of the
@@ -30,11 +34,11 @@ export class MockProvider implements ModelProvider {
     // Like a real provider told max_completion_tokens: the reply (reasoning included) stops at the cap.
     const cap = (n: number): number => (req.maxOutputTokens === undefined ? n : Math.min(n, req.maxOutputTokens));
     const usage: TokenUsage = {
-      promptTokens: s.promptTokens ?? countChatTokens(req.prompt, PLAIN_TEXT_TOKENS),
+      promptTokens: s.promptTokens ?? chatTokens(req.prompt),
       cachedPromptTokens: s.cachedPromptTokens ?? 0,
       cacheWrite5mTokens: s.cacheWrite5mTokens ?? 0,
       cacheWrite1hTokens: s.cacheWrite1hTokens ?? 0,
-      completionTokens: cap(s.completionTokens ?? countChatTokens(text, PLAIN_TEXT_TOKENS)),
+      completionTokens: cap(s.completionTokens ?? chatTokens(text)),
       reasoningTokens: cap(s.reasoningTokens ?? 0),
       serviceTier: s.serviceTier ?? req.serviceTier ?? null,
     };
@@ -49,7 +53,7 @@ export class MockProvider implements ModelProvider {
     const s = req.simulate ?? {};
     const vector = Array.from({ length: EMBEDDING_DIMENSIONS }, (_, i) => (digest[i] - 127.5) / 127.5);
     const usage: TokenUsage = {
-      promptTokens: s.embeddingTokens ?? countEmbeddingTokens(req.input, PLAIN_TEXT_TOKENS),
+      promptTokens: s.embeddingTokens ?? embeddingTokens(req.input),
       cachedPromptTokens: 0,
       cacheWrite5mTokens: 0,
       cacheWrite1hTokens: 0,
