@@ -3,7 +3,7 @@ import { readStackFile } from '../../src/config';
 import { migrateDatabase } from '../../src/db/migrate';
 import { createPool } from '../../src/db/pool';
 import { OWNER_ROLE } from '../../src/db/roles';
-import { databaseUrlFor, type ClusterRole } from '../../src/dev/postgres';
+import { databaseUrlFor, dropDatabaseWhenIdle, type ClusterRole } from '../../src/dev/postgres';
 import { applyPrices, loadPricesFile } from '../../src/ledger/prices';
 
 /**
@@ -42,23 +42,7 @@ export async function scratchDatabase(
   const close = async (): Promise<void> => {
     await pool.end().catch(() => undefined);
     if (kept) return void (await admin.end());
-    // pool.end() resolves when the sockets close, before the server's backends have exited; a drop meanwhile may fail
-    // with "being accessed by other users" (55006), even with (force), when a backend takes more than 5 s to exit on a
-    // loaded machine. Wait for them, then drop, and retry a refused drop.
-    for (let waited = 0; waited < 300; waited++) {
-      const { rows } = await admin.query<{ n: string }>('select count(*) as n from pg_stat_activity where datname = $1', [name]);
-      if (rows[0].n === '0') break;
-      await new Promise((r) => setTimeout(r, 100));
-    }
-    for (let attempt = 1; ; attempt++) {
-      try {
-        await admin.query(`drop database if exists ${name} with (force)`);
-        break;
-      } catch (err) {
-        if ((err as { code?: string }).code !== '55006' || attempt === 5) throw err;
-        await new Promise((r) => setTimeout(r, 2000));
-      }
-    }
+    await dropDatabaseWhenIdle(admin, name);
     await admin.end();
   };
   try {

@@ -213,6 +213,38 @@ export async function stopPostgres(dataDir: string): Promise<boolean> {
   return true;
 }
 
+/** How long dropDatabaseWhenIdle waits for a database's sessions to end by themselves. */
+const SESSIONS_END_WAIT_MS = 10_000;
+
+/**
+ * Drops a scratch database (a test's, a bench's) once its sessions have ended, and only then ends what is left (`with
+ * (force)`). node-postgres's pool.end() resolves before its connections have closed: a session that a force drop ends
+ * while it is still reading its Terminate sends its client a FATAL error, which a pool without an error listener throws
+ * as an uncaught exception; and a drop meanwhile can be refused ("being accessed by other users", 55006), even with
+ * force, when a backend is slow to exit on a loaded machine. A session still open after the wait is a leak: named on
+ * stderr, then ended. A refused drop is tried again, 5 times at most.
+ */
+export async function dropDatabaseWhenIdle(admin: pg.Client, database: string): Promise<void> {
+  const deadline = Date.now() + SESSIONS_END_WAIT_MS;
+  const sessions = async (): Promise<number> =>
+    (await admin.query<{ n: number }>('select count(*)::int as n from pg_stat_activity where datname = $1', [database])).rows[0].n;
+  let left = await sessions();
+  while (left > 0 && Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, 50));
+    left = await sessions();
+  }
+  if (left > 0)
+    process.stderr.write(`${left} session(s) still open on ${database} after ${SESSIONS_END_WAIT_MS} ms; dropping it with force\n`);
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return void (await admin.query(`drop database if exists "${database}" with (force)`));
+    } catch (err) {
+      if ((err as { code?: string }).code !== '55006' || attempt === 5) throw err;
+      await new Promise((r) => setTimeout(r, 2000));
+    }
+  }
+}
+
 /**
  * Immediate shutdown, as a power cut would leave it for the database: every server process is killed, nothing in the
  * WAL buffers is written, and the next start runs crash recovery. Only for tests of what survives a crash.

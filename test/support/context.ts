@@ -10,6 +10,7 @@ import { connectClient } from '../../src/client';
 import { temporalTlsEnv, type TemporalTls } from '../../src/config';
 import { createPool } from '../../src/db/pool';
 import { OWNER_ROLE } from '../../src/db/roles';
+import { dropDatabaseWhenIdle } from '../../src/dev/postgres';
 import './provided';
 
 export interface TestContext {
@@ -133,31 +134,12 @@ async function adminQuery(adminDatabaseUrl: string, sql: string): Promise<void> 
   }
 }
 
-/** How long a drop waits for the database's sessions to end by themselves before it ends them. */
-const SESSIONS_END_WAIT_MS = 5_000;
-
-/**
- * Drops a test's database once its sessions have ended, and only then ends what is left (`with (force)`).
- * node-postgres's pool.end() resolves before its connections have closed: a session still reading its Terminate
- * when the force drop ends it sends the client a FATAL error, and a pool without an error listener (a test's own) throws
- * it as an uncaught exception after every test has passed. A session still open after the wait is a leak: named on
- * stderr, then ended.
- */
+/** Drops a test's database (dropDatabaseWhenIdle) through a connection of its own to the cluster. */
 async function dropDatabase(adminDatabaseUrl: string, database: string): Promise<void> {
   const admin = new pg.Client({ connectionString: adminDatabaseUrl });
   await admin.connect();
   try {
-    const deadline = Date.now() + SESSIONS_END_WAIT_MS;
-    const sessions = async () =>
-      (await admin.query<{ n: number }>('select count(*)::int as n from pg_stat_activity where datname = $1', [database])).rows[0].n;
-    let left = await sessions();
-    while (left > 0 && Date.now() < deadline) {
-      await new Promise((r) => setTimeout(r, 50));
-      left = await sessions();
-    }
-    if (left > 0)
-      process.stderr.write(`${left} session(s) still open on ${database} after ${SESSIONS_END_WAIT_MS} ms; dropping it with force\n`);
-    await admin.query(`drop database if exists "${database}" with (force)`);
+    await dropDatabaseWhenIdle(admin, database);
   } finally {
     await admin.end();
   }
