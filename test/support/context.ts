@@ -49,7 +49,9 @@ export async function createTestContext(importMetaUrl: string): Promise<TestCont
   const stack = inject('stack');
   const namespace = basename(fileURLToPath(importMetaUrl), '.test.ts');
   const database = `t_${namespace.replace(/[^a-z0-9]/gi, '_')}_${process.pid}_${++contexts}`.toLowerCase().slice(0, 63);
-  await adminQuery(stack.adminDatabaseUrl, `create database "${database}" template ${stack.templateDatabase} owner ${OWNER_ROLE}`);
+  await asAdmin(stack.adminDatabaseUrl, (admin) =>
+    admin.query(`create database "${database}" template ${stack.templateDatabase} owner ${OWNER_ROLE}`),
+  );
   const databaseUrl = withDatabase(stack.workerDatabaseUrl, database);
   const operatorDatabaseUrl = withDatabase(stack.operatorDatabaseUrl, database);
   const ownerDatabaseUrl = withDatabase(stack.ownerDatabaseUrl, database);
@@ -96,7 +98,7 @@ export async function createTestContext(importMetaUrl: string): Promise<TestCont
       await pool.end();
       await ownerPool.end();
       await operatorPool.end();
-      await dropDatabase(stack.adminDatabaseUrl, database);
+      await asAdmin(stack.adminDatabaseUrl, (admin) => dropDatabaseWhenIdle(admin, database));
       rmSync(dataDir, { recursive: true, force: true });
     },
   };
@@ -115,31 +117,21 @@ export interface FreshDatabase {
 export async function freshDatabase(prefix: string): Promise<FreshDatabase> {
   const stack = inject('stack');
   const name = `${prefix}_${randomUUID().slice(0, 8)}`;
-  await adminQuery(stack.adminDatabaseUrl, `create database ${name} owner ${OWNER_ROLE}`);
+  await asAdmin(stack.adminDatabaseUrl, (admin) => admin.query(`create database ${name} owner ${OWNER_ROLE}`));
   return {
     name,
     ownerDatabaseUrl: withDatabase(stack.ownerDatabaseUrl, name),
     superuserDatabaseUrl: withDatabase(stack.adminDatabaseUrl, name),
-    drop: () => dropDatabase(stack.adminDatabaseUrl, name),
+    drop: () => asAdmin(stack.adminDatabaseUrl, (admin) => dropDatabaseWhenIdle(admin, name)),
   };
 }
 
-async function adminQuery(adminDatabaseUrl: string, sql: string): Promise<void> {
+/** Runs `work` on a connection of its own to the cluster as its superuser, closed afterwards. */
+async function asAdmin<T>(adminDatabaseUrl: string, work: (admin: pg.Client) => Promise<T>): Promise<T> {
   const admin = new pg.Client({ connectionString: adminDatabaseUrl });
   await admin.connect();
   try {
-    await admin.query(sql);
-  } finally {
-    await admin.end();
-  }
-}
-
-/** Drops a test's database (dropDatabaseWhenIdle) through a connection of its own to the cluster. */
-async function dropDatabase(adminDatabaseUrl: string, database: string): Promise<void> {
-  const admin = new pg.Client({ connectionString: adminDatabaseUrl });
-  await admin.connect();
-  try {
-    await dropDatabaseWhenIdle(admin, database);
+    return await work(admin);
   } finally {
     await admin.end();
   }
