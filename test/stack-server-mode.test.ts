@@ -1,4 +1,4 @@
-import { Connection, type ConnectionOptions, type TLSConfig } from '@temporalio/client';
+import { Client, Connection, type ConnectionOptions, type TLSConfig } from '@temporalio/client';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -28,6 +28,7 @@ for (const key of [
   delete env[key];
 const PARTS = ['history', 'matching', 'frontend', 'worker', 'ui'];
 let first: StackStatus;
+let triggeredRun: string;
 
 afterAll(async () => {
   await runCli(['dev', 'down'], env); // whatever a failed test left running
@@ -132,6 +133,7 @@ describe('dev up --temporal server', () => {
     const triggered = await runCli(['tasks', 'trigger', 'digest-u1', '--json'], env);
     expect(triggered.code, triggered.stderr).toBe(0);
     const { workflowId } = JSON.parse(triggered.stdout) as { workflowId: string };
+    triggeredRun = workflowId;
     await waitFor(
       async () => {
         const runs = await runCli(['runs', '--task', 'digest-u1', '--json'], env);
@@ -162,5 +164,18 @@ describe('dev up --temporal server', () => {
     const after = await status();
     expect(after.temporal.services.map((p) => [p.name, p.running, p.pid])).toEqual(PARTS.map((name) => [name, false, null]));
     expect(after.temporal.running).toBe(false);
+  });
+
+  it('starts again right after dev down, with its schedules and runs kept', async () => {
+    // within seconds of the stop, while the stopped services' membership records are fresh: a start must not wait for them
+    const up = await runCli(['dev', 'up', '--workers', '0'], env);
+    expect(up.code, up.stderr).toBe(0);
+    const client = new Client({ connection: await Connection.connect(await withStackCertificate()) });
+    try {
+      expect((await client.workflow.getHandle(triggeredRun).describe()).status.name).toBe('COMPLETED');
+      expect((await client.schedule.getHandle('cron-digest-u1').describe()).scheduleId).toBe('cron-digest-u1');
+    } finally {
+      await client.connection.close();
+    }
   });
 });
