@@ -228,25 +228,6 @@ begin
   end loop;
   update budget_reservations set status = 'settled', closed_at = now(), settled_entry_id = new.id
    where idempotency_key = new.idempotency_key and status = 'open';
-  -- /metrics: the cost into its model, kind and user's charges or credits (an entry without a model or kind always
-  -- takes the insert: the update's equality never matches a null), the booking lag into its histogram
-  update metric_ledger_totals t
-     set charges_usd = t.charges_usd + greatest(new.cost_usd, 0), credits_usd = t.credits_usd + greatest(-new.cost_usd, 0)
-   where t.model = new.model and t.kind = new.kind and t.user_id = new.user_id;
-  if not found then
-    insert into metric_ledger_totals as t (model, kind, user_id, charges_usd, credits_usd)
-    values (new.model, new.kind, new.user_id, greatest(new.cost_usd, 0), greatest(-new.cost_usd, 0))
-    on conflict (model, kind, user_id) do update
-      set charges_usd = t.charges_usd + excluded.charges_usd, credits_usd = t.credits_usd + excluded.credits_usd;
-  end if;
-  update metric_histograms h
-     set observations = h.observations + 1, sum_ms = h.sum_ms + metric_booking_lag_ms(new.usage_received_at, new.booked_at)
-   where h.histogram = 'booking_lag' and h.shard = v_shard
-     and h.bucket = metric_bucket('booking_lag', metric_booking_lag_ms(new.usage_received_at, new.booked_at));
-  if not found then
-    -- the bucket's first observation in this shard, or no lag to observe (metric_observe skips a null)
-    perform metric_observe('booking_lag', metric_booking_lag_ms(new.usage_received_at, new.booked_at), 1);
-  end if;
   -- the rollup queue, then its summary in the shard the queue row records (the fold takes it out of the same row)
   insert into rollup_queue (entry_id, shard) values (new.id, v_shard);
   update rollup_pending p
@@ -763,6 +744,36 @@ end
 $$;
 
 --
+-- Name: metric_ledger_fold(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.metric_ledger_fold() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $$
+begin
+  insert into metric_ledger_totals as t (model, kind, user_id, charges_usd, credits_usd)
+  select l.model, l.kind, l.user_id, coalesce(sum(l.cost_usd) filter (where l.cost_usd > 0), 0),
+         coalesce(-sum(l.cost_usd) filter (where l.cost_usd < 0), 0)
+    from changed c join usage_ledger l on l.id = c.entry_id
+   group by 1, 2, 3
+   order by 1, 2, 3
+  on conflict (model, kind, user_id) do update
+    set charges_usd = t.charges_usd + excluded.charges_usd, credits_usd = t.credits_usd + excluded.credits_usd;
+  insert into metric_histograms as h (histogram, shard, bucket, observations, sum_ms)
+  select 'booking_lag', pg_backend_pid() % 8, metric_bucket('booking_lag', x.lag_ms), count(*), sum(x.lag_ms)
+    from (select metric_booking_lag_ms(l.usage_received_at, l.booked_at) as lag_ms
+            from changed c join usage_ledger l on l.id = c.entry_id) x
+   where x.lag_ms is not null
+   group by 3
+   order by 3
+  on conflict (histogram, shard, bucket) do update
+    set observations = h.observations + excluded.observations, sum_ms = h.sum_ms + excluded.sum_ms;
+  return null;
+end
+$$;
+
+--
 -- Name: metric_observe(text, bigint, integer); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -786,13 +797,13 @@ CREATE FUNCTION public.metric_rebuild() RETURNS void
     LANGUAGE plpgsql
     AS $$
 begin
-  lock table usage_ledger, runs, run_duplicates in share mode;
+  lock table usage_ledger, runs, run_duplicates, rollup_queue in share mode;
   delete from metric_ledger_totals;
   delete from metric_run_counts;
   delete from metric_histograms;
   insert into metric_ledger_totals (model, kind, user_id, charges_usd, credits_usd)
   select model, kind, user_id, coalesce(sum(cost_usd) filter (where cost_usd > 0), 0), coalesce(-sum(cost_usd) filter (where cost_usd < 0), 0)
-    from usage_ledger group by 1, 2, 3;
+    from usage_ledger l where not exists (select from rollup_queue q where q.entry_id = l.id) group by 1, 2, 3;
   insert into metric_run_counts (shard, status, tier, runs)
   select 0, status, tier, count(*) from runs group by 2, 3
   union all select 0, 'duplicate', null, count(*) from run_duplicates having count(*) > 0;
@@ -801,7 +812,8 @@ begin
     from runs where duration_ms is not null group by 3;
   insert into metric_histograms (histogram, shard, bucket, observations, sum_ms)
   select 'booking_lag', 0, metric_bucket('booking_lag', lag_ms) as bucket, count(*), sum(lag_ms)
-    from (select metric_booking_lag_ms(usage_received_at, booked_at) as lag_ms from usage_ledger) l
+    from (select metric_booking_lag_ms(usage_received_at, booked_at) as lag_ms from usage_ledger l
+           where not exists (select from rollup_queue q where q.entry_id = l.id)) l
    where lag_ms is not null group by 3;
 end
 $$;
@@ -3813,6 +3825,12 @@ CREATE TRIGGER reconciliation_imports_append_only BEFORE DELETE OR UPDATE ON pub
 --
 
 CREATE TRIGGER reconciliation_imports_no_truncate BEFORE TRUNCATE ON public.reconciliation_imports FOR EACH STATEMENT EXECUTE FUNCTION public.forbid_append_only_change();
+
+--
+-- Name: rollup_queue rollup_queue_metrics_out; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER rollup_queue_metrics_out AFTER DELETE ON public.rollup_queue REFERENCING OLD TABLE AS changed FOR EACH STATEMENT EXECUTE FUNCTION public.metric_ledger_fold();
 
 --
 -- Name: rollup_queue rollup_queue_pending_out; Type: TRIGGER; Schema: public; Owner: -

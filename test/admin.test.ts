@@ -13,6 +13,7 @@ import { repoRoot } from '../src/config';
 import { createPool, readOnlySessionUrl } from '../src/db/pool';
 import { applyPrices, loadPricesFile } from '../src/ledger/prices';
 import { recordUsage } from '../src/ledger/record-usage';
+import { refreshRollups } from '../src/reports/rollups-write';
 import type { UsageReport } from '../src/reports/types';
 import { scheduledRun } from '../src/workflows/scheduled-run';
 import { appliedInput, type TestRun } from './support/applied';
@@ -627,6 +628,16 @@ describe('metrics', () => {
       [key],
     );
     await recordUsage(ctx.pool, { ...chatBooking(key, 'metrics-counters-user', new Date()), usageReceivedAt: new Date(Date.now() - 20) });
+    await expectMetricsMatchRawRows(admin.url); // the new entry still queued: /metrics counts it from the queue
+    // The rollup refresh folds the queue: its entries move into the counters, each counted once, and a booking after
+    // that is counted from the queue beside them.
+    await refreshRollups(ctx.pool);
+    expect((await ctx.pool.query('select count(*)::int as n from rollup_queue')).rows[0].n).toBe(0);
+    await expectMetricsMatchRawRows(admin.url);
+    await recordUsage(ctx.pool, {
+      ...chatBooking(`${key}:2`, 'metrics-counters-user', new Date()),
+      usageReceivedAt: new Date(Date.now() - 700),
+    });
     await expectMetricsMatchRawRows(admin.url);
     // The application role may not delete runs; the owner may (a deleted run leaves the counters too)
     const owner = new pg.Client({ connectionString: ctx.ownerDatabaseUrl });
