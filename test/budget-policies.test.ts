@@ -7,6 +7,7 @@ import { taskScheduleId } from '../src/constants';
 import { applyPrices, loadPricesFile, priceInForce } from '../src/ledger/prices';
 import { formatScaled, LEDGER_SCALE } from '../src/money';
 import { applyTasks } from '../src/schedules/apply-tasks';
+import { describeTaskSchedule } from '../src/schedules/describe-schedule';
 import { missedSlots } from '../src/schedules/missed-slots';
 import { runInputOf, taskFingerprint } from '../src/schedules/task-schedule';
 import { taskNoteOf } from '../src/task-note';
@@ -214,7 +215,8 @@ async function sweepAt(now: Date) {
   return fleet.runWhile(() => ctx.client.workflow.execute(budgetSweep, { workflowId: `sweep-${randomUUID()}`, taskQueue }));
 }
 
-const scheduleState = async (taskId: string) => (await ctx.client.schedule.getHandle(taskScheduleId(taskId)).describe()).state;
+/** As the CLI reads it (describeTaskSchedule): asked again when a loaded server answers DEADLINE_EXCEEDED. */
+const scheduleState = async (taskId: string) => (await describeTaskSchedule(ctx.client, taskId)).state;
 
 const pausesOf = async (taskId: string) =>
   (
