@@ -13,6 +13,7 @@ import { parseTasksFile } from '../src/tasks/tasks-file';
 import { runCli } from './support/cli';
 import { createTestContext, type TestContext } from './support/context';
 import { waitFor } from './support/wait';
+import { describeSchedule } from './support/schedules';
 
 /**
  * The admin process shares one missed-slot check between every page load, API call and scrape for --missed-slot-cache,
@@ -145,7 +146,7 @@ it(
       ctx.operatorPool,
       TASKS.map((t) => t.id),
     );
-    const created = (await ctx.client.schedule.getHandle('cron-every-minute').describe()).info.createdAt.getTime();
+    const created = (await describeSchedule(ctx.client, 'cron-every-minute')).info.createdAt.getTime();
     // A slot at least 10 s after creation; the first check runs before it is due, with the check range already open.
     const slot = Math.ceil((created + 10_000) / 60_000) * 60_000;
     await until(Math.max(created + GRACE_MS + 1_000, slot - 10_000));

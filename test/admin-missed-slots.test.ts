@@ -14,6 +14,7 @@ import { parseTasksFile } from '../src/tasks/tasks-file';
 import { createTestContext, type TestContext } from './support/context';
 import { waitFor } from './support/wait';
 import { startWorkers } from './support/workers';
+import { describeSchedule } from './support/schedules';
 
 /**
  * Missed slots on the admin page and in /metrics, against real schedules: slots that fire into a task queue nobody
@@ -101,7 +102,7 @@ it(
       ctx.operatorPool,
       TASKS.map((t) => t.id),
     );
-    const created = (await ctx.client.schedule.getHandle('cron-unpolled').describe()).info.createdAt.getTime();
+    const created = (await describeSchedule(ctx.client, 'cron-unpolled')).info.createdAt.getTime();
     const first = Math.ceil((created + 1) / 60_000) * 60_000; // the first slot after creation
     const second = first + 60_000;
 

@@ -13,6 +13,7 @@ import type { ScheduledRunResult } from '../src/workflows/scheduled-run';
 import { runCli } from './support/cli';
 import { createTestContext, type TestContext } from './support/context';
 import { startWorkers } from './support/workers';
+import { describeSchedule } from './support/schedules';
 
 /**
  * A run spends only what `tasks apply` recorded: a start through Temporal alone (the `temporal` CLI, as anyone who can
@@ -83,7 +84,7 @@ const runRow = async (runId: string) =>
 
 describe('a run spends only what was applied', () => {
   it('keeps the prompt out of the schedule: its action names the task and the fingerprint, and task_versions holds the rest', async () => {
-    const d = await ctx.client.schedule.getHandle('cron-legit').describe();
+    const d = await describeSchedule(ctx.client, 'cron-legit');
     if (d.action.type !== 'startWorkflow') throw new Error('not a start action');
     expect(d.action.args).toEqual([{ taskId: 'legit', fingerprint: fingerprintOf(PROMPT, 'legit') }]);
     expect(JSON.stringify(d.action.memo)).not.toContain(PROMPT);
@@ -189,7 +190,7 @@ describe('a run spends only what was applied', () => {
   it('runs a re-applied task at its new version, and an older applied version still runs', async () => {
     const changed = 'Summarise the alerts, shorter.';
     await applyTasks(ctx.client, file(changed), ctx.taskQueue, ctx.operatorPool);
-    const d = await ctx.client.schedule.getHandle('cron-legit').describe();
+    const d = await describeSchedule(ctx.client, 'cron-legit');
     if (d.action.type !== 'startWorkflow') throw new Error('not a start action');
     expect(d.action.args).toEqual([{ taskId: 'legit', fingerprint: fingerprintOf(changed, 'legit') }]);
     const fleet = await startWorkers(ctx, 1);

@@ -7,6 +7,7 @@ import { createTestContext, type TestContext } from './support/context';
 import { startPrivateTemporal } from './support/private-temporal';
 import { waitFor } from './support/wait';
 import { startWorkers } from './support/workers';
+import { describeSchedule } from './support/schedules';
 
 const TEMPORAL_SCHEDULED_START_TIME = defineSearchAttributeKey('TemporalScheduledStartTime', SearchAttributeType.DATETIME);
 
@@ -69,7 +70,7 @@ it.concurrent(
     const temporal = await startPrivateTemporal(temporalMode, temporalCli);
     try {
       await applyTasks(temporal.client, everyMinute('server-down'), ctx.taskQueue, ctx.operatorPool);
-      const upcoming = (await temporal.client.schedule.getHandle('cron-server-down').describe()).info.nextActionTimes;
+      const upcoming = (await describeSchedule(temporal.client, 'cron-server-down')).info.nextActionTimes;
       await temporal.stop();
       // the first slot after the server is down (its stop took 4 s idle, longer under load): nothing could start it
       const stoppedAt = Date.now();

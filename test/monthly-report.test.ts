@@ -21,6 +21,7 @@ import { runCli } from './support/cli';
 import { createTestContext, type TestContext } from './support/context';
 import { waitFor } from './support/wait';
 import { startWorkers, workflowBundle } from './support/workers';
+import { describeSchedule } from './support/schedules';
 
 let ctx: TestContext;
 let reportsRoot: string;
@@ -120,7 +121,7 @@ describe('monthlyReport through Temporal', () => {
     expect(await ensureReportSchedule(ctx.client, { timezone: 'UTC', taskQueue: ctx.taskQueue })).toBe('created');
     expect(await ensureReportSchedule(ctx.client, { timezone: 'UTC', taskQueue: ctx.taskQueue })).toBe('unchanged');
     expect(await ensureReportSchedule(ctx.client, { timezone: zone, taskQueue: ctx.taskQueue })).toBe('updated');
-    const described = await ctx.client.schedule.getHandle(REPORT_SCHEDULE_ID).describe();
+    const described = await describeSchedule(ctx.client, REPORT_SCHEDULE_ID);
     expect(described.spec.timezone).toBe(zone);
     expect(described.memo).toEqual({ managedBy: 'cronledger', kind: 'report' });
     expect(described.action).toMatchObject({ type: 'startWorkflow', workflowType: 'monthlyReport' });

@@ -14,6 +14,7 @@ import { bookAndBillChat, DEFAULT_BILLING_RATES, startFakeOpenAI, type FakeOpenA
 import { atto, STANDARD_PRICES } from './support/ledger';
 import { waitFor } from './support/wait';
 import { startWorkers, type WorkerFleet } from './support/workers';
+import { describeSchedule } from './support/schedules';
 
 /**
  * The `reconcile-daily` schedule (issue 25 §3): `cronledger reconcile schedule` creates it, each start reconciles
@@ -105,7 +106,7 @@ describe('reconcile-daily', () => {
     expect(created.stderr).toBe('');
     expect(created.stdout).toMatch(/^created +reconcile-daily \(openai,anthropic, the last 1 day\(s\), daily at 03:15 UTC\)/);
     expect((await runCli(args, ctx.env)).stdout).toMatch(/^unchanged /);
-    const described = await ctx.client.schedule.getHandle(RECONCILE_SCHEDULE_ID).describe();
+    const described = await describeSchedule(ctx.client, RECONCILE_SCHEDULE_ID);
     expect(described.memo).toEqual({ managedBy: 'cronledger', kind: 'reconcile' });
     expect(described.action).toMatchObject({
       type: 'startWorkflow',
@@ -158,13 +159,13 @@ describe('reconcile-daily', () => {
     expect(r.stderr).toMatch(message);
     expect(r.stderr).not.toMatch(/\n\s+at /);
     expect(r.code).toBe(2);
-    const described = await ctx.client.schedule.getHandle(RECONCILE_SCHEDULE_ID).describe();
+    const described = await describeSchedule(ctx.client, RECONCILE_SCHEDULE_ID);
     expect(described.info.nextActionTimes[0].toISOString()).toMatch(/T03:15:00\.000Z$/);
   });
 
   it('--delete removes it; a second --delete finds none', async () => {
     expect((await runCli(['reconcile', 'schedule', '--delete'], ctx.env)).stdout).toMatch(/^deleted +reconcile-daily/);
     expect((await runCli(['reconcile', 'schedule', '--delete'], ctx.env)).stdout).toMatch(/^absent +reconcile-daily/);
-    await expect(ctx.client.schedule.getHandle(RECONCILE_SCHEDULE_ID).describe()).rejects.toThrow();
+    await expect(describeSchedule(ctx.client, RECONCILE_SCHEDULE_ID)).rejects.toThrow();
   });
 });

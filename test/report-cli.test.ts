@@ -3,6 +3,7 @@ import { applyPrices, loadPricesFile } from '../src/ledger/prices';
 import { atto, ledgerSums, parseCsv, seedMonth } from './support/report-fixtures';
 import { runCli } from './support/cli';
 import { createTestContext, type TestContext } from './support/context';
+import { describeSchedule } from './support/schedules';
 
 let ctx: TestContext;
 const MONTH = '2026-06';
@@ -168,7 +169,7 @@ describe('cronledger report schedule', () => {
     expect(first.nextActionTimes[0]).toMatch(/T2[23]:00:00\.000Z$/);
     const second = JSON.parse(await ok('report', 'schedule', '--tz', 'Europe/Berlin', '--json')) as { outcome: string };
     expect(second.outcome).toBe('unchanged');
-    const described = await ctx.client.schedule.getHandle('report-monthly').describe();
+    const described = await describeSchedule(ctx.client, 'report-monthly');
     expect(described.memo).toEqual({ managedBy: 'cronledger', kind: 'report' });
     await ctx.client.schedule.getHandle('report-monthly').delete();
   });

@@ -10,6 +10,7 @@ import { createTestContext, type TestContext } from './support/context';
 import { waitFor } from './support/wait';
 import { startWorkers } from './support/workers';
 import { fullUsage } from '../src/models/provider';
+import { describeSchedule } from './support/schedules';
 
 let ctx: TestContext;
 
@@ -58,7 +59,7 @@ describe('the rollup-refresh schedule', () => {
     expect(await ensureRollupSchedule(ctx.client, { taskQueue: ctx.taskQueue })).toBe('created');
     expect(await ensureRollupSchedule(ctx.client, { taskQueue: ctx.taskQueue })).toBe('unchanged');
     const handle = ctx.client.schedule.getHandle(ROLLUP_SCHEDULE_ID);
-    const described = await handle.describe();
+    const described = await describeSchedule(ctx.client, ROLLUP_SCHEDULE_ID);
     expect(described.spec.intervals).toEqual([expect.objectContaining({ every: 60_000 })]);
     expect(described.policies.overlap).toBe('SKIP');
     expect(described.action).toMatchObject({ type: 'startWorkflow', workflowType: 'rollupRefresh' });

@@ -11,6 +11,7 @@ import { applyPrices, loadPricesFile } from '../src/ledger/prices';
 import { runCli } from './support/cli';
 import { createTestContext, type TestContext } from './support/context';
 import { startFakeOpenAI, type FakeOpenAI } from './support/fake-openai';
+import { describeSchedule } from './support/schedules';
 
 /**
  * Planted secrets (the database passwords, an OpenAI API key, a webhook URL's token) must not appear in anything a
@@ -154,7 +155,7 @@ describe('after a full run with planted secrets', () => {
       histories.push(asText({ described: await handle.describe(), history: await handle.fetchHistory() }));
     }
     const schedules: string[] = [];
-    for await (const s of ctx.client.schedule.list()) schedules.push(asText(await ctx.client.schedule.getHandle(s.scheduleId).describe()));
+    for await (const s of ctx.client.schedule.list()) schedules.push(asText(await describeSchedule(ctx.client, s.scheduleId)));
 
     Object.assign(outputs, {
       cli: cliOutput.join('\n'),

@@ -9,6 +9,7 @@ import { processExists } from '../src/dev/processes';
 import type { StackStatus } from '../src/dev/stack';
 import { runCli } from './support/cli';
 import { waitFor } from './support/wait';
+import { describeSchedule } from './support/schedules';
 
 /**
  * `dev up --temporal server` as a user drives it, through the real CLI, in its own temp CRONLEDGER_DATA_DIR: the
@@ -173,7 +174,7 @@ describe('dev up --temporal server', () => {
     const client = new Client({ connection: await Connection.connect(await withStackCertificate()) });
     try {
       expect((await client.workflow.getHandle(triggeredRun).describe()).status.name).toBe('COMPLETED');
-      expect((await client.schedule.getHandle('cron-digest-u1').describe()).scheduleId).toBe('cron-digest-u1');
+      expect((await describeSchedule(client, 'cron-digest-u1')).scheduleId).toBe('cron-digest-u1');
     } finally {
       await client.connection.close();
     }

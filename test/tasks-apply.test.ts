@@ -9,6 +9,7 @@ import { BUDGET_SWEEP_SCHEDULE_ID } from '../src/constants';
 import { describeOrUndefined } from '../src/schedules/describe-schedule';
 import { applyPrices, loadPricesFile } from '../src/ledger/prices';
 import { startWorkers } from './support/workers';
+import { describeSchedule } from './support/schedules';
 
 let ctx: TestContext;
 const dir = mkdtempSync(join(tmpdir(), 'cronledger-tasks-'));
@@ -182,9 +183,9 @@ describe('tasks apply', () => {
     expect(next.every((t) => t.getUTCMinutes() % 15 === 0 && t.getUTCSeconds() === 0)).toBe(true);
 
     expect((await runCli(['tasks', 'pause', 'delta'], ctx.env)).code).toBe(0);
-    expect((await ctx.client.schedule.getHandle('cron-delta').describe()).state.paused).toBe(true);
+    expect((await describeSchedule(ctx.client, 'cron-delta')).state.paused).toBe(true);
     expect((await runCli(['tasks', 'resume', 'delta'], ctx.env)).code).toBe(0);
-    expect((await ctx.client.schedule.getHandle('cron-delta').describe()).state.paused).toBe(false);
+    expect((await describeSchedule(ctx.client, 'cron-delta')).state.paused).toBe(false);
 
     // A trigger is a manual run with its own workflow ID and claim, not a firing of the schedule.
     const triggered = await runCli(['tasks', 'trigger', 'epsilon'], ctx.env);
@@ -196,7 +197,7 @@ describe('tasks apply', () => {
     expect(manualId).toBeDefined();
     const started = await ctx.client.workflow.getHandle(manualId as string).describe();
     expect(started.type).toBe('scheduledRun');
-    expect((await ctx.client.schedule.getHandle('cron-epsilon').describe()).info.numActionsTaken).toBe(0);
+    expect((await describeSchedule(ctx.client, 'cron-epsilon')).info.numActionsTaken).toBe(0);
 
     expect((await runCli(['tasks', 'delete', 'epsilon'], ctx.env)).code).toBe(0);
     const gone = await runCli(['tasks', 'pause', 'epsilon'], ctx.env);
@@ -208,7 +209,7 @@ describe('tasks apply', () => {
     const r = await runCli(['tasks', 'delete', 'not-ours'], ctx.env);
     expect(r.code).not.toBe(0);
     expect(r.stderr).toMatch(/has no cronledger schedule/);
-    await ctx.client.schedule.getHandle('cron-not-ours').describe(); // still there
+    await describeSchedule(ctx.client, 'cron-not-ours'); // still there
   });
 
   it('updates a task whose change is nested inside simulate, and not one whose keys were only reordered', async () => {
@@ -235,7 +236,7 @@ describe('tasks apply', () => {
     const changed = await runCli(['tasks', 'apply', v2, '--json'], ctx.env);
     expect(changed.code, changed.stderr).toBe(0);
     expect(simChanges(changed.stdout)).toEqual([{ action: 'updated', scheduleId: 'cron-sim' }]);
-    const d = await ctx.client.schedule.getHandle('cron-sim').describe();
+    const d = await describeSchedule(ctx.client, 'cron-sim');
     const named = (d.action.type === 'startWorkflow' ? d.action.args?.[0] : undefined) as { fingerprint: string };
     expect(await appliedDefinition('sim', named.fingerprint)).toMatchObject({ simulate: { completionTokens: 900 } });
   });
