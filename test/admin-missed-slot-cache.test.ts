@@ -13,7 +13,7 @@ import { parseTasksFile } from '../src/tasks/tasks-file';
 import { runCli } from './support/cli';
 import { createTestContext, type TestContext } from './support/context';
 import { waitFor } from './support/wait';
-import { describeSchedule } from './support/schedules';
+import { describeSchedule } from '../src/schedules/describe-schedule';
 
 /**
  * The admin process shares one missed-slot check between every page load, API call and scrape for --missed-slot-cache,

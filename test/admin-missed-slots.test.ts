@@ -14,7 +14,7 @@ import { parseTasksFile } from '../src/tasks/tasks-file';
 import { createTestContext, type TestContext } from './support/context';
 import { waitFor } from './support/wait';
 import { startWorkers } from './support/workers';
-import { describeSchedule } from './support/schedules';
+import { describeSchedule } from '../src/schedules/describe-schedule';
 
 /**
  * Missed slots on the admin page and in /metrics, against real schedules: slots that fire into a task queue nobody

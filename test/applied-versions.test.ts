@@ -13,7 +13,7 @@ import type { ScheduledRunResult } from '../src/workflows/scheduled-run';
 import { runCli } from './support/cli';
 import { createTestContext, type TestContext } from './support/context';
 import { startWorkers } from './support/workers';
-import { describeSchedule } from './support/schedules';
+import { describeSchedule } from '../src/schedules/describe-schedule';
 
 /**
  * A run spends only what `tasks apply` recorded: a start through Temporal alone (the `temporal` CLI, as anyone who can

@@ -7,7 +7,7 @@ import { createTestContext, type TestContext } from './support/context';
 import { startPrivateTemporal } from './support/private-temporal';
 import { waitFor } from './support/wait';
 import { startWorkers } from './support/workers';
-import { describeSchedule } from './support/schedules';
+import { describeSchedule } from '../src/schedules/describe-schedule';
 
 const TEMPORAL_SCHEDULED_START_TIME = defineSearchAttributeKey('TemporalScheduledStartTime', SearchAttributeType.DATETIME);
 

@@ -21,7 +21,7 @@ import { runCli } from './support/cli';
 import { createTestContext, type TestContext } from './support/context';
 import { waitFor } from './support/wait';
 import { startWorkers, workflowBundle } from './support/workers';
-import { describeSchedule } from './support/schedules';
+import { describeSchedule } from '../src/schedules/describe-schedule';
 
 let ctx: TestContext;
 let reportsRoot: string;

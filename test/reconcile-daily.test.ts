@@ -14,7 +14,7 @@ import { bookAndBillChat, DEFAULT_BILLING_RATES, startFakeOpenAI, type FakeOpenA
 import { atto, STANDARD_PRICES } from './support/ledger';
 import { waitFor } from './support/wait';
 import { startWorkers, type WorkerFleet } from './support/workers';
-import { describeSchedule } from './support/schedules';
+import { describeSchedule } from '../src/schedules/describe-schedule';
 
 /**
  * The `reconcile-daily` schedule (issue 25 §3): `cronledger reconcile schedule` creates it, each start reconciles

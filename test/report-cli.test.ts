@@ -3,7 +3,7 @@ import { applyPrices, loadPricesFile } from '../src/ledger/prices';
 import { atto, ledgerSums, parseCsv, seedMonth } from './support/report-fixtures';
 import { runCli } from './support/cli';
 import { createTestContext, type TestContext } from './support/context';
-import { describeSchedule } from './support/schedules';
+import { describeSchedule } from '../src/schedules/describe-schedule';
 
 let ctx: TestContext;
 const MONTH = '2026-06';

@@ -10,7 +10,7 @@ import { createTestContext, type TestContext } from './support/context';
 import { waitFor } from './support/wait';
 import { startWorkers } from './support/workers';
 import { fullUsage } from '../src/models/provider';
-import { describeSchedule } from './support/schedules';
+import { describeSchedule } from '../src/schedules/describe-schedule';
 
 let ctx: TestContext;
 

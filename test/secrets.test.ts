@@ -11,7 +11,7 @@ import { applyPrices, loadPricesFile } from '../src/ledger/prices';
 import { runCli } from './support/cli';
 import { createTestContext, type TestContext } from './support/context';
 import { startFakeOpenAI, type FakeOpenAI } from './support/fake-openai';
-import { describeSchedule } from './support/schedules';
+import { describeSchedule } from '../src/schedules/describe-schedule';
 
 /**
  * Planted secrets (the database passwords, an OpenAI API key, a webhook URL's token) must not appear in anything a

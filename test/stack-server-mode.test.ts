@@ -9,7 +9,7 @@ import { processExists } from '../src/dev/processes';
 import type { StackStatus } from '../src/dev/stack';
 import { runCli } from './support/cli';
 import { waitFor } from './support/wait';
-import { describeSchedule } from './support/schedules';
+import { describeSchedule } from '../src/schedules/describe-schedule';
 
 /**
  * `dev up --temporal server` as a user drives it, through the real CLI, in its own temp CRONLEDGER_DATA_DIR: the

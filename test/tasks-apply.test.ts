@@ -9,7 +9,7 @@ import { BUDGET_SWEEP_SCHEDULE_ID } from '../src/constants';
 import { describeOrUndefined } from '../src/schedules/describe-schedule';
 import { applyPrices, loadPricesFile } from '../src/ledger/prices';
 import { startWorkers } from './support/workers';
-import { describeSchedule } from './support/schedules';
+import { describeSchedule } from '../src/schedules/describe-schedule';
 
 let ctx: TestContext;
 const dir = mkdtempSync(join(tmpdir(), 'cronledger-tasks-'));

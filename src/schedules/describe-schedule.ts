@@ -4,9 +4,13 @@ import { UserError } from '../errors';
 import { retryDeadlineExceeded } from '../temporal-reads';
 import { isManagedTaskSchedule } from './schedule-memos';
 
+/** A schedule's description, asked again when a loaded server answers DEADLINE_EXCEEDED; a missing schedule throws. */
+export const describeSchedule = (client: Client, scheduleId: string): Promise<ScheduleDescription> =>
+  retryDeadlineExceeded(() => client.schedule.getHandle(scheduleId).describe());
+
 export async function describeOrUndefined(client: Client, scheduleId: string): Promise<ScheduleDescription | undefined> {
   try {
-    return await retryDeadlineExceeded(() => client.schedule.getHandle(scheduleId).describe());
+    return await describeSchedule(client, scheduleId);
   } catch (err) {
     if (err instanceof ScheduleNotFoundError) return undefined;
     throw err;
