@@ -32,6 +32,23 @@ export function pauseReasonIn(note: string | undefined): string {
 export const wantedTaskNote = (task: { id: string; cron: string; timezone: string }, state: { paused: boolean; note?: string }): string =>
   state.paused ? taskNoteOf(task, pauseReasonIn(state.note)) : taskNoteOf(task);
 
+/** The pause reason of a task the tasks file marks `"paused": true`. */
+export const PAUSED_BY_APPLY = 'paused by cronledger tasks apply';
+
+/**
+ * The state `tasks apply` leaves a task's schedule in, from the state it is in: paused as the tasks file says, except
+ * that a pause for budget (onBudgetExhausted "pause") is the budget sweeper's to end. A schedule paused already keeps
+ * its reason; one this apply pauses gets PAUSED_BY_APPLY.
+ */
+export function wantedTaskState(
+  task: { id: string; cron: string; timezone: string; paused: boolean },
+  state: { paused: boolean; note?: string },
+): { paused: boolean; note: string } {
+  const paused = task.paused || (state.paused && isBudgetPause(state.note));
+  if (!paused) return { paused, note: taskNoteOf(task) };
+  return { paused, note: taskNoteOf(task, state.paused ? pauseReasonIn(state.note) : PAUSED_BY_APPLY) };
+}
+
 /** How the pause reason that cronledger writes when a task's budget ran out (onBudgetExhausted "pause") begins. */
 const BUDGET_PAUSE = 'budget exhausted: ';
 

@@ -375,6 +375,11 @@ describe('the schedule note (what the Web UI and `temporal schedule describe` sh
       return changes.filter((c) => c.scheduleId === 'cron-noted').map((c) => c.action);
     };
     const line = (cron: string) => `cron "${cron}" in Europe/Berlin, task noted (cronledger tasks apply)`;
+    // the signals the schedule's own workflow received (Temporal runs each schedule as a workflow of this ID)
+    const schedulerSignals = async () =>
+      ((await ctx.client.workflow.getHandle('temporal-sys-scheduler:cron-noted').fetchHistory()).events ?? []).flatMap(
+        (e) => e.workflowExecutionSignaledEventAttributes?.signalName ?? [],
+      );
     try {
       expect(await apply('note-v1.json', { cron: '0 9 * * 1-5' })).toEqual(['created']);
       expect(await noteOf()).toBe(line('0 9 * * 1-5'));
@@ -397,8 +402,15 @@ describe('the schedule note (what the Web UI and `temporal schedule describe` sh
       await ctx.client.schedule
         .getHandle('cron-noted')
         .update((prev) => ({ ...prev, state: { ...prev.state, paused: false, note: 'managed by cronledger tasks apply' } }));
+      const before = await schedulerSignals();
       expect(await apply('note-v4.json', { cron: '45 9 * * 1-5', paused: true })).toEqual(['updated', 'paused']);
       expect(await noteOf()).toBe(`${line('45 9 * * 1-5')} · paused: paused by cronledger tasks apply`);
+      // One signal: Temporal's scheduler applies a pause received in the same workflow task as an update before the
+      // update, which then writes its state over the pause; an update and a pause sent one after the other met there.
+      expect((await schedulerSignals()).slice(before.length)).toEqual(['update']);
+      expect(await apply('note-v5.json', { cron: '50 9 * * 1-5' })).toEqual(['updated', 'resumed']);
+      expect(await noteOf()).toBe(line('50 9 * * 1-5'));
+      expect((await schedulerSignals()).slice(before.length)).toEqual(['update', 'update']);
     } finally {
       await ctx.client.schedule.getHandle('cron-noted').delete();
     }

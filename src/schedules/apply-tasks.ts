@@ -6,12 +6,11 @@ import { mapWithConcurrency, TEMPORAL_CALL_CONCURRENCY } from './bounded-concurr
 import { ensureBudgetSweepSchedule } from './budget-sweep-schedule';
 import { describeOrUndefined } from './describe-schedule';
 import { reconcileSchedule } from './reconcile-schedule';
-import { resumeSchedule } from './resume-schedule';
 import { ensureReportSchedule } from './report-schedule';
 import { ensureRollupSchedule } from './rollup-schedule';
-import { isManagedTaskSchedule } from './schedule-memos';
-import { PAUSED_BY_APPLY, scheduleOptionsFor, taskFingerprint } from './task-schedule';
-import { isBudgetPause, taskNoteOf, wantedTaskNote } from '../task-note';
+import { appliedFingerprintOf, isManagedTaskSchedule } from './schedule-memos';
+import { scheduleOptionsFor, taskFingerprint } from './task-schedule';
+import { wantedTaskNote, wantedTaskState } from '../task-note';
 import type { Task, TasksFile } from '../tasks/tasks-file';
 
 export type Change = {
@@ -94,23 +93,24 @@ export async function applyTasks(
 async function applyTask(client: Client, task: Task, taskQueue: string): Promise<Change[]> {
   const options = scheduleOptionsFor(task, taskQueue);
   const scheduleId = options.scheduleId;
+  const fingerprint = taskFingerprint(task, taskQueue);
+  // the pause state goes in the same update as the spec (see reconcileSchedule), and resuming with an update stamps
+  // the schedule's lastUpdatedAt, where the missed-slot check starts (see resume-schedule.ts)
   const reconciled = await reconcileSchedule(client, {
     options,
-    fingerprint: taskFingerprint(task, taskQueue),
+    fingerprint,
     kind: 'task',
     notOurs: `schedule ${scheduleId} exists but was not created by cronledger; rename task "${task.id}" or delete that schedule yourself`,
-    noteOf: (state) => wantedTaskNote(task, state),
+    stateOf: (state) => wantedTaskState(task, state),
   });
   if (reconciled.outcome === 'created') return [{ action: 'created', scheduleId }];
-  const changes: Change[] = reconciled.outcome === 'updated' ? [{ action: 'updated', scheduleId }] : [];
-  // An update leaves the pause state alone (it is state, not spec): it follows the file here, except a pause for
-  // budget (onBudgetExhausted "pause"), which the budget sweeper ends.
-  const pausedForBudget = !task.paused && isBudgetPause(reconciled.before.state.note);
-  if (reconciled.before.state.paused !== task.paused && !pausedForBudget) {
-    const handle = client.schedule.getHandle(scheduleId);
-    if (task.paused) await handle.pause(taskNoteOf(task, PAUSED_BY_APPLY));
-    else await resumeSchedule(handle, taskNoteOf(task));
-    changes.push({ action: task.paused ? 'paused' : 'resumed', scheduleId });
+  if (reconciled.outcome === 'unchanged') return [{ action: 'unchanged', scheduleId }];
+  const { state } = reconciled.before;
+  const changes: Change[] = [];
+  if (appliedFingerprintOf(reconciled.before) !== fingerprint || wantedTaskNote(task, state) !== state.note) {
+    changes.push({ action: 'updated', scheduleId });
   }
-  return changes.length > 0 ? changes : [{ action: 'unchanged', scheduleId }];
+  const paused = wantedTaskState(task, state).paused;
+  if (paused !== state.paused) changes.push({ action: paused ? 'paused' : 'resumed', scheduleId });
+  return changes;
 }

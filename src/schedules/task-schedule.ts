@@ -6,10 +6,7 @@ import { scheduledRun, type ScheduledRunInput } from '../workflows/scheduled-run
 import { parseDuration } from '../tasks/duration';
 import type { Task } from '../tasks/tasks-file';
 import type { TaskActionMemo } from './schedule-memos';
-import { taskNoteOf } from '../task-note';
-
-/** The pause reason of a task the tasks file marks `"paused": true`. */
-export const PAUSED_BY_APPLY = 'paused by cronledger tasks apply';
+import { PAUSED_BY_APPLY, taskNoteOf } from '../task-note';
 
 export const TASK_ID_KEY = defineSearchAttributeKey(SEARCH_ATTRIBUTES.taskId, SearchAttributeType.KEYWORD);
 export const USER_ID_KEY = defineSearchAttributeKey(SEARCH_ATTRIBUTES.userId, SearchAttributeType.KEYWORD);
