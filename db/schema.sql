@@ -753,18 +753,16 @@ CREATE FUNCTION public.metric_ledger_fold() RETURNS trigger
     AS $$
 begin
   insert into metric_ledger_totals as t (model, kind, user_id, charges_usd, credits_usd)
-  select l.model, l.kind, l.user_id, coalesce(sum(l.cost_usd) filter (where l.cost_usd > 0), 0),
-         coalesce(-sum(l.cost_usd) filter (where l.cost_usd < 0), 0)
-    from changed c join usage_ledger l on l.id = c.entry_id
+  select f.model, f.kind, f.user_id, sum(f.charge_usd), sum(f.credit_usd)
+    from changed c join metric_entry_figures f on f.id = c.entry_id
    group by 1, 2, 3
    order by 1, 2, 3
   on conflict (model, kind, user_id) do update
     set charges_usd = t.charges_usd + excluded.charges_usd, credits_usd = t.credits_usd + excluded.credits_usd;
   insert into metric_histograms as h (histogram, shard, bucket, observations, sum_ms)
-  select 'booking_lag', pg_backend_pid() % 8, metric_bucket('booking_lag', x.lag_ms), count(*), sum(x.lag_ms)
-    from (select metric_booking_lag_ms(l.usage_received_at, l.booked_at) as lag_ms
-            from changed c join usage_ledger l on l.id = c.entry_id) x
-   where x.lag_ms is not null
+  select 'booking_lag', pg_backend_pid() % 8, f.lag_bucket, count(*), sum(f.lag_ms)
+    from changed c join metric_entry_figures f on f.id = c.entry_id
+   where f.lag_ms is not null
    group by 3
    order by 3
   on conflict (histogram, shard, bucket) do update
@@ -802,8 +800,8 @@ begin
   delete from metric_run_counts;
   delete from metric_histograms;
   insert into metric_ledger_totals (model, kind, user_id, charges_usd, credits_usd)
-  select model, kind, user_id, coalesce(sum(cost_usd) filter (where cost_usd > 0), 0), coalesce(-sum(cost_usd) filter (where cost_usd < 0), 0)
-    from usage_ledger l where not exists (select from rollup_queue q where q.entry_id = l.id) group by 1, 2, 3;
+  select model, kind, user_id, sum(charge_usd), sum(credit_usd)
+    from metric_entry_figures f where not exists (select from rollup_queue q where q.entry_id = f.id) group by 1, 2, 3;
   insert into metric_run_counts (shard, status, tier, runs)
   select 0, status, tier, count(*) from runs group by 2, 3
   union all select 0, 'duplicate', null, count(*) from run_duplicates having count(*) > 0;
@@ -811,10 +809,9 @@ begin
   select 'run_duration', 0, metric_bucket('run_duration', duration_ms) as bucket, count(*), sum(duration_ms)
     from runs where duration_ms is not null group by 3;
   insert into metric_histograms (histogram, shard, bucket, observations, sum_ms)
-  select 'booking_lag', 0, metric_bucket('booking_lag', lag_ms) as bucket, count(*), sum(lag_ms)
-    from (select metric_booking_lag_ms(usage_received_at, booked_at) as lag_ms from usage_ledger l
-           where not exists (select from rollup_queue q where q.entry_id = l.id)) l
-   where lag_ms is not null group by 3;
+  select 'booking_lag', 0, lag_bucket, count(*), sum(lag_ms)
+    from metric_entry_figures f
+   where f.lag_ms is not null and not exists (select from rollup_queue q where q.entry_id = f.id) group by 3;
 end
 $$;
 
@@ -2491,6 +2488,22 @@ CREATE TABLE public.memories (
     temporal_run_id text,
     input_truncated_from bigint
 );
+
+--
+-- Name: metric_entry_figures; Type: VIEW; Schema: public; Owner: -
+--
+
+CREATE VIEW public.metric_entry_figures AS
+ SELECT l.id,
+    l.model,
+    l.kind,
+    l.user_id,
+    GREATEST(l.cost_usd, (0)::numeric) AS charge_usd,
+    GREATEST((- l.cost_usd), (0)::numeric) AS credit_usd,
+    x.lag_ms,
+    public.metric_bucket('booking_lag'::text, x.lag_ms) AS lag_bucket
+   FROM (public.usage_ledger l
+     CROSS JOIN LATERAL ( SELECT public.metric_booking_lag_ms(l.usage_received_at, l.booked_at) AS lag_ms) x);
 
 --
 -- Name: metric_histograms; Type: TABLE; Schema: public; Owner: -
@@ -4649,6 +4662,12 @@ GRANT SELECT ON TABLE public.cost_per_run_days TO cronledger_readonly;
 
 GRANT SELECT ON TABLE public.cost_per_run_stale TO cronledger_worker;
 GRANT SELECT ON TABLE public.cost_per_run_stale TO cronledger_readonly;
+
+--
+-- Name: TABLE metric_entry_figures; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT ON TABLE public.metric_entry_figures TO cronledger_readonly;
 
 --
 -- Name: TABLE metric_histograms; Type: ACL; Schema: public; Owner: -

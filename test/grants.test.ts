@@ -198,6 +198,7 @@ const TABLES = [
   'metric_ledger_totals',
   'metric_run_counts',
   'metric_histograms',
+  'metric_entry_figures',
   'rollup_verifications',
   'rate_limits',
   'rate_limit_state',
@@ -223,6 +224,7 @@ const NOT_READ_BY_WORKER = [
   'metric_ledger_totals',
   'metric_run_counts',
   'metric_histograms',
+  'metric_entry_figures',
   'rollup_verifications',
   'rate_limit_hours',
 ];

@@ -4,13 +4,14 @@ import type pg from 'pg';
  * Readers of the counters /metrics serves (migrations/025_metric_counters.sql): summary rows that the triggers on runs
  * and run_duplicates keep in the transaction of what they count, and that the rollup refresh's fold keeps for ledger
  * entries (migrations/045_metrics_counted_at_fold.sql). The ledger's counters are read together with the entries
- * still queued for that fold, in one statement, so each booked entry is counted exactly once. Each reads a number of
- * rows set by the statuses, histogram buckets, models and users there are, and by the queue (the entries booked since
- * the last refresh), never by the ledger's size.
+ * still queued for that fold, in one statement, so each booked entry is counted exactly once. What an entry adds to
+ * them is the view metric_entry_figures, which the fold reads too. Each reads a number of rows set by the statuses,
+ * histogram buckets, models and users there are, and by the queue (the entries booked since the last refresh), never
+ * by the ledger's size.
  */
 
 /** The ledger entries the rollup refresh has not folded yet: not yet in the ledger's counters. */
-const QUEUED_ENTRIES = 'rollup_queue q join usage_ledger l on l.id = q.entry_id';
+const QUEUED_ENTRIES = 'rollup_queue q join metric_entry_figures f on f.id = q.entry_id';
 
 /** Charges (positive entries) and credits (negative entries, as a positive amount) per model and kind, and per user when asked: exact decimal strings. */
 export async function ledgerTotals(
@@ -29,7 +30,7 @@ export async function ledgerTotals(
             sum(credits_usd)::numeric(38, 18)::text as credits_usd
        from (select model, kind, user_id, charges_usd, credits_usd from metric_ledger_totals
              union all
-             select l.model, l.kind, l.user_id, greatest(l.cost_usd, 0), greatest(-l.cost_usd, 0) from ${QUEUED_ENTRIES}) t
+             select f.model, f.kind, f.user_id, f.charge_usd, f.credit_usd from ${QUEUED_ENTRIES}) t
       group by 1, 2, 3 order by 1, 2, 3`,
   );
   return rows;
@@ -56,9 +57,8 @@ export async function histogramBuckets(
        from unnest(metric_bounds_ms($1) || null::bigint) with ordinality b(le_ms, n)
        left join (select bucket, observations, sum_ms from metric_histograms where histogram = $1
                   union all
-                  select metric_bucket('booking_lag', x.lag_ms), 1, x.lag_ms
-                    from (select metric_booking_lag_ms(l.usage_received_at, l.booked_at) as lag_ms from ${QUEUED_ENTRIES}) x
-                   where $1 = 'booking_lag' and x.lag_ms is not null) h on h.bucket = b.n - 1
+                  select f.lag_bucket, 1, f.lag_ms from ${QUEUED_ENTRIES} where $1 = 'booking_lag' and f.lag_ms is not null) h
+         on h.bucket = b.n - 1
       group by b.n, b.le_ms order by b.n`,
     [histogram],
   );
