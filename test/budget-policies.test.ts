@@ -240,17 +240,17 @@ describe('onBudgetExhausted "pause"', () => {
     const month = blocked.budget?.month ?? '';
     const paused = await scheduleState(task.id);
     expect(paused.paused).toBe(true);
-    expect(paused.note).toBe(
-      taskNoteOf(
-        task,
-        `budget exhausted: ${user} reached the monthly limit of $0.000000 for ${month} (${zone}); the budget sweeper resumes it when the month turns over or the limit is raised`,
-      ),
-    );
+    const reason = `budget exhausted: ${user} reached the monthly limit of $0.000000 for ${month} (${zone}); the budget sweeper resumes it when the month turns over or the limit is raised`;
+    expect(paused.note).toBe(taskNoteOf(task, reason));
     // a second blocked run (a slot already under way) records no second pause; applying the file again keeps it paused
     expect(await runSlot(task, new Date(minute.getTime() - 60_000))).toMatchObject({ status: 'blocked' });
     await applyTask(task);
     expect((await scheduleState(task.id)).paused).toBe(true);
     expect(await pausesOf(task.id)).toMatchObject([{ month, resumed_at: null }]);
+    // a changed cron is applied in the same update that keeps the budget pause and its reason
+    const changed = pausingTask(task.id, user, '30 12 * * *');
+    expect(await applyTask(changed)).toContainEqual({ action: 'updated', scheduleId: taskScheduleId(task.id) });
+    expect(await scheduleState(task.id)).toMatchObject({ paused: true, note: taskNoteOf(changed, reason) });
 
     // The month turns over at midnight in Auckland, not in UTC.
     const { next } = (
@@ -264,7 +264,7 @@ describe('onBudgetExhausted "pause"', () => {
     expect((await scheduleState(task.id)).paused).toBe(true);
     expect(await sweepAt(next)).toMatchObject({ resumed: 1 });
     const resumed = await scheduleState(task.id);
-    expect(resumed).toMatchObject({ paused: false, note: taskNoteOf(task) });
+    expect(resumed).toMatchObject({ paused: false, note: taskNoteOf(changed) });
     const [pause] = await pausesOf(task.id);
     expect(pause).toMatchObject({ cause: 'month-turnover', resumed_at: next });
     // the daily slots from the pause to the month's end were skipped for budget
