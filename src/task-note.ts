@@ -46,7 +46,7 @@ export function wantedTaskState(
 ): { paused: boolean; note: string } {
   const paused = task.paused || (state.paused && isBudgetPause(state.note));
   if (!paused) return { paused, note: taskNoteOf(task) };
-  return { paused, note: taskNoteOf(task, state.paused ? pauseReasonIn(state.note) : PAUSED_BY_APPLY) };
+  return { paused, note: state.paused ? wantedTaskNote(task, state) : taskNoteOf(task, PAUSED_BY_APPLY) };
 }
 
 /** How the pause reason that cronledger writes when a task's budget ran out (onBudgetExhausted "pause") begins. */
