@@ -6,10 +6,9 @@ import { createTestContext, type TestContext } from './support/context';
 import { runCli, runCliOnTerminal } from './support/cli';
 import { waitFor } from './support/wait';
 import { BUDGET_SWEEP_SCHEDULE_ID } from '../src/constants';
-import { describeOrUndefined } from '../src/schedules/describe-schedule';
+import { describeOrUndefined, describeSchedule } from '../src/schedules/describe-schedule';
 import { applyPrices, loadPricesFile } from '../src/ledger/prices';
 import { startWorkers } from './support/workers';
-import { describeSchedule } from '../src/schedules/describe-schedule';
 
 let ctx: TestContext;
 const dir = mkdtempSync(join(tmpdir(), 'cronledger-tasks-'));
