@@ -9,6 +9,12 @@ import { BUDGET_SWEEP_SCHEDULE_ID } from '../src/constants';
 import { describeOrUndefined, describeSchedule } from '../src/schedules/describe-schedule';
 import { applyPrices, loadPricesFile } from '../src/ledger/prices';
 import { startWorkers } from './support/workers';
+import { updateIfUnchanged } from '../src/schedules/update-if-unchanged';
+import { reconcileFrom, reconcileSchedule } from '../src/schedules/reconcile-schedule';
+import { wantedTaskSchedule } from '../src/schedules/apply-tasks';
+import { appliedFingerprintOf } from '../src/schedules/schedule-memos';
+import { parseTasksFile } from '../src/tasks/tasks-file';
+import { budgetPauseReason, notePausedFor, taskNoteOf } from '../src/task-note';
 
 let ctx: TestContext;
 const dir = mkdtempSync(join(tmpdir(), 'cronledger-tasks-'));
@@ -414,6 +420,49 @@ describe('the schedule note (what the Web UI and `temporal schedule describe` sh
       await ctx.client.schedule.getHandle('cron-noted').delete();
     }
   }, 240_000);
+});
+
+describe('a schedule update', () => {
+  it('is dropped when a pause landed after the describe it was made from, and applied from a fresh describe', async () => {
+    const file = tasksFile('raced.json', { tasks: [task('raced')], monthlyReport: false, budgetSweep: false });
+    expect((await runCli(['tasks', 'apply', file], ctx.env)).code).toBe(0);
+    const handle = ctx.client.schedule.getHandle('cron-raced');
+    try {
+      // the racers meet by construction: the pause comes between the describe and the update made from it
+      const stale = await describeSchedule(ctx.client, 'cron-raced');
+      await handle.pause('paused for budget while apply ran');
+      await updateIfUnchanged(ctx.client, stale, { ...stale, state: { paused: false, note: 'from the stale describe' } });
+      const kept = await describeSchedule(ctx.client, 'cron-raced');
+      expect([kept.state.paused, kept.state.note]).toEqual([true, 'paused for budget while apply ran']);
+
+      await updateIfUnchanged(ctx.client, kept, { ...kept, state: { paused: false, note: 'from a fresh describe' } });
+      const updated = await describeSchedule(ctx.client, 'cron-raced');
+      expect([updated.state.paused, updated.state.note]).toEqual([false, 'from a fresh describe']);
+    } finally {
+      await handle.delete();
+    }
+  });
+
+  it('from apply, made from a describe older than a budget pause, lands the new cron and keeps the pause and its reason', async () => {
+    const raced = (cron: string) =>
+      parseTasksFile({ tasks: [task('raced-budget', { cron })], monthlyReport: false, budgetSweep: false }).tasks[0]!;
+    const taskQueue = ctx.env.CRONLEDGER_TASK_QUEUE as string;
+    expect((await reconcileSchedule(ctx.client, wantedTaskSchedule(raced('*/15 * * * *'), taskQueue))).outcome).toBe('created');
+    const handle = ctx.client.schedule.getHandle('cron-raced-budget');
+    try {
+      // the racers meet by construction: a blocked run pauses the task between apply's describe and its update
+      const stale = await describeSchedule(ctx.client, 'cron-raced-budget');
+      const reason = budgetPauseReason({ userId: 'u1', month: '2026-12', timeZone: 'UTC', limitUsd: '5' });
+      await handle.pause(notePausedFor(stale.state.note, reason));
+      const changed = wantedTaskSchedule(raced('5 * * * *'), taskQueue);
+      expect((await reconcileFrom(ctx.client, changed, stale)).outcome).toBe('updated');
+      const after = await describeSchedule(ctx.client, 'cron-raced-budget');
+      expect(appliedFingerprintOf(after)).toBe(changed.fingerprint);
+      expect([after.state.paused, after.state.note]).toEqual([true, taskNoteOf(raced('5 * * * *'), reason)]);
+    } finally {
+      await handle.delete();
+    }
+  });
 });
 
 describe('tasks apply on a terminal', () => {

@@ -5,7 +5,7 @@ import { BUDGET_SWEEP_SCHEDULE_ID, TASK_SCHEDULE_PREFIX, taskScheduleId } from '
 import { mapWithConcurrency, TEMPORAL_CALL_CONCURRENCY } from './bounded-concurrency';
 import { ensureBudgetSweepSchedule } from './budget-sweep-schedule';
 import { describeOrUndefined } from './describe-schedule';
-import { reconcileSchedule } from './reconcile-schedule';
+import { reconcileSchedule, type WantedSchedule } from './reconcile-schedule';
 import { ensureReportSchedule } from './report-schedule';
 import { ensureRollupSchedule } from './rollup-schedule';
 import { appliedFingerprintOf, isManagedTaskSchedule } from './schedule-memos';
@@ -90,19 +90,27 @@ export async function applyTasks(
   return changes;
 }
 
-async function applyTask(client: Client, task: Task, taskQueue: string): Promise<Change[]> {
+/**
+ * What `tasks apply` reconciles a task's schedule to. The pause state goes in the same update as the spec (see
+ * reconcileSchedule), and resuming with an update stamps the schedule's lastUpdatedAt, where the missed-slot check
+ * starts (see resume-schedule.ts).
+ */
+export function wantedTaskSchedule(task: Task, taskQueue: string): WantedSchedule {
   const options = scheduleOptionsFor(task, taskQueue);
-  const scheduleId = options.scheduleId;
-  const fingerprint = taskFingerprint(task, taskQueue);
-  // the pause state goes in the same update as the spec (see reconcileSchedule), and resuming with an update stamps
-  // the schedule's lastUpdatedAt, where the missed-slot check starts (see resume-schedule.ts)
-  const reconciled = await reconcileSchedule(client, {
+  return {
     options,
-    fingerprint,
+    fingerprint: taskFingerprint(task, taskQueue),
     kind: 'task',
-    notOurs: `schedule ${scheduleId} exists but was not created by cronledger; rename task "${task.id}" or delete that schedule yourself`,
+    notOurs: `schedule ${options.scheduleId} exists but was not created by cronledger; rename task "${task.id}" or delete that schedule yourself`,
     stateOf: (state) => wantedTaskState(task, state),
-  });
+  };
+}
+
+async function applyTask(client: Client, task: Task, taskQueue: string): Promise<Change[]> {
+  const wanted = wantedTaskSchedule(task, taskQueue);
+  const { fingerprint } = wanted;
+  const scheduleId = wanted.options.scheduleId;
+  const reconciled = await reconcileSchedule(client, wanted);
   if (reconciled.outcome === 'created') return [{ action: 'created', scheduleId }];
   if (reconciled.outcome === 'unchanged') return [{ action: 'unchanged', scheduleId }];
   const { state } = reconciled.before;

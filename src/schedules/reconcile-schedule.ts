@@ -1,7 +1,8 @@
 import { ScheduleAlreadyRunning, type Client, type ScheduleDescription, type ScheduleOptions } from '@temporalio/client';
 import { UserError } from '../errors';
-import { describeOrUndefined } from './describe-schedule';
+import { describeOrUndefined, describeSchedule } from './describe-schedule';
 import { appliedFingerprintOf, isManagedSchedule } from './schedule-memos';
+import { updateIfUnchanged } from './update-if-unchanged';
 
 export type ReconcileResult =
   | { outcome: 'created' }
@@ -16,18 +17,11 @@ export type ReconcileResult =
  * schedule's state (paused or not, and its note) is kept to what it returns for the state the schedule is in: a stale
  * state alone is an update. The state goes in the same update as the spec, never as a separate pause or unpause:
  * Temporal's scheduler applies a pause (a patch) received in the same workflow task as an update before that update,
- * and the update then writes its whole state over the pause.
+ * and the update then writes its whole state over the pause. Each update is made from the latest describe and is
+ * dropped if the schedule changed since (updateIfUnchanged); the schedule is then described again and the state
+ * asked of `stateOf` for what it became, so a pause that came in between is judged, never written over.
  */
-export async function reconcileSchedule(
-  client: Client,
-  wanted: {
-    options: ScheduleOptions;
-    fingerprint: string;
-    kind: string;
-    notOurs: string;
-    stateOf?: (state: ScheduleState) => ScheduleState;
-  },
-): Promise<ReconcileResult> {
+export async function reconcileSchedule(client: Client, wanted: WantedSchedule): Promise<ReconcileResult> {
   const { options } = wanted;
   let current = await describeOrUndefined(client, options.scheduleId);
   if (!current) {
@@ -36,22 +30,47 @@ export async function reconcileSchedule(
       return { outcome: 'created' };
     } catch (err) {
       if (!(err instanceof ScheduleAlreadyRunning)) throw err;
-      current = await client.schedule.getHandle(options.scheduleId).describe();
+      current = await describeSchedule(client, options.scheduleId);
     }
   }
-  if (!isManagedSchedule(current.memo, wanted.kind)) throw new UserError(wanted.notOurs);
-  const { stateOf } = wanted;
-  const stateStale = stateOf !== undefined && !sameState(stateOf(current.state), current.state);
-  if (appliedFingerprintOf(current) === wanted.fingerprint && !stateStale) return { outcome: 'unchanged', before: current };
-  await client.schedule.getHandle(options.scheduleId).update((prev) => ({
-    ...prev,
-    spec: options.spec,
-    action: options.action,
-    policies: options.policies,
-    ...(stateOf ? { state: { ...prev.state, ...stateOf(prev.state) } } : {}),
-  }));
-  return { outcome: 'updated', before: current };
+  return reconcileFrom(client, wanted, current);
 }
+
+export interface WantedSchedule {
+  options: ScheduleOptions;
+  fingerprint: string;
+  kind: string;
+  notOurs: string;
+  stateOf?: (state: ScheduleState) => ScheduleState;
+}
+
+/** reconcileSchedule's update of an existing schedule, from `before`, its description (which may be out of date). */
+export async function reconcileFrom(client: Client, wanted: WantedSchedule, before: ScheduleDescription): Promise<ReconcileResult> {
+  const { options, stateOf } = wanted;
+  let current = before;
+  for (let sent = 0; ; sent++) {
+    if (!isManagedSchedule(current.memo, wanted.kind)) throw new UserError(wanted.notOurs);
+    const state = stateOf?.(current.state);
+    if (appliedFingerprintOf(current) === wanted.fingerprint && (!state || sameState(state, current.state))) {
+      return { outcome: sent === 0 ? 'unchanged' : 'updated', before };
+    }
+    if (sent === MAX_UPDATES) {
+      throw new Error(
+        `schedule ${options.scheduleId} changed under each of ${MAX_UPDATES} updates (something else keeps pausing or updating it); run the command again`,
+      );
+    }
+    await updateIfUnchanged(client, current, {
+      spec: options.spec,
+      action: options.action,
+      policies: options.policies,
+      state: { ...current.state, ...state },
+    });
+    current = await describeSchedule(client, options.scheduleId);
+  }
+}
+
+/** How many updates one reconcile sends, each dropped because the schedule changed since its describe, before it gives up. */
+const MAX_UPDATES = 5;
 
 /** A schedule's pause state and note, as `stateOf` sees and returns them. */
 export type ScheduleState = { paused: boolean; note?: string };
