@@ -213,6 +213,7 @@ async function runPhase(stack: Stack, phase: Phase, taskCount: number, opts = { 
     const closed = `TaskQueue = '${taskQueue}' AND ExecutionStatus != 'Running' AND StartTime >= '${measuredFrom.toISOString()}'`;
     const deadline = Date.now() + DRAIN_TIMEOUT_MS;
     const slots = new SlotWatch(metricsPorts);
+    const requestsBefore = await slots.requests();
     const machine: MachineSample[] = [machineSample()];
     // A loaded dev server now and then answers a visibility query with NamespaceNotFound (its namespace cache being
     // refreshed): such an answer is asked again at the next turn, within the drain's deadline.
@@ -229,6 +230,7 @@ async function runPhase(stack: Stack, phase: Phase, taskCount: number, opts = { 
       machine.push(machineSample());
     }
     const cpuAfter = sampleCpu(stack, workers);
+    const requestsAfter = await slots.requests();
     const runs = await retried(() => executions(stack.client, taskQueue, measuredFrom));
     const failed = runs.filter((r) => r.status !== 'COMPLETED');
     if (failed.length > 0)
@@ -252,6 +254,7 @@ async function runPhase(stack: Stack, phase: Phase, taskCount: number, opts = { 
       cpu: cpuShares(cpuBefore, cpuAfter),
       cpuMsPerRun: cpuMsPerRun(cpuBefore, cpuAfter, runs.length),
       fewestFreeSlots: slots.fewest,
+      requestsPerRun: requestsPerRun(requestsBefore, requestsAfter, runs.length),
       p99StartMs,
       stragglers,
     };
@@ -430,6 +433,27 @@ class SlotWatch {
       }),
     );
   }
+
+  /**
+   * The requests the workers have sent to Temporal so far, by operation (the SDK's temporal_request and
+   * temporal_long_request counters, summed over the workers): what a run asks of the server, beside its CPU there.
+   */
+  async requests(): Promise<Record<string, number>> {
+    const counts: Record<string, number> = {};
+    for (const port of this.ports) {
+      const text = await fetch(`http://127.0.0.1:${port}/metrics`, { signal: AbortSignal.timeout(5_000) }).then((r) => r.text());
+      for (const m of text.matchAll(/^temporal_(?:long_)?request(?:_total)?\{[^}]*operation="(\w+)"[^}]*\} (\d+)/gm)) {
+        counts[m[1]] = (counts[m[1]] ?? 0) + Number(m[2]);
+      }
+    }
+    return counts;
+  }
+}
+
+/** Requests a run by operation between two counts, those made at least once every 100 runs. */
+function requestsPerRun(before: Record<string, number>, after: Record<string, number>, runs: number): Record<string, number> {
+  const perRun = Object.entries(after).map(([op, n]) => [op, (n - (before[op] ?? 0)) / runs] as const);
+  return Object.fromEntries(perRun.filter(([, n]) => n >= 0.01).sort(([a], [b]) => a.localeCompare(b)));
 }
 
 // --- CPU, from /proc: which process group was busy while a phase drained --------------------------------------
@@ -534,6 +558,8 @@ function report(results: PhaseFigures[]): string {
         .join(', ')}`,
     );
     lines.push(`        cpu a run: ${cpuText(r)}`);
+    const requestText = Object.entries(r.requestsPerRun).map(([op, n]) => `${op} ${n.toFixed(2)}`);
+    lines.push(`        requests to Temporal a run: ${requestText.join(', ')}`);
     for (const st of r.stragglers)
       lines.push(
         `        STRAGGLER ${st.workflowId} started ${s(st.startMs)} after the slot (99th percentile ${s(r.p99StartMs)}), ` +

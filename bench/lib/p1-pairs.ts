@@ -25,6 +25,8 @@ export interface PhaseFigures {
   cpuMsPerRun: Record<string, number>;
   /** The fewest free task slots any one worker had while the phase drained, by kind (0: that limit was reached). */
   fewestFreeSlots: Record<string, number>;
+  /** What the workers asked of Temporal a run while the phase drained, by operation (polls included). */
+  requestsPerRun: Record<string, number>;
   /** Slot to the 99th percentile start (ms), and the stragglers: starts far beyond it while the machine had room. */
   p99StartMs: number;
   stragglers: Straggler[];
