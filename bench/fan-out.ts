@@ -253,6 +253,7 @@ async function runPhase(stack: Stack, phase: Phase, taskCount: number, opts = { 
       ...(isBare(phase) ? {} : { claims: await claimCounts(stack.pool, id) }),
       cpu: cpuShares(cpuBefore, cpuAfter),
       cpuMsPerRun: cpuMsPerRun(cpuBefore, cpuAfter, runs.length),
+      workerThreadMsPerRun: workerThreadMsPerRun(cpuBefore, cpuAfter, runs.length),
       fewestFreeSlots: slots.fewest,
       requestsPerRun: requestsPerRun(requestsBefore, requestsAfter, runs.length),
       p99StartMs,
@@ -478,9 +479,55 @@ function sampleCpu(stack: Stack, workers: WorkerProcess[]): CpuSample {
       postgres: tree(stack.pids.postgres),
       workers: workers.reduce((sum, w) => sum + (w.pid ? tree(w.pid) : 0), 0),
       'bench (fake OpenAI)': ownTicks(process.pid),
+      ...workerThreadTicks(workers),
     },
     machine: { busy, total },
   };
+}
+
+/**
+ * The workers' ticks by kind of thread: node's main thread (activities, cronledger's PostgreSQL client, payloads
+ * to and from the SDK), node's other threads (the workflow thread and V8's helpers: garbage collection, compiling)
+ * and the SDK core's Rust threads (gRPC, protobuf). Node 20 gives a worker thread no name of its own, so the workflow
+ * thread is not told apart from V8's helpers.
+ */
+const WORKER_THREADS = ['main thread', 'workflow thread and V8 helpers', 'SDK core'] as const;
+
+function workerThreadTicks(workers: WorkerProcess[]): Record<string, number> {
+  const ticks: Record<string, number> = Object.fromEntries(WORKER_THREADS.map((kind) => [kind, 0]));
+  for (const { pid } of workers) {
+    if (!pid) continue;
+    for (const tid of threadsOf(pid)) {
+      const stat = statOf(`/proc/${pid}/task/${tid}/stat`);
+      if (!stat) continue;
+      // the SDK core's threads: tokio-runtime-w, workflow-proces, temporal-real-s
+      const kind = Number(tid) === pid ? WORKER_THREADS[0] : stat.name === 'node' ? WORKER_THREADS[1] : WORKER_THREADS[2];
+      ticks[kind] += stat.fields[11] + stat.fields[12];
+    }
+  }
+  return ticks;
+}
+
+function threadsOf(pid: number): string[] {
+  try {
+    return readdirSync(`/proc/${pid}/task`);
+  } catch {
+    return []; // exited
+  }
+}
+
+/** A process's or thread's name and the fields of its stat after the name (utime is fields[11], stime fields[12]). */
+function statOf(path: string): { name: string; fields: number[] } | undefined {
+  try {
+    const stat = readFileSync(path, 'utf8');
+    const fields = stat
+      .slice(stat.lastIndexOf(')') + 2)
+      .split(' ')
+      .map(Number);
+    return { name: stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')')), fields };
+  } catch {
+    return undefined; // exited meanwhile
+  }
 }
 
 /** CPU time a run (ms) of the workers, the Temporal server and PostgreSQL between two samples. */
@@ -489,36 +536,29 @@ function cpuMsPerRun(a: CpuSample, b: CpuSample, runs: number): Record<string, n
   return { workers: ms('workers'), Temporal: ms('temporal'), PostgreSQL: ms('postgres') };
 }
 
+/** The workers' CPU time a run (ms) by kind of thread between two samples. */
+function workerThreadMsPerRun(a: CpuSample, b: CpuSample, runs: number): Record<string, number> {
+  return Object.fromEntries(WORKER_THREADS.map((kind) => [kind, ((b.ticks[kind] - a.ticks[kind]) / TICKS_PER_SECOND / runs) * 1000]));
+}
+
 function cpuShares(a: CpuSample, b: CpuSample): Record<string, number> {
   const seconds = (b.at - a.at) / 1000;
-  const shares = Object.fromEntries(Object.keys(a.ticks).map((k) => [k, (b.ticks[k] - a.ticks[k]) / TICKS_PER_SECOND / seconds]));
+  const groups = Object.keys(a.ticks).filter((k) => !(WORKER_THREADS as readonly string[]).includes(k));
+  const shares = Object.fromEntries(groups.map((k) => [k, (b.ticks[k] - a.ticks[k]) / TICKS_PER_SECOND / seconds]));
   return { ...shares, 'machine (all cores, every user)': (b.machine.busy - a.machine.busy) / (b.machine.total - a.machine.total) };
 }
 
 /** utime + stime of a process, and of its children it has waited for. */
 function ownTicks(pid: number): number {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const f = stat
-      .slice(stat.lastIndexOf(')') + 2)
-      .split(' ')
-      .map(Number);
-    return f[11] + f[12] + f[13] + f[14];
-  } catch {
-    return 0; // gone since the scan
-  }
+  const f = statOf(`/proc/${pid}/stat`)?.fields;
+  return f ? f[11] + f[12] + f[13] + f[14] : 0; // 0: gone since the scan
 }
 
 function parentsOfAll(): Map<number, number> {
   const parents = new Map<number, number>();
   for (const name of readdirSync('/proc')) {
-    if (!/^\d+$/.test(name)) continue;
-    try {
-      const stat = readFileSync(`/proc/${name}/stat`, 'utf8');
-      parents.set(Number(name), Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]));
-    } catch {
-      // exited while listing
-    }
+    const parent = /^\d+$/.test(name) ? statOf(`/proc/${name}/stat`)?.fields[1] : undefined; // undefined: exited while listing
+    if (parent !== undefined) parents.set(Number(name), parent);
   }
   return parents;
 }
@@ -558,6 +598,8 @@ function report(results: PhaseFigures[]): string {
         .join(', ')}`,
     );
     lines.push(`        cpu a run: ${cpuText(r)}`);
+    const threadText = Object.entries(r.workerThreadMsPerRun).map(([kind, ms]) => `${kind} ${ms.toFixed(1)}`);
+    lines.push(`        the workers' cpu a run by thread: ${threadText.join(', ')} ms`);
     const requestText = Object.entries(r.requestsPerRun).map(([op, n]) => `${op} ${n.toFixed(2)}`);
     lines.push(`        requests to Temporal a run: ${requestText.join(', ')}`);
     for (const st of r.stragglers)

@@ -23,6 +23,8 @@ export interface PhaseFigures {
   cpu: Record<string, number>;
   /** CPU time per run (ms) of each process group from the slot to the last close: workers, Temporal, PostgreSQL. */
   cpuMsPerRun: Record<string, number>;
+  /** The workers' CPU time per run (ms) by kind of thread: node's main thread, its other threads, the SDK core's. */
+  workerThreadMsPerRun: Record<string, number>;
   /** The fewest free task slots any one worker had while the phase drained, by kind (0: that limit was reached). */
   fewestFreeSlots: Record<string, number>;
   /** What the workers asked of Temporal a run while the phase drained, by operation (polls included). */

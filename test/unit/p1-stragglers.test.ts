@@ -48,6 +48,7 @@ describe("P1's pairs", () => {
     cpu: {},
     cpuMsPerRun: { workers: kind === 'bare' ? 43 : 62, Temporal: 66, PostgreSQL: kind === 'bare' ? 0 : 6 },
     fewestFreeSlots: {},
+    workerThreadMsPerRun: {},
     requestsPerRun: {},
     p99StartMs: 30_000,
     stragglers: Array.from({ length: stragglers }, () => ({ workflowId: 'late', startMs: 121_500, machineBusy: 0.66 })),
