@@ -4,15 +4,22 @@ import { chromium, type BrowserContext } from 'playwright-core';
 export const CHROMIUM = '/usr/bin/chromium';
 
 /**
+ * How long a page may take to load, and a wait for it to settle: the tests assert what pages show, not how fast
+ * they come. Playwright's 30 s default failed a layout test once under CI's load (three files at once against one dev
+ * server); vitest's per-test timeout (120 s) still ends a page that never comes.
+ */
+const PAGE_TIMEOUT_MS = 100_000;
+
+/**
  * A headless Chromium with a fresh profile in `profileDir` (the caller removes it). `bypassCSP` ignores the pages'
  * Content-Security-Policy, to see what a page would request without it.
  */
-export function launchChromium(
+export async function launchChromium(
   profileDir: string,
   viewport?: { width: number; height: number },
   opts: { bypassCSP?: boolean } = {},
 ): Promise<BrowserContext> {
-  return chromium.launchPersistentContext(profileDir, {
+  const context = await chromium.launchPersistentContext(profileDir, {
     executablePath: CHROMIUM,
     headless: true,
     bypassCSP: opts.bypassCSP ?? false,
@@ -28,4 +35,6 @@ export function launchChromium(
       '--disable-sync',
     ],
   });
+  context.setDefaultTimeout(PAGE_TIMEOUT_MS);
+  return context;
 }
