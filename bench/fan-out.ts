@@ -463,6 +463,8 @@ interface CpuSample {
   at: number;
   /** Clock ticks (1/100 s) per group. */
   ticks: Record<string, number>;
+  /** The workers' clock ticks by kind of thread (WORKER_THREADS). */
+  workerThreads: Record<string, number>;
   machine: { busy: number; total: number };
 }
 
@@ -479,8 +481,8 @@ function sampleCpu(stack: Stack, workers: WorkerProcess[]): CpuSample {
       postgres: tree(stack.pids.postgres),
       workers: workers.reduce((sum, w) => sum + (w.pid ? tree(w.pid) : 0), 0),
       'bench (fake OpenAI)': ownTicks(process.pid),
-      ...workerThreadTicks(workers),
     },
+    workerThreads: workerThreadTicks(workers),
     machine: { busy, total },
   };
 }
@@ -538,13 +540,13 @@ function cpuMsPerRun(a: CpuSample, b: CpuSample, runs: number): Record<string, n
 
 /** The workers' CPU time a run (ms) by kind of thread between two samples. */
 function workerThreadMsPerRun(a: CpuSample, b: CpuSample, runs: number): Record<string, number> {
-  return Object.fromEntries(WORKER_THREADS.map((kind) => [kind, ((b.ticks[kind] - a.ticks[kind]) / TICKS_PER_SECOND / runs) * 1000]));
+  const ms = (kind: string) => ((b.workerThreads[kind] - a.workerThreads[kind]) / TICKS_PER_SECOND / runs) * 1000;
+  return Object.fromEntries(WORKER_THREADS.map((kind) => [kind, ms(kind)]));
 }
 
 function cpuShares(a: CpuSample, b: CpuSample): Record<string, number> {
   const seconds = (b.at - a.at) / 1000;
-  const groups = Object.keys(a.ticks).filter((k) => !(WORKER_THREADS as readonly string[]).includes(k));
-  const shares = Object.fromEntries(groups.map((k) => [k, (b.ticks[k] - a.ticks[k]) / TICKS_PER_SECOND / seconds]));
+  const shares = Object.fromEntries(Object.keys(a.ticks).map((k) => [k, (b.ticks[k] - a.ticks[k]) / TICKS_PER_SECOND / seconds]));
   return { ...shares, 'machine (all cores, every user)': (b.machine.busy - a.machine.busy) / (b.machine.total - a.machine.total) };
 }
 

@@ -4,9 +4,9 @@ import { chromium, type BrowserContext } from 'playwright-core';
 export const CHROMIUM = '/usr/bin/chromium';
 
 /**
- * How long a page may take to load, and a wait for it to settle: the tests assert what pages show, not how fast
- * they come. Playwright's 30 s default failed a layout test once under CI's load (three files at once against one dev
- * server); vitest's per-test timeout (120 s) still ends a page that never comes.
+ * How long a page may take to load, and a wait for it to settle: the tests assert what pages show, not how fast they
+ * come, and under CI's load (three files at once against one dev server) a page can take longer than playwright's 30 s
+ * default. Vitest's per-test timeout (120 s) still ends a page that never comes.
  */
 const PAGE_TIMEOUT_MS = 100_000;
 
