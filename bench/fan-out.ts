@@ -425,9 +425,7 @@ class SlotWatch {
   async scrape(): Promise<void> {
     await Promise.all(
       this.ports.map(async (port) => {
-        const text = await fetch(`http://127.0.0.1:${port}/metrics`, { signal: AbortSignal.timeout(2_000) })
-          .then((r) => r.text())
-          .catch(() => ''); // a scrape that fails under load is skipped
+        const text = await metricsOf(port, 2_000).catch(() => ''); // a scrape that fails under load is skipped
         for (const m of text.matchAll(/^temporal_worker_task_slots_available\{[^}]*worker_type="(\w+)"[^}]*\} (\d+)/gm)) {
           this.fewest[m[1]] = Math.min(this.fewest[m[1]] ?? Infinity, Number(m[2]));
         }
@@ -442,7 +440,7 @@ class SlotWatch {
   async requests(): Promise<Record<string, number>> {
     const counts: Record<string, number> = {};
     for (const port of this.ports) {
-      const text = await fetch(`http://127.0.0.1:${port}/metrics`, { signal: AbortSignal.timeout(5_000) }).then((r) => r.text());
+      const text = await metricsOf(port, 5_000);
       for (const m of text.matchAll(/^temporal_(?:long_)?request(?:_total)?\{[^}]*operation="(\w+)"[^}]*\} (\d+)/gm)) {
         counts[m[1]] = (counts[m[1]] ?? 0) + Number(m[2]);
       }
@@ -450,6 +448,10 @@ class SlotWatch {
     return counts;
   }
 }
+
+/** A worker's SDK metrics, as Prometheus scrapes them. */
+const metricsOf = (port: number, timeoutMs: number): Promise<string> =>
+  fetch(`http://127.0.0.1:${port}/metrics`, { signal: AbortSignal.timeout(timeoutMs) }).then((r) => r.text());
 
 /** Requests a run by operation between two counts, those made at least once every 100 runs. */
 function requestsPerRun(before: Record<string, number>, after: Record<string, number>, runs: number): Record<string, number> {
