@@ -270,7 +270,7 @@ describe('dev up, status and down', () => {
     const victim = join(dir, 'victim');
     writeFileSync(victim, 'untouched\n');
     const stack = JSON.parse(readFileSync(join(a.dir, 'stack.json'), 'utf8')) as StackFile;
-    symlinkSync(victim, join(dir, 'stack.json.tmp')); // where the file used to be written before its rename
+    symlinkSync(victim, join(dir, 'stack.json.tmp')); // a predictable temporary name: the write must not go through it
     writeStackFile(dir, stack);
     writeStackFile(dir, stack);
     expect(readFileSync(victim, 'utf8')).toBe('untouched\n');

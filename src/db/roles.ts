@@ -14,8 +14,8 @@ export const OPERATOR_ROLE = 'cronledger_operator';
 /** The admin page's role: SELECT only (migrations/001_baseline.sql, at its end). */
 export const READONLY_ROLE = 'cronledger_readonly';
 /**
- * Held the worker's and the operator's jobs until migration 032, which took every privilege from it. It stays a role
- * without login and without password only because migration 001 checks that it exists and grants to it.
+ * A role without login, password or privilege (migration 032 revokes what migration 001 grants it). It exists only
+ * because migration 001 checks that it does and grants to it.
  */
 export const RETIRED_APP_ROLE = 'cronledger_app';
 
