@@ -15,6 +15,8 @@ import { wantedTaskSchedule } from '../src/schedules/apply-tasks';
 import { appliedFingerprintOf } from '../src/schedules/schedule-memos';
 import { parseTasksFile } from '../src/tasks/tasks-file';
 import { budgetPauseReason, notePausedFor, taskNoteOf } from '../src/task-note';
+import { UserError } from '../src/errors';
+import { Client } from '@temporalio/client';
 
 let ctx: TestContext;
 const dir = mkdtempSync(join(tmpdir(), 'cronledger-tasks-'));
@@ -459,6 +461,44 @@ describe('a schedule update', () => {
       const after = await describeSchedule(ctx.client, 'cron-raced-budget');
       expect(appliedFingerprintOf(after)).toBe(changed.fingerprint);
       expect([after.state.paused, after.state.note]).toEqual([true, taskNoteOf(raced('5 * * * *'), reason)]);
+    } finally {
+      await handle.delete();
+    }
+  });
+
+  it('gives up after 5 updates that each met a change, with an error that says to run the command again, the schedule as the racer left it', async () => {
+    const raced = (cron: string) =>
+      parseTasksFile({ tasks: [task('raced-often', { cron })], monthlyReport: false, budgetSweep: false }).tasks[0]!;
+    const taskQueue = ctx.env.CRONLEDGER_TASK_QUEUE as string;
+    const first = wantedTaskSchedule(raced('*/15 * * * *'), taskQueue);
+    expect((await reconcileSchedule(ctx.client, first)).outcome).toBe('created');
+    const handle = ctx.client.schedule.getHandle('cron-raced-often');
+    // The racers meet by construction: every update this client sends is preceded by a real pause or unpause with a
+    // new note, made through the test's own client after the describe the update was made from.
+    const service = ctx.client.connection.workflowService;
+    let sent = 0;
+    const racedService = Object.create(service) as typeof service;
+    const updateSchedule = async (request: Parameters<typeof service.updateSchedule>[0]) => {
+      sent++;
+      await (sent % 2 === 1 ? handle.pause(`racer ${sent}`) : handle.unpause(`racer ${sent}`));
+      return service.updateSchedule(request);
+    };
+    Object.defineProperty(racedService, 'updateSchedule', { value: updateSchedule });
+    const connection = Object.create(ctx.client.connection) as typeof ctx.client.connection;
+    Object.defineProperty(connection, 'workflowService', { value: racedService });
+    const client = new Client({ connection, namespace: ctx.client.options.namespace });
+    try {
+      const changed = wantedTaskSchedule(raced('5 * * * *'), taskQueue);
+      const failed = await reconcileSchedule(client, changed).catch((err: unknown) => err);
+      expect(failed).toBeInstanceOf(UserError);
+      expect((failed as UserError).message).toBe(
+        'schedule cron-raced-often changed under each of 5 updates (something else keeps pausing or updating it); run the command again',
+      );
+      expect((failed as UserError).exitCode).toBe(1);
+      expect(sent).toBe(5);
+      const after = await describeSchedule(ctx.client, 'cron-raced-often');
+      expect(appliedFingerprintOf(after)).toBe(first.fingerprint);
+      expect([after.state.paused, after.state.note]).toEqual([true, 'racer 5']);
     } finally {
       await handle.delete();
     }

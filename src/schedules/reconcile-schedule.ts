@@ -55,8 +55,10 @@ export async function reconcileFrom(client: Client, wanted: WantedSchedule, befo
       return { outcome: sent === 0 ? 'unchanged' : 'updated', before };
     }
     if (sent === MAX_UPDATES) {
-      throw new Error(
+      // the CLI prints a UserError's message alone; exit 1: not bad input, a schedule that kept changing
+      throw new UserError(
         `schedule ${options.scheduleId} changed under each of ${MAX_UPDATES} updates (something else keeps pausing or updating it); run the command again`,
+        1,
       );
     }
     await updateIfUnchanged(client, current, {
