@@ -1,3 +1,4 @@
+import { startTestAdmin } from './support/admin-server';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
@@ -6,7 +7,7 @@ import type pg from 'pg';
 import type { BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { BudgetRow } from '../src/admin/admin-data';
-import { startAdminServer, type RunningAdmin } from '../src/admin/server';
+import type { RunningAdmin } from '../src/admin/server';
 import { budgetStatusOfAll } from '../src/budgets/budget-status';
 import { monthForecast, type TaskSchedules } from '../src/forecast/month-forecast';
 import { recordForecast } from '../src/forecast/forecast-records';
@@ -103,7 +104,7 @@ beforeAll(async () => {
   ]);
 
   readonly = createPool(readOnlySessionUrl(ctx.readonlyDatabaseUrl), 4);
-  admin = await startAdminServer({ pool: readonly, client: ctx.client, namespace: ctx.namespace, host: '127.0.0.1', port: 0 });
+  admin = await startTestAdmin(ctx, readonly);
   for (const width of WIDTHS) {
     const profile = mkdtempSync(join(tmpdir(), 'cronledger-admin-chromium-'));
     profiles.push(profile);

@@ -1,14 +1,12 @@
+import { clientThrough, createTaskSchedules, startTestAdmin } from './support/admin-server';
 import { InterceptingCall, type Interceptor } from '@grpc/grpc-js';
-import { Client, Connection, defaultGrpcRetryOptions, makeGrpcRetryInterceptor } from '@temporalio/client';
+import { type Client } from '@temporalio/client';
 import parsePrometheus from 'parse-prometheus-text-format';
 import type pg from 'pg';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import type { MissedSlotsView } from '../src/admin/pages';
-import { startAdminServer, type RunningAdmin } from '../src/admin/server';
-import { recordAppliedTasks } from '../src/db/applied-tasks';
+import type { RunningAdmin } from '../src/admin/server';
 import { createPool, readOnlySessionUrl } from '../src/db/pool';
-import { recordTaskVersions } from '../src/db/task-versions';
-import { scheduleOptionsFor, taskFingerprint } from '../src/schedules/task-schedule';
 import { parseTasksFile } from '../src/tasks/tasks-file';
 import { runCli } from './support/cli';
 import { createTestContext, type TestContext } from './support/context';
@@ -81,19 +79,12 @@ beforeAll(async () => {
   ctx = await createTestContext(import.meta.url);
   readonly = createPool(readOnlySessionUrl(ctx.readonlyDatabaseUrl), 4);
   // The retry interceptor is Temporal's default; the counter sits inside it and counts each answered request.
-  const connection = await Connection.connect({
-    address: ctx.temporalAddress,
-    interceptors: [makeGrpcRetryInterceptor(defaultGrpcRetryOptions()), rpcs.interceptor],
-  });
-  adminClient = new Client({ connection, namespace: ctx.namespace });
-  admin = await startAdminServer({
-    pool: readonly,
+  adminClient = await clientThrough(ctx, rpcs.interceptor);
+  admin = await startTestAdmin(ctx, readonly, {
     client: adminClient,
-    namespace: ctx.namespace,
-    host: '127.0.0.1',
-    port: 0,
     missedSlotGraceMs: GRACE_MS,
     missedSlotCacheMs: CACHE_MS,
+    metricsCacheMs: undefined, // the scrapes share the check through the metrics' own cache too, as deployed
   });
 });
 
@@ -139,13 +130,7 @@ it(
   'concurrent page loads and scrapes within the window make one round of Temporal calls, and one after it recomputes',
   { timeout: 300_000 },
   async () => {
-    const versions = TASKS.map((task) => ({ taskId: task.id, fingerprint: taskFingerprint(task, NOBODY_POLLS), definition: task }));
-    await recordTaskVersions(ctx.operatorPool, versions);
-    for (const task of TASKS) await ctx.client.schedule.create(scheduleOptionsFor(task, NOBODY_POLLS));
-    await recordAppliedTasks(
-      ctx.operatorPool,
-      TASKS.map((t) => t.id),
-    );
+    await createTaskSchedules(ctx, TASKS, () => NOBODY_POLLS);
     const created = (await describeSchedule(ctx.client, 'cron-every-minute')).info.createdAt.getTime();
     // A slot at least 10 s after creation; the first check runs before it is due, with the check range already open.
     const slot = Math.ceil((created + 10_000) / 60_000) * 60_000;

@@ -1,15 +1,13 @@
+import { createTaskSchedules, startTestAdmin } from './support/admin-server';
 import parsePrometheus from 'parse-prometheus-text-format';
 import type pg from 'pg';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { DEFAULT_MISSED_SLOT_CACHE_MS, startAdminServer, type RunningAdmin } from '../src/admin/server';
+import { DEFAULT_MISSED_SLOT_CACHE_MS, type RunningAdmin } from '../src/admin/server';
 import type { MissedSlotsView } from '../src/admin/pages';
-import { recordAppliedTasks } from '../src/db/applied-tasks';
 import { createPool, readOnlySessionUrl } from '../src/db/pool';
 import { applyPrices, loadPricesFile } from '../src/ledger/prices';
 import { operateOnTask } from '../src/schedules/manage-task';
 import { missedSlots, type TaskSlotCheck } from '../src/schedules/missed-slots';
-import { recordTaskVersions } from '../src/db/task-versions';
-import { scheduleOptionsFor, taskFingerprint } from '../src/schedules/task-schedule';
 import { parseTasksFile } from '../src/tasks/tasks-file';
 import { createTestContext, type TestContext } from './support/context';
 import { waitFor } from './support/wait';
@@ -48,14 +46,7 @@ beforeAll(async () => {
   ctx = await createTestContext(import.meta.url);
   await applyPrices(ctx.operatorPool, loadPricesFile('prices/standard.json'), 'test');
   readonly = createPool(readOnlySessionUrl(ctx.readonlyDatabaseUrl), 4);
-  admin = await startAdminServer({
-    pool: readonly,
-    client: ctx.client,
-    namespace: ctx.namespace,
-    host: '127.0.0.1',
-    port: 0,
-    missedSlotGraceMs: GRACE_MS,
-  });
+  admin = await startTestAdmin(ctx, readonly, { missedSlotGraceMs: GRACE_MS });
 });
 
 afterAll(async () => {
@@ -95,13 +86,7 @@ it(
   async () => {
     // The same schedules `tasks apply` makes, two on a queue a worker polls and three on one nobody polls.
     const queueOf = (task: (typeof TASKS)[number]) => (POLLED.has(task.id) ? ctx.taskQueue : NOBODY_POLLS);
-    const versions = TASKS.map((task) => ({ taskId: task.id, fingerprint: taskFingerprint(task, queueOf(task)), definition: task }));
-    await recordTaskVersions(ctx.operatorPool, versions);
-    for (const task of TASKS) await ctx.client.schedule.create(scheduleOptionsFor(task, queueOf(task)));
-    await recordAppliedTasks(
-      ctx.operatorPool,
-      TASKS.map((t) => t.id),
-    );
+    await createTaskSchedules(ctx, TASKS, queueOf);
     const created = (await describeSchedule(ctx.client, 'cron-unpolled')).info.createdAt.getTime();
     const first = Math.ceil((created + 1) / 60_000) * 60_000; // the first slot after creation
     const second = first + 60_000;

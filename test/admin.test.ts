@@ -1,3 +1,4 @@
+import { startTestAdmin } from './support/admin-server';
 import { spawn } from 'node:child_process';
 import { request } from 'node:http';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -74,15 +75,7 @@ beforeAll(async () => {
   });
 
   readonly = createPool(readOnlySessionUrl(ctx.readonlyDatabaseUrl), 4);
-  admin = await startAdminServer({
-    pool: readonly,
-    client: ctx.client,
-    namespace: ctx.namespace,
-    uiUrl: inject('stack').uiUrl,
-    host: '127.0.0.1',
-    port: 0,
-    metricsCacheMs: 0, // tests here change the ledger and scrape at once; the cache has its own test
-  });
+  admin = await startTestAdmin(ctx, readonly);
   profile = mkdtempSync(join(tmpdir(), 'cronledger-admin-chromium-'));
   browser = await launchChromium(profile, { width: 1280, height: 900 });
   profileWithoutCsp = mkdtempSync(join(tmpdir(), 'cronledger-admin-chromium-'));

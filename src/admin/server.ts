@@ -70,6 +70,11 @@ export interface AdminOptions {
   payloadCodec?: PayloadCodec;
   /** How long one listing of the schedules serves every Tasks page and /api/tasks call (default 30 seconds). */
   tasksCacheMs?: number;
+  /**
+   * How long a page waits for Temporal's part (the schedule listing, the missed-slot check) before it shows the last
+   * one computed, or says it is still coming; the computation goes on for the next request (default 10 seconds).
+   */
+  temporalWaitMs?: number;
   /** How long one /metrics text serves every scrape (default 10 seconds; 0: only concurrent ones). */
   metricsCacheMs?: number;
   /** How long a login session lasts (default 12 hours). */
@@ -78,6 +83,9 @@ export interface AdminOptions {
 
 /** 30 s: two Prometheus scrapes at the usual 15 s share one check, and a figure is never older than the interval. */
 export const DEFAULT_MISSED_SLOT_CACHE_MS = 30_000;
+
+/** 10 s: a page that waits longer for a busy Temporal server looks broken; the last listing is usually minutes old at most. */
+export const DEFAULT_TEMPORAL_WAIT_MS = 10_000;
 
 export const ADMIN_COOKIE = 'cronledger_admin';
 
@@ -131,6 +139,9 @@ export function createAdminApp(opts: AdminOptions): Hono<{ Bindings: HttpBinding
     windowMs: opts.missedSlotWindowMs ?? DEFAULT_MISSED_SLOT_WINDOW_MS,
   };
   const client = opts.client;
+  const temporalWaitMs = opts.temporalWaitMs ?? DEFAULT_TEMPORAL_WAIT_MS;
+  const stillComing = (what: string) =>
+    `${what} has not finished within ${temporalWaitMs / 1000} s (Temporal is answering slowly); it goes on, and a later load shows it`;
   // One check for the whole process: every page, API call and scrape within the window reads the same result, and
   // those arriving while it runs await it (each check costs Temporal calls per task).
   const sharedCheck = client
@@ -153,7 +164,10 @@ export function createAdminApp(opts: AdminOptions): Hono<{ Bindings: HttpBinding
     const unchecked = { checkedAt: null, ageSeconds: null, tasks: [] };
     if (!sharedCheck) return { ...settings, ...unchecked, error: 'no Temporal connection' };
     try {
-      const { value, computedAt } = await sharedCheck.get();
+      const checked = await sharedCheck.within(temporalWaitMs);
+      const done = 'pending' in checked ? checked.last : checked;
+      if (!done) return { ...settings, ...unchecked, error: stillComing('the missed-slot check') };
+      const { value, computedAt } = done;
       const ageSeconds = Math.max(0, Math.floor((Date.now() - computedAt.getTime()) / 1000));
       return { ...settings, error: null, checkedAt: computedAt.toISOString(), ageSeconds, tasks: value };
     } catch (err) {
@@ -293,7 +307,10 @@ export function createAdminApp(opts: AdminOptions): Hono<{ Bindings: HttpBinding
     : undefined;
   const tasks = async (c: Context) => {
     if (!sharedListing) return { error: 'no Temporal connection' };
-    const [{ value: listing }, slots] = await Promise.all([sharedListing.get(), missedSlotsView()]);
+    const [listed, slots] = await Promise.all([sharedListing.within(temporalWaitMs), missedSlotsView()]);
+    const done = 'pending' in listed ? listed.last : listed;
+    if (!done) return { error: stillComing('the listing of the schedules') };
+    const listing = done.value;
     const pauses = await taskBudgetPauses(opts.pool, await monthQuery(c));
     // One query for every task's recent runs: a query per task queued 1,000 of them on the admin's 4 connections.
     const recent = await latestRunsWithCostPerTask(

@@ -12,8 +12,16 @@ export interface Computed<T> {
   computedAt: Date;
 }
 
+/** A computation that had not finished within the wait: it goes on, and `last` is the previous result, if any. */
+export interface StillComputing<T> {
+  pending: true;
+  last?: Computed<T>;
+}
+
 export interface SharedResult<T> {
   get(): Promise<Computed<T>>;
+  /** get(), waiting at most `waitMs` for a computation in flight: a page is never held longer by a slow source. */
+  within(waitMs: number): Promise<Computed<T> | StillComputing<T>>;
 }
 
 export function sharedResult<T>(
@@ -23,7 +31,18 @@ export function sharedResult<T>(
   const clock = opts.clock ?? Date.now;
   let last: Computed<T> | undefined;
   let inFlight: Promise<Computed<T>> | undefined;
-  return {
+  const shared: SharedResult<T> = {
+    async within(waitMs: number): Promise<Computed<T> | StillComputing<T>> {
+      let timer: NodeJS.Timeout | undefined;
+      const waited = new Promise<StillComputing<T>>((resolve) => {
+        timer = setTimeout(() => resolve({ pending: true, ...(last ? { last } : {}) }), waitMs);
+      });
+      try {
+        return await Promise.race([shared.get(), waited]);
+      } finally {
+        clearTimeout(timer);
+      }
+    },
     get(): Promise<Computed<T>> {
       if (last && clock() - last.computedAt.getTime() < opts.maxAgeMs) return Promise.resolve(last);
       if (inFlight) return inFlight;
@@ -42,4 +61,5 @@ export function sharedResult<T>(
       return flight;
     },
   };
+  return shared;
 }

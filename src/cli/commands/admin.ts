@@ -19,6 +19,7 @@ interface AdminCommandOptions {
   missedSlotGrace: string;
   missedSlotWindow: string;
   missedSlotCache: string;
+  temporalWait: string;
 }
 
 /**
@@ -41,6 +42,11 @@ export function registerAdminCommand(program: Command): void {
       'how long one missed-slot check serves every page, API call and scrape (0s: only those arriving while it runs)',
       '30s',
     )
+    .option(
+      '--temporal-wait <duration>',
+      'how long a page waits for the schedule listing or the missed-slot check before it shows the last one (they go on)',
+      '10s',
+    )
     // `dev up` ties the process it starts to its data dir with this marker, as it does its workers.
     .addOption(new Option('--stack-marker <dir>').hideHelp())
     .action(async (opts: AdminCommandOptions) => {
@@ -48,6 +54,8 @@ export function registerAdminCommand(program: Command): void {
       const missedSlotGraceMs = durationOption('--missed-slot-grace', opts.missedSlotGrace);
       const missedSlotWindowMs = durationOption('--missed-slot-window', opts.missedSlotWindow);
       const missedSlotCacheMs = durationOption('--missed-slot-cache', opts.missedSlotCache);
+      const temporalWaitMs = durationOption('--temporal-wait', opts.temporalWait);
+      if (temporalWaitMs === 0) throw new UserError('--temporal-wait 0 would never show a fresh listing; give a duration such as 10s');
       if (missedSlotWindowMs === 0) throw new UserError('--missed-slot-window 0 checks nothing; give a duration such as 24h');
       try {
         parseFactor(opts.anomalyFactor);
@@ -82,6 +90,7 @@ export function registerAdminCommand(program: Command): void {
           missedSlotGraceMs,
           missedSlotWindowMs,
           missedSlotCacheMs,
+          temporalWaitMs,
           payloadCodec: payloadKeys && new EncryptionCodec(payloadKeys),
         });
         process.stdout.write(`cronledger admin on ${server.url}${token ? ' (token required)' : ''}\n`);
