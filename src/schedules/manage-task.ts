@@ -91,7 +91,10 @@ export async function operateOnTask(client: Client, taskId: string, op: TaskOper
       return handle.pause(task ? taskNoteOf(task, reason) : reason);
     }
     case 'resume':
-      return resumeSchedule(handle, task ? taskNoteOf(task) : 'resumed with cronledger tasks resume');
+      return resumeSchedule(client, described, (d) => {
+        const now = appliedTaskOf(d)?.task;
+        return now ? taskNoteOf(now) : 'resumed with cronledger tasks resume';
+      });
     case 'delete':
       return handle.delete();
   }

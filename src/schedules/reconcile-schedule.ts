@@ -2,7 +2,7 @@ import { ScheduleAlreadyRunning, type Client, type ScheduleDescription, type Sch
 import { UserError } from '../errors';
 import { describeOrUndefined, describeSchedule } from './describe-schedule';
 import { appliedFingerprintOf, isManagedSchedule } from './schedule-memos';
-import { updateIfUnchanged } from './update-if-unchanged';
+import { keptChanging, MAX_DROPPED_UPDATES, updateIfUnchanged } from './update-if-unchanged';
 
 export type ReconcileResult =
   | { outcome: 'created' }
@@ -54,13 +54,7 @@ export async function reconcileFrom(client: Client, wanted: WantedSchedule, befo
     if (appliedFingerprintOf(current) === wanted.fingerprint && (!state || sameState(state, current.state))) {
       return { outcome: sent === 0 ? 'unchanged' : 'updated', before };
     }
-    if (sent === MAX_UPDATES) {
-      // the CLI prints a UserError's message alone; exit 1: not bad input, a schedule that kept changing
-      throw new UserError(
-        `schedule ${options.scheduleId} changed under each of ${MAX_UPDATES} updates (something else keeps pausing or updating it); run the command again`,
-        1,
-      );
-    }
+    if (sent === MAX_DROPPED_UPDATES) throw keptChanging(options.scheduleId);
     await updateIfUnchanged(client, current, {
       spec: options.spec,
       action: options.action,
@@ -70,9 +64,6 @@ export async function reconcileFrom(client: Client, wanted: WantedSchedule, befo
     current = await describeSchedule(client, options.scheduleId);
   }
 }
-
-/** How many updates one reconcile sends, each dropped because the schedule changed since its describe, before it gives up. */
-const MAX_UPDATES = 5;
 
 /** A schedule's pause state and note, as `stateOf` sees and returns them. */
 export type ScheduleState = { paused: boolean; note?: string };

@@ -8,6 +8,7 @@ import {
   encodeScheduleState,
 } from '@temporalio/client/lib/schedule-helpers.js';
 import { randomUUID } from 'node:crypto';
+import { UserError } from '../errors';
 
 /**
  * Replaces the schedule's spec, action, policies and state with `updated`, unless anything changed it since `current`
@@ -35,3 +36,13 @@ export async function updateIfUnchanged(client: Client, current: ScheduleDescrip
     requestId: randomUUID(),
   });
 }
+
+/** How many updates one caller sends, each dropped because the schedule changed since its describe, before giving up. */
+export const MAX_DROPPED_UPDATES = 5;
+
+/** What a caller throws when each of its MAX_DROPPED_UPDATES updates met a change: exit 1, message only (a UserError). */
+export const keptChanging = (scheduleId: string): UserError =>
+  new UserError(
+    `schedule ${scheduleId} changed under each of ${MAX_DROPPED_UPDATES} updates (something else keeps pausing or updating it); run the command again`,
+    1,
+  );
