@@ -84,7 +84,7 @@ export interface AdminOptions {
 /** 30 s: two Prometheus scrapes at the usual 15 s share one check, and a figure is never older than the interval. */
 export const DEFAULT_MISSED_SLOT_CACHE_MS = 30_000;
 
-/** 10 s: a page that waits longer for a busy Temporal server looks broken; the last listing is usually minutes old at most. */
+/** 10 s: a page held longer by a busy Temporal server looks broken; it shows the last listing or check instead. */
 export const DEFAULT_TEMPORAL_WAIT_MS = 10_000;
 
 export const ADMIN_COOKIE = 'cronledger_admin';

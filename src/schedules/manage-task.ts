@@ -91,9 +91,10 @@ export async function operateOnTask(client: Client, taskId: string, op: TaskOper
       return handle.pause(task ? taskNoteOf(task, reason) : reason);
     }
     case 'resume':
+      // the note from the schedule as each describe finds it: an apply that came in between has the last word on the cron
       return resumeSchedule(client, described, (d) => {
-        const now = appliedTaskOf(d)?.task;
-        return now ? taskNoteOf(now) : 'resumed with cronledger tasks resume';
+        const applied = appliedTaskOf(d)?.task;
+        return applied ? taskNoteOf(applied) : 'resumed with cronledger tasks resume';
       });
     case 'delete':
       return handle.delete();
