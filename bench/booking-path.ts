@@ -9,7 +9,7 @@
  *                    row a booking writes) disabled on the bench's own database: what the statement costs without them
  *   recordUsage      node: the booking function that returns the whole ledger row (validation, then that statement)
  *   bookCall         node: what the worker's booking step calls: the same statement, reading back only the entry,
- *                    its cost and the columns the conflict check compares
+ *                    its cost and its price version, the conflict check made in the statement
  *
  * Each client books for its own user (a thousand users booking at 09:00, not one user's hot month row). The phases
  * alternate raw / book_usage / no_bookkeeping / recordUsage / bookCall for --rounds rounds and the ratios use the sums, so drift on the shared

@@ -63,28 +63,27 @@ export class LedgerConflictError extends Error {
  * Returns the whole row; the worker's booking step, which needs only the entry and its cost, calls bookCall.
  */
 export async function recordUsage(pool: pg.Pool | pg.PoolClient, booking: UsageBooking): Promise<LedgerEntry> {
-  return book<LedgerEntry>(pool, booking, 'book-usage', '*');
+  return book<LedgerEntry>(pool, booking, 'book-usage', 'b.*');
 }
 
 /** What the worker's booking step needs of the row: the entry, its cost (exact decimal string) and its price version. */
 export type BookedCall = Pick<LedgerEntry, 'id' | 'cost_usd' | 'price_version'>;
 
 /**
- * recordUsage, reading back only the entry, its cost and what the conflict check compares. The same statement, the
- * same guarantees. Reading back the whole row (26 columns, three of them timestamps) took a seventh to a fifth of node's
- * CPU per booking (BENCHMARKS.md, booking path), on the path every billed call takes.
+ * recordUsage, reading back only the entry, its cost and its price version. The same statement, the same guarantees.
+ * node's CPU per booking grows with the columns it reads back (each query's row description and parsers), on the
+ * path every billed call takes.
  */
 export async function bookCall(pool: pg.Pool | pg.PoolClient, booking: UsageBooking): Promise<BookedCall> {
-  const row = await book<ComparedColumns & BookedCall>(pool, booking, 'book-call', BOOKED_CALL_COLUMNS);
-  return { id: row.id, cost_usd: row.cost_usd, price_version: row.price_version };
+  return book<BookedCall>(pool, booking, 'book-call', BOOKED_CALL_COLUMNS);
 }
 
 /**
  * bookCall, and in the same statement and transaction, once the row booked (or found) is this call's, what closes a
  * completed run: its memory stored and its claim closed (store_memory_and_complete_run). One round trip for a run's
- * last booking. The row is this call's when every column bookCall compares holds what this booking expects, the check
- * bookCall makes in node, so a LedgerConflictError still leaves the run open. Every error is bookCall's: a refused
- * price or a database failure rolls back the completion with the booking.
+ * last booking. The row is this call's by the same comparison every booking makes (SAME_CALL), so a
+ * LedgerConflictError still leaves the run open. Every error is bookCall's: a refused price or a database failure
+ * rolls back the completion with the booking.
  */
 export async function bookCallAndCompleteRun(
   pool: pg.Pool | pg.PoolClient,
@@ -93,48 +92,70 @@ export async function bookCallAndCompleteRun(
   memory: MemoryInput,
 ): Promise<BookedCall> {
   const completing = [...completionParams(completion), ...memoryParams(memory)];
-  const expected = COMPARED_COLUMNS.map((name) => EXPECTED_IN_ROW[name](booking));
-  const row = await book<ComparedColumns & BookedCall>(pool, booking, 'book-call-and-complete-run', BOOKED_CALL_COLUMNS, (first) => {
-    const args = completing.map((_, i) => `$${first + i}`).join(', ');
-    const same = COMPARED_COLUMNS.map((name, i) => `b.${name} is not distinct from $${first + completing.length + i}`);
-    return {
-      join: `left join lateral (select store_memory_and_complete_run(${args}) where ${same.join(' and ')}) completed on true`,
-      values: [...completing, ...expected],
-    };
-  });
+  const row = await book<BookedCall>(pool, booking, 'book-call-and-complete-run', BOOKED_CALL_COLUMNS, (first) => ({
+    join: `left join lateral (select store_memory_and_complete_run(${completing.map((_, i) => `$${first + i}`).join(', ')}) where s.same) completed on true`,
+    values: completing,
+  }));
   return { id: row.id, cost_usd: row.cost_usd, price_version: row.price_version };
 }
 
 /**
- * What makes a row the same call: who, which execution, which model and kind, the outcome, the counts, the request.
- * Each compared column with the value this booking expects in it; bookCall reads back exactly these columns.
+ * book_usage's parameters in order ($1 to $22), each with what a booking passes. Those that name a column are what
+ * makes a row already under the key the same call: who, which execution, which model and kind, the outcome, the
+ * counts, the request.
  */
-const EXPECTED_IN_ROW = {
-  entry_type: () => 'usage',
-  user_id: (b: UsageBooking) => b.userId,
-  run_id: (b: UsageBooking) => b.runId,
-  model: (b: UsageBooking) => b.model,
-  kind: (b: UsageBooking) => b.kind,
-  status: (b: UsageBooking) => b.status,
-  attempt: (b: UsageBooking) => b.attempt,
-  prompt_tokens: (b: UsageBooking) => String(b.usage.promptTokens),
-  cached_prompt_tokens: (b: UsageBooking) => String(b.usage.cachedPromptTokens),
-  cache_write_5m_tokens: (b: UsageBooking) => String(b.usage.cacheWrite5mTokens),
-  cache_write_1h_tokens: (b: UsageBooking) => String(b.usage.cacheWrite1hTokens),
-  completion_tokens: (b: UsageBooking) => String(b.usage.completionTokens),
-  reasoning_tokens: (b: UsageBooking) => String(b.usage.reasoningTokens),
-  service_tier: (b: UsageBooking) => b.usage.serviceTier,
-  provider_request_id: (b: UsageBooking) => b.providerRequestId,
-} satisfies Partial<Record<keyof LedgerEntry, (b: UsageBooking) => unknown>>;
-type ComparedColumns = Pick<LedgerEntry, keyof typeof EXPECTED_IN_ROW>;
-const COMPARED_COLUMNS = Object.keys(EXPECTED_IN_ROW) as (keyof typeof EXPECTED_IN_ROW)[];
-const BOOKED_CALL_COLUMNS = `b.id, b.cost_usd, b.price_version, ${COMPARED_COLUMNS.map((name) => `b.${name}`).join(', ')}`;
+const BOOK_USAGE_PARAMS: { of: (b: UsageBooking) => unknown; column?: keyof LedgerEntry }[] = [
+  { of: usageKey },
+  { of: (b) => b.userId, column: 'user_id' },
+  { of: (b) => b.runId, column: 'run_id' },
+  { of: (b) => b.workflowId ?? null },
+  { of: (b) => b.taskId },
+  { of: (b) => b.model, column: 'model' },
+  { of: (b) => b.providerModel },
+  { of: (b) => b.kind, column: 'kind' },
+  { of: (b) => b.status, column: 'status' },
+  { of: (b) => b.attempt, column: 'attempt' },
+  { of: (b) => b.usage.promptTokens, column: 'prompt_tokens' },
+  { of: (b) => b.usage.cachedPromptTokens, column: 'cached_prompt_tokens' },
+  { of: (b) => b.usage.completionTokens, column: 'completion_tokens' },
+  { of: (b) => b.usage.reasoningTokens, column: 'reasoning_tokens' },
+  { of: (b) => b.usage.cacheWrite5mTokens, column: 'cache_write_5m_tokens' },
+  { of: (b) => b.usage.cacheWrite1hTokens, column: 'cache_write_1h_tokens' },
+  { of: (b) => b.usage.serviceTier, column: 'service_tier' },
+  { of: (b) => b.providerRequestId, column: 'provider_request_id' },
+  { of: (b) => b.workerId },
+  { of: (b) => b.inputTruncatedFrom ?? null },
+  { of: (b) => b.occurredAt ?? null },
+  { of: (b) => b.usageReceivedAt ?? null },
+];
+
+/** Each compared column of the row `b`, with what this booking expects in it: in SQL, and as node sees it. */
+const COMPARED = [
+  { column: 'entry_type', sql: `'usage'`, of: (): unknown => 'usage' },
+  ...BOOK_USAGE_PARAMS.flatMap(({ of, column }, i) => (column ? [{ column, sql: `$${i + 1}`, of }] : [])),
+];
 
 /**
- * The booking statement, named (parsed and planned once per connection), reading back `columns` of the row `b`;
- * `then` joins a step to it, given the number of its first parameter (they follow book_usage's).
+ * The booking, and whether the row under the key is this booking's call (`s.same`). Compared in the statement, so a
+ * booking reads back no more than it needs; only a conflict reads the compared columns (as text, `booked`) to say
+ * what differs.
  */
-async function book<Row extends ComparedColumns>(
+const SAME_CALL = COMPARED.map(({ column, sql }) => `b.${column} is not distinct from ${sql}`).join(' and ');
+const BOOKED_WHEN_NOT_SAME = `case when s.same then null else array[${COMPARED.map(({ column }) => `b.${column}::text`).join(', ')}] end`;
+const BOOKING = `book_usage(${BOOK_USAGE_PARAMS.map((_, i) => `$${i + 1}`).join(', ')}) b cross join lateral (select ${SAME_CALL} as same) s`;
+const BOOKED_CALL_COLUMNS = 'b.id, b.cost_usd, b.price_version';
+
+interface Compared {
+  same: boolean;
+  booked: (string | null)[] | null;
+}
+
+/**
+ * The booking statement, named (parsed and planned once per connection), reading back `columns` of the row `b` and
+ * whether it is this call's (`s.same`); `then` joins a step to it, given the number of its first parameter (they
+ * follow book_usage's).
+ */
+async function book<Row>(
   pool: pg.Pool | pg.PoolClient,
   booking: UsageBooking,
   name: string,
@@ -143,50 +164,25 @@ async function book<Row extends ComparedColumns>(
 ): Promise<Row> {
   const key = usageKey(booking);
   validateUsage(booking.usage, `usage for ${key}`);
-  const u = booking.usage;
-  const joined = then?.(23); // book_usage's parameters are $1 to $22
+  const joined = then?.(BOOK_USAGE_PARAMS.length + 1);
   const { rows } = await pool
-    .query<Row>({
+    .query<Row & Compared>({
       name,
-      text: `select ${columns} from book_usage($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22) b ${joined?.join ?? ''}`,
-      values: [
-        key,
-        booking.userId,
-        booking.runId,
-        booking.workflowId ?? null,
-        booking.taskId,
-        booking.model,
-        booking.providerModel,
-        booking.kind,
-        booking.status,
-        booking.attempt,
-        u.promptTokens,
-        u.cachedPromptTokens,
-        u.completionTokens,
-        u.reasoningTokens,
-        u.cacheWrite5mTokens,
-        u.cacheWrite1hTokens,
-        u.serviceTier,
-        booking.providerRequestId,
-        booking.workerId,
-        booking.inputTruncatedFrom ?? null,
-        booking.occurredAt ?? null,
-        booking.usageReceivedAt ?? null,
-        ...(joined?.values ?? []),
-      ],
+      text: `select ${columns}, s.same, ${BOOKED_WHEN_NOT_SAME} as booked from ${BOOKING} ${joined?.join ?? ''}`,
+      values: [...BOOK_USAGE_PARAMS.map(({ of }) => of(booking)), ...(joined?.values ?? [])],
     })
     .catch((err: unknown) => {
       throw fromDatabaseError(err);
     });
-  const row = rows[0];
-  const differences = differencesFrom(row, booking);
-  if (differences.length > 0) throw new LedgerConflictError(key, differences);
-  return row;
+  const { same, booked: had, ...row } = rows[0];
+  if (!same) throw new LedgerConflictError(key, differences(had ?? [], booking));
+  return row as Row;
 }
 
-function differencesFrom(row: ComparedColumns, b: UsageBooking): string[] {
-  return COMPARED_COLUMNS.flatMap((name) => {
-    const [had, want] = [row[name], EXPECTED_IN_ROW[name](b)];
-    return had === want ? [] : [`${name}: booked ${String(had)}, now ${String(want)}`];
+function differences(booked: (string | null)[], b: UsageBooking): string[] {
+  const text = (v: unknown): string | null => (v === null || v === undefined ? null : String(v));
+  return COMPARED.flatMap(({ column, of }, i) => {
+    const [had, want] = [booked[i], text(of(b))];
+    return had === want ? [] : [`${column}: booked ${String(had)}, now ${String(want)}`];
   });
 }
