@@ -1471,13 +1471,14 @@ begin
   end if;
   v_limit := v_budget.monthly_limit_usd;
 
-  -- Lock-free: each call's key and its worst case at its own model, and their sum, as arrays in the calls' order.
-  select array_agg(p_run_id || ':' || w.step || ':' || w.attempt order by w.n), array_agg(w.step order by w.n),
+  -- Lock-free: each call's key (the ledger key of the booking that settles it, as the worker makes it: usageKey in
+  -- src/ledger/record-usage.ts) and its worst case at its own model, and their sum, as arrays in the calls' order.
+  select array_agg(w.key order by w.n), array_agg(w.step order by w.n),
          array_agg(w.model order by w.n), array_agg(w.cost order by w.n), bool_and(w.cost is not null), sum(w.cost)
     into v_keys, v_steps, v_models, v_costs, v_priced, v_default_worst
-    from (select e.n, e.step, e.attempt, e.model,
+    from (select e.n, e.key, e.step, e.model,
                  worst_case_call_cost(e.kind, e.prompt, e.completion, e.tier, p) as cost
-            from (select j.n, j.c ->> 'step' as step, j.c ->> 'attempt' as attempt, j.c ->> 'model' as model, j.c ->> 'kind' as kind,
+            from (select j.n, j.c ->> 'key' as key, j.c ->> 'step' as step, j.c ->> 'model' as model, j.c ->> 'kind' as kind,
                          (j.c ->> 'prompt')::bigint as prompt, (j.c ->> 'completion')::bigint as completion, j.c ->> 'tier' as tier
                     from jsonb_array_elements(p_calls) with ordinality j(c, n) offset 0) e -- OFFSET 0: each field read once
             left join lateral price_version_at(e.model, v_at) p on true) w;

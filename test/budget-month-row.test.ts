@@ -121,7 +121,7 @@ describe('a booking and a decision of the same month', () => {
         user,
         `${user}-r2`,
         `${user}-r2`,
-        callsJson(request(user, `${user}-r2`).calls),
+        callsJson(`${user}-r2`, request(user, `${user}-r2`).calls),
       ]);
       expect({ spent: rows[0].d.spentUsd, reserved: rows[0].d.reservedUsd }).toEqual({
         spent: await numeric('1'),

@@ -1,6 +1,7 @@
 import type pg from 'pg';
 import { claimValues, type ClaimOutcome, type ClaimRequest } from '../db/runs';
 import { fromDatabaseError } from '../ledger/prices';
+import { usageKey } from '../ledger/record-usage';
 import type { CallKind, TokenUsage } from '../models/provider';
 import { atto, usdOf, type Tier } from './tier';
 
@@ -112,7 +113,7 @@ export async function reserveBudget(pool: pg.Pool, req: ReserveRequest): Promise
         req.userId,
         req.runId,
         req.workflowId,
-        callsJson(req.calls),
+        callsJson(req.runId, req.calls),
         req.mayDowngrade,
         req.expirySeconds,
         req.at ?? null,
@@ -143,7 +144,13 @@ export async function claimAndReserve(
     .query<{ result: { claim: ClaimOutcome; decision: DecisionRow | null } }>({
       name: 'claim-and-reserve',
       text: 'select claim_and_reserve($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) as result',
-      values: [...claimValues(claim), callsJson(req.calls), req.expirySeconds, req.at ?? null, req.maxCostPerRunUsd ?? null],
+      values: [
+        ...claimValues(claim),
+        callsJson(claim.temporalRunId, req.calls),
+        req.expirySeconds,
+        req.at ?? null,
+        req.maxCostPerRunUsd ?? null,
+      ],
     })
     .catch(rethrowPriced);
   const { claim: outcome, decision } = rows[0].result;
@@ -160,12 +167,15 @@ function rethrowPriced(err: unknown): never {
   throw fromDatabaseError(err);
 }
 
-/** The planned calls as reserve_budget reads them, with their worst-case counts. */
-export const callsJson = (calls: PlannedCall[]): string =>
+/**
+ * The planned calls as reserve_budget reads them, with their worst-case counts, each under the ledger key of the
+ * booking that will settle it (usageKey: the one place that key is made).
+ */
+export const callsJson = (runId: string, calls: PlannedCall[]): string =>
   JSON.stringify(
     calls.map((c) => ({
+      key: usageKey({ runId, step: c.step, attempt: c.attempt }),
       step: c.step,
-      attempt: c.attempt,
       kind: c.kind,
       model: c.model,
       prompt: c.worstCase.promptTokens,
