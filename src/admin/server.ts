@@ -20,7 +20,7 @@ import { listTasks } from '../schedules/manage-task';
 import { DEFAULT_MISSED_SLOT_GRACE_MS, DEFAULT_MISSED_SLOT_WINDOW_MS, missedSlots } from '../schedules/missed-slots';
 import { budgets, latestRuns, models, overview, parseMonthQuery, runPage, runView, taskBudgetPauses, userPage, users } from './admin-data';
 import { parseFactor } from './anomalies';
-import { sharedResult } from './shared-result';
+import { freshestOf, sharedResult } from './shared-result';
 import { CODEC_DECODE_PATH, CODEC_PATH, codecBodyLimit, codecCors, codecDecode } from './codec-endpoint';
 import { isLoopbackHost, LoginAttempts, printablePath, Sessions } from './guards';
 import { adminMetrics, DEFAULT_METRICS_CACHE_MS } from './metrics';
@@ -164,8 +164,7 @@ export function createAdminApp(opts: AdminOptions): Hono<{ Bindings: HttpBinding
     const unchecked = { checkedAt: null, ageSeconds: null, tasks: [] };
     if (!sharedCheck) return { ...settings, ...unchecked, error: 'no Temporal connection' };
     try {
-      const checked = await sharedCheck.within(temporalWaitMs);
-      const done = 'pending' in checked ? checked.last : checked;
+      const done = freshestOf(await sharedCheck.within(temporalWaitMs));
       if (!done) return { ...settings, ...unchecked, error: stillComing('the missed-slot check') };
       const { value, computedAt } = done;
       const ageSeconds = Math.max(0, Math.floor((Date.now() - computedAt.getTime()) / 1000));
@@ -308,7 +307,7 @@ export function createAdminApp(opts: AdminOptions): Hono<{ Bindings: HttpBinding
   const tasks = async (c: Context) => {
     if (!sharedListing) return { error: 'no Temporal connection' };
     const [listed, slots] = await Promise.all([sharedListing.within(temporalWaitMs), missedSlotsView()]);
-    const done = 'pending' in listed ? listed.last : listed;
+    const done = freshestOf(listed);
     if (!done) return { error: stillComing('the listing of the schedules') };
     const listing = done.value;
     const pauses = await taskBudgetPauses(opts.pool, await monthQuery(c));

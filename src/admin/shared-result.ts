@@ -18,6 +18,9 @@ export interface StillComputing<T> {
   last?: Computed<T>;
 }
 
+/** The freshest result `within` gave: the computation it waited for, else the last one, else none yet. */
+export const freshestOf = <T>(r: Computed<T> | StillComputing<T>): Computed<T> | undefined => ('pending' in r ? r.last : r);
+
 export interface SharedResult<T> {
   get(): Promise<Computed<T>>;
   /** get(), waiting at most `waitMs` for a computation in flight: a page is never held longer by a slow source. */
