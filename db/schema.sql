@@ -401,15 +401,15 @@ $$;
 -- Name: budget_month_figures(text, text, date, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.budget_month_figures(p_user_id text, p_zone text, p_month date, p_at timestamp with time zone, OUT spent numeric, OUT reserved numeric) RETURNS record
-    LANGUAGE plpgsql STABLE
+CREATE FUNCTION public.budget_month_figures(p_user_id text, p_zone text, p_month date, p_at timestamp with time zone) RETURNS TABLE(spent numeric, reserved numeric)
+    LANGUAGE sql STABLE
     AS $$
-begin
-  select coalesce((select m.spent_usd from budget_months m where m.user_id = p_user_id and m.time_zone = p_zone and m.month = p_month), 0),
-         (select coalesce(sum(r.amount_usd), 0) from budget_reservations r
-           where r.user_id = p_user_id and r.time_zone = p_zone and r.month = p_month and r.status = 'open' and r.expires_at > p_at)
-    into spent, reserved;
-end
+  select coalesce(m.spent_usd, 0), coalesce(r.reserved, 0)
+    from (select) one
+    left join budget_months m on m.user_id = p_user_id and m.time_zone = p_zone and m.month = p_month
+    left join lateral (select sum(o.amount_usd) as reserved from budget_reservations o
+                        where o.user_id = p_user_id and o.time_zone = p_zone and o.month = p_month and o.status = 'open'
+                          and o.expires_at > p_at) r on true
 $$;
 
 --
@@ -1464,7 +1464,7 @@ begin
   v_zone := case when v_has_budget then v_budget.time_zone else 'UTC' end;
   v_month := budget_month_of(v_at, v_zone);
   if not v_has_budget and v_cap is null then
-    v_figures := budget_month_figures(p_user_id, 'UTC', v_month, v_at);
+    select * into v_figures from budget_month_figures(p_user_id, 'UTC', v_month, v_at);
     return jsonb_build_object('tier', 'default', 'models', (select jsonb_object_agg(c ->> 'step', c ->> 'model') from jsonb_array_elements(p_calls) c),
       'worstCaseUsd', '0', 'eventIds', '[]'::jsonb, 'limitUsd', null, 'spentUsd', v_figures.spent::text,
       'reservedUsd', v_figures.reserved::text, 'timeZone', 'UTC', 'month', to_char(v_month, 'YYYY-MM'));
@@ -1493,7 +1493,7 @@ begin
   v_default_allowed := case when v_over_cap then null else v_default_worst end;
   if v_over_cap then
     if v_cheap.choice = 'blocked' then
-      v_figures := budget_month_figures(p_user_id, v_zone, v_month, v_at);
+      select * into v_figures from budget_month_figures(p_user_id, v_zone, v_month, v_at);
       return jsonb_build_object('tier', 'blocked', 'reason', 'max-cost-per-run', 'maxCostPerRunUsd', v_cap::text,
                'worstCaseUsd', least(v_default_worst, v_cheap.worst)::text, 'eventIds', '[]'::jsonb, 'limitUsd', v_limit::text,
                'spentUsd', v_figures.spent::text, 'reservedUsd', v_figures.reserved::text, 'timeZone', v_zone,
@@ -1502,7 +1502,7 @@ begin
   end if;
   if not v_has_budget then
     -- no budget, so nothing to reserve: the cap alone chose the models
-    v_figures := budget_month_figures(p_user_id, 'UTC', v_month, v_at);
+    select * into v_figures from budget_month_figures(p_user_id, 'UTC', v_month, v_at);
     return jsonb_build_object('tier', case when v_over_cap then 'cheap' else 'default' end,
              'models', jsonb_object(v_steps, case when v_over_cap then v_cheap.models else v_models end),
              'worstCaseUsd', '0', 'eventIds', '[]'::jsonb, 'limitUsd', null, 'spentUsd', v_figures.spent::text,
@@ -4148,12 +4148,12 @@ GRANT ALL ON FUNCTION public.budget_cap_choice(p_calls jsonb, p_models text[], p
 REVOKE ALL ON FUNCTION public.budget_cheap_worst_cases(p_calls jsonb, p_models text[], p_may_downgrade boolean, p_at timestamp with time zone, OUT models text[], OUT costs numeric[], OUT downgrades boolean, OUT worst numeric) FROM PUBLIC;
 
 --
--- Name: FUNCTION budget_month_figures(p_user_id text, p_zone text, p_month date, p_at timestamp with time zone, OUT spent numeric, OUT reserved numeric); Type: ACL; Schema: public; Owner: -
+-- Name: FUNCTION budget_month_figures(p_user_id text, p_zone text, p_month date, p_at timestamp with time zone); Type: ACL; Schema: public; Owner: -
 --
 
-REVOKE ALL ON FUNCTION public.budget_month_figures(p_user_id text, p_zone text, p_month date, p_at timestamp with time zone, OUT spent numeric, OUT reserved numeric) FROM PUBLIC;
-GRANT ALL ON FUNCTION public.budget_month_figures(p_user_id text, p_zone text, p_month date, p_at timestamp with time zone, OUT spent numeric, OUT reserved numeric) TO cronledger_readonly;
-GRANT ALL ON FUNCTION public.budget_month_figures(p_user_id text, p_zone text, p_month date, p_at timestamp with time zone, OUT spent numeric, OUT reserved numeric) TO cronledger_worker;
+REVOKE ALL ON FUNCTION public.budget_month_figures(p_user_id text, p_zone text, p_month date, p_at timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.budget_month_figures(p_user_id text, p_zone text, p_month date, p_at timestamp with time zone) TO cronledger_worker;
+GRANT ALL ON FUNCTION public.budget_month_figures(p_user_id text, p_zone text, p_month date, p_at timestamp with time zone) TO cronledger_readonly;
 
 --
 -- Name: FUNCTION budget_pauses_due(p_at timestamp with time zone); Type: ACL; Schema: public; Owner: -
