@@ -101,8 +101,11 @@ export interface RecordedProcess {
 
 export interface TemporalClusterState {
   binaries: { server: string; sqlTool: string; ui: string };
-  /** gRPC and membership ports of each service; the frontend's gRPC port is temporal.port, the UI's temporal.uiPort. */
-  ports: Record<TemporalService, { grpc: number; membership: number }> & { frontendHttp: number };
+  /**
+   * gRPC and membership ports of each service; the frontend's gRPC port is temporal.port, the UI's temporal.uiPort.
+   * metrics: where the service serves its Prometheus metrics (absent in a stack planned before they were served).
+   */
+  ports: Record<TemporalService, { grpc: number; membership: number; metrics?: number }> & { frontendHttp: number };
   databases: { temporal: string; visibility: string };
   processes: Partial<Record<TemporalService | 'ui', RecordedProcess>>;
 }

@@ -86,6 +86,11 @@ describe('dev up --temporal server', () => {
     for (const pid of pids) expect(processExists(pid)).toBe(true);
     expect(first.temporal.pid).toBe(first.temporal.services.find((p) => p.name === 'frontend')!.pid);
     expect((await fetch(first.uiUrl!)).ok).toBe(true);
+    // each service serves its own Prometheus metrics, on the port dev status shows
+    for (const p of first.temporal.services.filter((s) => s.name !== 'ui')) {
+      const metrics = await fetch(p.metricsUrl!).then((r) => r.text());
+      expect(metrics, p.name).toContain(`service_name="${p.name}"`);
+    }
 
     const connection = await Connection.connect(await withStackCertificate());
     try {

@@ -226,7 +226,8 @@ export interface StackStatus {
     uiPort: number | null;
     dbFile: string | null;
     log: string;
-    services: { name: string; running: boolean; pid: number | null; log: string }[];
+    /** metricsUrl: a Temporal service's own Prometheus metrics (null for the Web UI, and in a stack planned without them). */
+    services: { name: string; running: boolean; pid: number | null; log: string; metricsUrl: string | null }[];
   };
   postgres: { running: boolean; external: boolean; pid: number | null; port: number | null; clusterDir: string | null; log: string | null };
   /** metricsUrl: the worker's Temporal SDK runtime metrics (Prometheus text). */
@@ -268,7 +269,9 @@ export async function stackStatus(dataDir: string): Promise<StackStatus> {
   const tRunning = mode === 'dev' ? temporalRunning(stack) : clusterAllRunning(stack, dataDir);
   const services = (mode === 'server' ? ([...TEMPORAL_SERVICES, 'ui'] as const) : []).map((name) => {
     const running = clusterPartRunning(stack, dataDir, name);
-    return { name, running, pid: running ? t.server!.processes[name]!.pid : null, log: clusterLogOf(dataDir, name) };
+    const metricsPort = name === 'ui' ? undefined : t.server!.ports[name].metrics;
+    const metricsUrl = metricsPort ? `http://${LOCALHOST}:${metricsPort}/metrics` : null;
+    return { name, running, pid: running ? t.server!.processes[name]!.pid : null, log: clusterLogOf(dataDir, name), metricsUrl };
   });
   const pgPid = p.external ? undefined : postgresPid(dataDir);
   return {

@@ -57,16 +57,17 @@ export const clusterLogOf = (dataDir: string, part: ClusterPart): string => join
 export async function planCluster(binaries: TemporalServerBinaries, frontendPort: number): Promise<TemporalClusterState> {
   // Below 32768 (stablePorts): a restart finds them free, and the cluster_membership table keeps membership ports in a
   // smallint (above 32767 a service dies at start).
-  const [frontendHttp, historyGrpc, matchingGrpc, workerGrpc, frontendMembership, historyMembership, matchingMembership, workerMembership] =
-    await stablePorts(8);
+  const free = await stablePorts(12);
+  const next = (): number => free.pop()!;
+  const service = (grpc: number) => ({ grpc, membership: next(), metrics: next() });
   return {
     binaries,
     ports: {
-      frontend: { grpc: frontendPort, membership: frontendMembership },
-      history: { grpc: historyGrpc, membership: historyMembership },
-      matching: { grpc: matchingGrpc, membership: matchingMembership },
-      worker: { grpc: workerGrpc, membership: workerMembership },
-      frontendHttp,
+      frontend: service(frontendPort),
+      history: service(next()),
+      matching: service(next()),
+      worker: service(next()),
+      frontendHttp: next(),
     },
     databases: { ...TEMPORAL_DATABASES },
     processes: {},
@@ -159,7 +160,8 @@ export async function startTemporalCluster(
     const spawnService = async (service: TemporalService) => {
       const pid = await spawnDetached(cluster.binaries.server, temporalServiceArgs(serverRootOf(dataDir), service), {
         cwd: serverRootOf(dataDir),
-        env,
+        // each service its own metrics port (the config's default, 8000, is one container's); 0: any free port
+        env: { ...env, TEMPORAL_METRICS_PORT: String(cluster.ports[service].metrics ?? 0) },
         logFile: clusterLogOf(dataDir, service),
         banner: `temporal server ${service} (frontend 127.0.0.1:${stack.temporal.port}), db ${cluster.databases.temporal}`,
       });
@@ -253,6 +255,7 @@ async function checkPortsFree(dataDir: string, stack: StackFile, services: Tempo
   const ports: [string, number][] = services.flatMap((s): [string, number][] => [
     [`${s} gRPC`, s === 'frontend' ? stack.temporal.port : c.ports[s].grpc],
     [`${s} membership`, c.ports[s].membership],
+    ...(c.ports[s].metrics ? [[`${s} metrics`, c.ports[s].metrics] as [string, number]] : []),
     ...(s === 'frontend' ? [['frontend HTTP', c.ports.frontendHttp] as [string, number]] : []),
   ]);
   if (!clusterPartRunning(stack, dataDir, 'ui')) ports.push(['Web UI', stack.temporal.uiPort]);

@@ -176,7 +176,9 @@ function printStatus(s: StackStatus): void {
           p.name === 'ui' ? 'Web UI' : `Temporal ${p.name}`,
           state(p.running),
           String(p.pid ?? '-'),
-          p.name === 'ui' ? (s.uiUrl ?? '-') : p.name === 'frontend' ? `${s.temporalAddress ?? '-'}, log ${p.log}` : p.log,
+          [p.name === 'ui' ? (s.uiUrl ?? '-') : p.name === 'frontend' ? `${s.temporalAddress ?? '-'}, log ${p.log}` : p.log]
+            .concat(p.metricsUrl ? [`metrics ${p.metricsUrl}`] : [])
+            .join(', '),
         ])
       : [
           ['Temporal', state(s.temporal.running), String(s.temporal.pid ?? '-'), s.temporalAddress ?? '-'],
