@@ -54,6 +54,7 @@ import { parseTasksFile } from '../src/tasks/tasks-file';
 import { startFakeOpenAI, type FakeOpenAI } from '../test/support/fake-openai';
 import { startWorkerProcesses, stopWorkerProcesses, writeWorkflowBundle, type WorkerProcess } from '../test/support/worker-processes';
 import { benchArgs, numberOption } from './lib/args';
+import { prometheusEndpoints, serverCounters } from './lib/temporal-metrics';
 import {
   cpuText,
   findStragglers,
@@ -214,6 +215,8 @@ async function runPhase(stack: Stack, phase: Phase, taskCount: number, opts = { 
     const deadline = Date.now() + DRAIN_TIMEOUT_MS;
     const slots = new SlotWatch(metricsPorts);
     const requestsBefore = await slots.requests();
+    const serverMetrics = await prometheusEndpoints(stack.pids.temporal);
+    const serverBefore = await serverCounters(serverMetrics);
     const machine: MachineSample[] = [machineSample()];
     // A loaded dev server now and then answers a visibility query with NamespaceNotFound (its namespace cache being
     // refreshed): such an answer is asked again at the next turn, within the drain's deadline.
@@ -231,6 +234,7 @@ async function runPhase(stack: Stack, phase: Phase, taskCount: number, opts = { 
     }
     const cpuAfter = sampleCpu(stack, workers);
     const requestsAfter = await slots.requests();
+    const serverAfter = await serverCounters(serverMetrics);
     const runs = await retried(() => executions(stack.client, taskQueue, measuredFrom));
     const failed = runs.filter((r) => r.status !== 'COMPLETED');
     if (failed.length > 0)
@@ -256,6 +260,7 @@ async function runPhase(stack: Stack, phase: Phase, taskCount: number, opts = { 
       workerThreadMsPerRun: workerThreadMsPerRun(cpuBefore, cpuAfter, runs.length),
       fewestFreeSlots: slots.fewest,
       requestsPerRun: requestsPerRun(requestsBefore, requestsAfter, runs.length),
+      serverPerRun: requestsPerRun(serverBefore, serverAfter, runs.length),
       p99StartMs,
       stragglers,
     };
@@ -606,6 +611,8 @@ function report(results: PhaseFigures[]): string {
     lines.push(`        the workers' cpu a run by thread: ${threadText.join(', ')} ms`);
     const requestText = Object.entries(r.requestsPerRun).map(([op, n]) => `${op} ${n.toFixed(2)}`);
     lines.push(`        requests to Temporal a run: ${requestText.join(', ')}`);
+    const serverText = Object.entries(r.serverPerRun).map(([what, n]) => `${what} ${n.toFixed(2)}`);
+    lines.push(`        inside Temporal a run (its metrics): ${serverText.join(', ') || 'not scraped'}`);
     for (const st of r.stragglers)
       lines.push(
         `        STRAGGLER ${st.workflowId} started ${s(st.startMs)} after the slot (99th percentile ${s(r.p99StartMs)}), ` +

@@ -29,6 +29,11 @@ export interface PhaseFigures {
   fewestFreeSlots: Record<string, number>;
   /** What the workers asked of Temporal a run while the phase drained, by operation (polls included). */
   requestsPerRun: Record<string, number>;
+  /**
+   * What the server did inside a run, from its own metrics (bench/lib/temporal-metrics.ts): persistence requests by
+   * operation, and how matching handed tasks to pollers. Empty when the server serves no metrics (`--temporal server`).
+   */
+  serverPerRun: Record<string, number>;
   /** Slot to the 99th percentile start (ms), and the stragglers: starts far beyond it while the machine had room. */
   p99StartMs: number;
   stragglers: Straggler[];

@@ -50,6 +50,7 @@ describe("P1's pairs", () => {
     fewestFreeSlots: {},
     workerThreadMsPerRun: {},
     requestsPerRun: {},
+    serverPerRun: {},
     p99StartMs: 30_000,
     stragglers: Array.from({ length: stragglers }, () => ({ workflowId: 'late', startMs: 121_500, machineBusy: 0.66 })),
   });
