@@ -15,7 +15,9 @@
  * Each phase starts its own workers and warms them with 30 runs of its kind before its schedules are made (warmWorkers).
  * Each prints the time from the slot to the last closed run, runs per second over that time, the peak starts per
  * second, claims and ledger rows (cronledger phases), and the CPU each process group used while the phase drained
- * (share of a core, and per run), so the figure says what limited it, and any straggler (bench/lib/p1-pairs.ts).
+ * (share of a core, and per run), so the figure says what limited it, what Temporal did inside a run by its own metrics
+ * (persistence requests by operation, tasks matched sync and async; bench/lib/temporal-metrics.ts), and any straggler
+ * (bench/lib/p1-pairs.ts). A phase's schedules are deleted once it is measured.
  * mock/bare is the throughput ratio measured in the same run on the same server: the n-th bare phase against the n-th
  * mock, each pair with its CPU a run per process, and the median of the pairs without a straggler.
  *
@@ -201,12 +203,13 @@ async function runPhase(stack: Stack, phase: Phase, taskCount: number, opts = { 
       ...(phase === 'openai' ? { MODEL_PROVIDER: 'openai', OPENAI_API_KEY: 'sk-fake-bench', OPENAI_BASE_URL: stack.fake.baseURL } : {}),
     }),
   });
+  let scheduleIds: string[] = [];
   try {
     if (opts.warmWorkers) await warmWorkers(stack, phase, id, taskQueue);
     // only what starts from here is measured (the warm-up's runs share the task queue)
     const measuredFrom = new Date();
     const slot = new Date(Math.ceil((Date.now() + leadS * 1000) / 60_000) * 60_000);
-    await createSchedules(stack, phase, id, taskQueue, slot, taskCount);
+    scheduleIds = await createSchedules(stack, phase, id, taskQueue, slot, taskCount);
     if (Date.now() > slot.getTime() - 2_000) throw new Error(`${phase}: the schedules took past the slot; run with a longer --lead`);
     log(`${phase}: ${taskCount} schedules fire at ${slot.toISOString()}`);
     await sleepUntil(slot.getTime());
@@ -266,7 +269,17 @@ async function runPhase(stack: Stack, phase: Phase, taskCount: number, opts = { 
     };
   } finally {
     await stopWorkerProcesses(workers);
+    await deleteSchedules(stack, scheduleIds);
   }
+}
+
+/** A phase's schedules, deleted once it is measured: no phase meets the 1,000 schedules of each phase before it. */
+async function deleteSchedules(stack: Stack, scheduleIds: string[]): Promise<void> {
+  let next = 0;
+  const deleteNext = async (): Promise<void> => {
+    for (let i = next++; i < scheduleIds.length; i = next++) await retried(() => stack.client.schedule.getHandle(scheduleIds[i]).delete());
+  };
+  await Promise.all(Array.from({ length: 16 }, deleteNext));
 }
 
 /**
@@ -304,8 +317,7 @@ async function onRollbackJournal(stack: Stack, taskCount: number): Promise<Phase
 
 /**
  * N tasks at one daily minute, the slot, created through the same schedule options as `tasks apply`; the bare phase
- * swaps the action's workflow for the bare one. Left in place afterwards: they fire again only tomorrow, and the stack
- * is deleted at the end. Returns their schedule IDs.
+ * swaps the action's workflow for the bare one. Returns their schedule IDs (runPhase deletes them once measured).
  */
 async function createSchedules(
   stack: Stack,
