@@ -103,7 +103,7 @@ export interface TemporalClusterState {
   binaries: { server: string; sqlTool: string; ui: string };
   /**
    * gRPC and membership ports of each service; the frontend's gRPC port is temporal.port, the UI's temporal.uiPort.
-   * metrics: where the service serves its Prometheus metrics (absent in a stack planned before they were served).
+   * metrics: where the service serves its Prometheus metrics; without it the service takes any free port.
    */
   ports: Record<TemporalService, { grpc: number; membership: number; metrics?: number }> & { frontendHttp: number };
   databases: { temporal: string; visibility: string };

@@ -31,7 +31,7 @@ export interface PhaseFigures {
   requestsPerRun: Record<string, number>;
   /**
    * What the server did inside a run, from its own metrics (bench/lib/temporal-metrics.ts): persistence requests by
-   * operation, and how matching handed tasks to pollers. Empty when the server serves no metrics (`--temporal server`).
+   * operation, and how matching handed tasks to pollers. Empty when none of the server's processes serves metrics.
    */
   serverPerRun: Record<string, number>;
   /** Slot to the 99th percentile start (ms), and the stragglers: starts far beyond it while the machine had room. */

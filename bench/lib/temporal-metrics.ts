@@ -3,7 +3,8 @@ import { execFileSync } from 'node:child_process';
 /**
  * The Temporal server's own Prometheus metrics, for what a run costs it inside: its persistence requests by operation,
  * and how its matching service handed tasks to pollers (sync: to a poller already waiting; async: written to the task
- * queue's backlog in persistence and read back later). The dev server serves them on a port of its own choosing.
+ * queue's backlog in persistence and read back later). Found among the ports the server's processes listen on: the dev
+ * server picks its own, `dev up --temporal server` gives each service one.
  */
 
 /** The /metrics URLs the given processes serve: each port they listen on that answers with Prometheus text. */

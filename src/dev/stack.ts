@@ -226,7 +226,7 @@ export interface StackStatus {
     uiPort: number | null;
     dbFile: string | null;
     log: string;
-    /** metricsUrl: a Temporal service's own Prometheus metrics (null for the Web UI, and in a stack planned without them). */
+    /** metricsUrl: a Temporal service's own Prometheus metrics (null for the Web UI, and where stack.json records no port). */
     services: { name: string; running: boolean; pid: number | null; log: string; metricsUrl: string | null }[];
   };
   postgres: { running: boolean; external: boolean; pid: number | null; port: number | null; clusterDir: string | null; log: string | null };
