@@ -454,7 +454,8 @@ describe('docker-compose.yml', () => {
         value !== null && typeof value === 'object'
           ? Object.entries(value).flatMap(([k, v]) => leaves(v, `${path}.${k}`))
           : [[path, value]];
-      const addressing = /connectaddr|listenaddress|port$|bindonip|broadcastaddress|rpcaddress|httpaddress|filepath|certfile|keyfile|cafiles\.\d+$/i;
+      const addressing =
+        /connectaddr|listenaddress|port$|bindonip|broadcastaddress|rpcaddress|httpaddress|filepath|certfile|keyfile|cafiles\.\d+$/i;
       const comparable = (env: Record<string, string>) => leaves(render(env)).filter(([path]) => !addressing.test(path));
       const compose = comparable(composeEnvironment());
       const dev = comparable(devEnvironment());
@@ -634,7 +635,9 @@ describe('docker-compose.yml', () => {
 
     it("scrapes each of the Temporal server's four services on the metrics port its config gives a container", () => {
       const serverConfig = readFileSync(join(TEMPORAL_CONFIG_DIR, `${TEMPORAL_CONFIG_ENV}.yaml`), 'utf8');
-      const port = /listenAddress: "\{\{ \$bindOnIP \}\}:\{\{ default "(\d+)" \(env "TEMPORAL_METRICS_PORT"\) \}\}"/.exec(serverConfig)?.[1];
+      const port = /listenAddress: "\{\{ \$bindOnIP \}\}:\{\{ default "(\d+)" \(env "TEMPORAL_METRICS_PORT"\) \}\}"/.exec(
+        serverConfig,
+      )?.[1];
       expect(port).toBeDefined();
       expect(job('temporal-server').static_configs).toEqual([{ targets: TEMPORAL_SERVICES.map((s) => `temporal-${s}:${port}`) }]);
       // compose leaves every service on the default: one process per container
