@@ -262,8 +262,8 @@ async function runPhase(stack: Stack, phase: Phase, taskCount: number, opts = { 
       cpuMsPerRun: cpuMsPerRun(cpuBefore, cpuAfter, runs.length),
       workerThreadMsPerRun: workerThreadMsPerRun(cpuBefore, cpuAfter, runs.length),
       fewestFreeSlots: slots.fewest,
-      requestsPerRun: requestsPerRun(requestsBefore, requestsAfter, runs.length),
-      serverPerRun: requestsPerRun(serverBefore, serverAfter, runs.length),
+      requestsPerRun: countsPerRun(requestsBefore, requestsAfter, runs.length),
+      serverPerRun: countsPerRun(serverBefore, serverAfter, runs.length),
       p99StartMs,
       stragglers,
     };
@@ -275,11 +275,16 @@ async function runPhase(stack: Stack, phase: Phase, taskCount: number, opts = { 
 
 /** A phase's schedules, deleted once it is measured: no phase meets the 1,000 schedules of each phase before it. */
 async function deleteSchedules(stack: Stack, scheduleIds: string[]): Promise<void> {
+  await inLanes(scheduleIds, (id) => retried(() => stack.client.schedule.getHandle(id).delete()));
+}
+
+/** fn on each item, 16 at a time (a thousand schedule calls at once would queue at the frontend). */
+async function inLanes<T>(items: readonly T[], fn: (item: T) => Promise<unknown>): Promise<void> {
   let next = 0;
-  const deleteNext = async (): Promise<void> => {
-    for (let i = next++; i < scheduleIds.length; i = next++) await retried(() => stack.client.schedule.getHandle(scheduleIds[i]).delete());
+  const lane = async (): Promise<void> => {
+    for (let i = next++; i < items.length; i = next++) await fn(items[i]);
   };
-  await Promise.all(Array.from({ length: 16 }, deleteNext));
+  await Promise.all(Array.from({ length: 16 }, lane));
 }
 
 /**
@@ -342,16 +347,12 @@ async function createSchedules(
   const versions = tasks.map((task) => ({ taskId: task.id, fingerprint: taskFingerprint(task, taskQueue), definition: task }));
   await recordTaskVersions(stack.operatorPool, versions);
   const started = Date.now();
-  let next = 0;
-  const createNext = async (): Promise<void> => {
-    for (let i = next++; i < tasks.length; i = next++) {
-      const options = scheduleOptionsFor(tasks[i], taskQueue);
-      await client.schedule.create(
-        isBare(phase) ? { ...options, action: { ...options.action, workflowType: 'bareRun', args: [] } } : options,
-      );
-    }
-  };
-  await Promise.all(Array.from({ length: 16 }, createNext));
+  await inLanes(tasks, async (task) => {
+    const options = scheduleOptionsFor(task, taskQueue);
+    await client.schedule.create(
+      isBare(phase) ? { ...options, action: { ...options.action, workflowType: 'bareRun', args: [] } } : options,
+    );
+  });
   log(`${phase}: created ${tasks.length} schedules in ${((Date.now() - started) / 1000).toFixed(1)} s`);
   return tasks.map((task) => scheduleOptionsFor(task, taskQueue).scheduleId);
 }
@@ -365,15 +366,14 @@ async function createSchedules(
 async function warmWorkers(stack: Stack, phase: Phase, id: string, taskQueue: string): Promise<void> {
   // `${id}w`: outside the measured tasks' prefix fan-<id>- (claimCounts)
   const scheduleIds = await createSchedules(stack, phase, `${id}w`, taskQueue, new Date(Date.now() + 12 * 3_600_000), WARM_UP_TASKS);
-  const handles = scheduleIds.map((scheduleId) => stack.client.schedule.getHandle(scheduleId));
-  await Promise.all(handles.map((h) => h.trigger(ScheduleOverlapPolicy.ALLOW_ALL)));
+  await Promise.all(scheduleIds.map((scheduleId) => stack.client.schedule.getHandle(scheduleId).trigger(ScheduleOverlapPolicy.ALLOW_ALL)));
   const closed = `TaskQueue = '${taskQueue}' AND ExecutionStatus != 'Running'`;
   const deadline = Date.now() + 5 * 60_000;
   while ((await retried(() => stack.client.workflow.count(closed))).count < WARM_UP_TASKS) {
     if (Date.now() > deadline) throw new Error(`${phase}: the ${WARM_UP_TASKS} warm-up runs did not close within 5 minutes`);
     await sleep(500);
   }
-  await Promise.all(handles.map((h) => h.delete()));
+  await deleteSchedules(stack, scheduleIds);
   log(`${phase}: workers warmed by ${WARM_UP_TASKS} runs`);
 }
 
@@ -470,8 +470,8 @@ class SlotWatch {
 const metricsOf = (port: number, timeoutMs: number): Promise<string> =>
   fetch(`http://127.0.0.1:${port}/metrics`, { signal: AbortSignal.timeout(timeoutMs) }).then((r) => r.text());
 
-/** Requests a run by operation between two counts, those made at least once every 100 runs. */
-function requestsPerRun(before: Record<string, number>, after: Record<string, number>, runs: number): Record<string, number> {
+/** Each counter's growth between two samples, a run, for those that grew at least once every 100 runs. */
+function countsPerRun(before: Record<string, number>, after: Record<string, number>, runs: number): Record<string, number> {
   const perRun = Object.entries(after).map(([op, n]) => [op, (n - (before[op] ?? 0)) / runs] as const);
   return Object.fromEntries(perRun.filter(([, n]) => n >= 0.01).sort(([a], [b]) => a.localeCompare(b)));
 }
