@@ -9,6 +9,9 @@
  *   jitter  as mock, with `jitter: 60s` on every task: starts spread over the minute, and nothing runs twice
  *   guarded as mock, for users who each have a monthly budget (1,000,000 USD, never reached): every run's claim
  *           reserves its worst case and each booking settles it (the mock phase's users have no budget, so no guard)
+ *   floor   as bare, with each of its three bookkeeping steps writing one row to the stack's PostgreSQL (its own
+ *           transaction, through the worker's pool settings): the least a run that claims its slot and books its two
+ *           calls in PostgreSQL can do, so floor/bare is the most that mock/bare can reach on this machine and server
  *   bare-journal  as bare, on a second dev server started in this run with the same flags except SQLite's pragmas: its
  *           default rollback journal instead of dev up's journal_mode=wal and synchronous=normal (dev server only)
  *
@@ -19,9 +22,9 @@
  * (persistence requests by operation, tasks matched sync and async; bench/lib/temporal-metrics.ts), and any straggler
  * (bench/lib/p1-pairs.ts). A phase's schedules are deleted once it is measured.
  * mock/bare is the throughput ratio measured in the same run on the same server: the n-th bare phase against the n-th
- * mock, each pair with its CPU a run per process, and the median of the pairs without a straggler.
+ * mock, each pair with its CPU a run per process, and the median of the pairs without a straggler; floor/bare likewise.
  *
- *   node --import tsx bench/fan-out.ts [--tasks 1000] [--workers 3] [--only bare,mock,openai,jitter,bare-journal] [--call-ms 500] [--lead 75]
+ *   node --import tsx bench/fan-out.ts [--tasks 1000] [--workers 3] [--only bare,mock,openai,jitter,guarded,floor,bare-journal] [--call-ms 500] [--lead 75]
  *        [--temporal dev|server]
  *
  * --temporal: the stack's Temporal, as `dev up --temporal` (dev: the dev server on SQLite; server: the Temporal server's
@@ -38,11 +41,12 @@ import { randomUUID } from 'node:crypto';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type pg from 'pg';
+import pg from 'pg';
 import { compileScript } from '../bin/compiled.js';
 import { connectClient } from '../src/client';
 import { repoRoot, temporalTlsEnv, type TemporalTls } from '../src/config';
 import { createPool } from '../src/db/pool';
+import { WORKER_ROLE } from '../src/db/roles';
 import { freePorts } from '../src/dev/ports';
 import { startStack, stopStack } from '../src/dev/stack';
 import type { StackFile } from '../src/config';
@@ -60,6 +64,7 @@ import { prometheusEndpoints, serverCounters } from './lib/temporal-metrics';
 import {
   cpuText,
   findStragglers,
+  FLOOR_TABLE,
   machineSample,
   pairLines,
   PHASES,
@@ -96,7 +101,8 @@ for (const setting of values['dynamic-config']) {
 const DRAIN_TIMEOUT_MS = 15 * 60_000;
 const WARM_UP_TASKS = 30;
 
-const isBare = (phase: Phase): boolean => phase === 'bare' || phase === 'bare-journal';
+/** The phases run by the bare worker (bench/lib/bare-worker.ts) and its workflow. */
+const isBare = (phase: Phase): boolean => phase === 'bare' || phase === 'floor' || phase === 'bare-journal';
 
 const log = (line: string): void => void process.stderr.write(`${new Date().toISOString()} ${line}\n`);
 
@@ -137,6 +143,7 @@ async function main(): Promise<void> {
       effectiveFrom: monthStart,
     }));
     await applyBudgets(operatorPool, { budgets }, 'bench');
+    if (phases.includes('floor')) await createFloorTable(s.postgres.ownerDatabaseUrl ?? '');
     const fake = await startFakeOpenAI();
     fake.setLatency(callMs);
     stack = {
@@ -200,6 +207,7 @@ async function runPhase(stack: Stack, phase: Phase, taskCount: number, opts = { 
       // each worker's SDK metrics, scraped while the phase drains: did any kind of task slot run out?
       CRONLEDGER_WORKER_METRICS_ADDRESS: `127.0.0.1:${metricsPorts[started++ % workerCount]}`,
       ...temporalTlsEnv(stack.temporalTls),
+      ...(phase === 'floor' ? { BARE_FLOOR: '1' } : {}),
       ...(phase === 'openai' ? { MODEL_PROVIDER: 'openai', OPENAI_API_KEY: 'sk-fake-bench', OPENAI_BASE_URL: stack.fake.baseURL } : {}),
     }),
   });
@@ -258,6 +266,7 @@ async function runPhase(stack: Stack, phase: Phase, taskCount: number, opts = { 
       lastStartMs: startsSinceSlot[startsSinceSlot.length - 1],
       peakStartsPerSecond: Math.max(...perSecond.values()),
       ...(isBare(phase) ? {} : { claims: await claimCounts(stack.pool, id) }),
+      ...(phase === 'floor' ? { floorRows: await floorRows(stack.pool, runs) } : {}),
       cpu: cpuShares(cpuBefore, cpuAfter),
       cpuMsPerRun: cpuMsPerRun(cpuBefore, cpuAfter, runs.length),
       workerThreadMsPerRun: workerThreadMsPerRun(cpuBefore, cpuAfter, runs.length),
@@ -271,6 +280,28 @@ async function runPhase(stack: Stack, phase: Phase, taskCount: number, opts = { 
     await stopWorkerProcesses(workers);
     await deleteSchedules(stack, scheduleIds);
   }
+}
+
+/** The floor phase's table, made by the owner as migrations are, written by the worker role as the ledger is. */
+async function createFloorTable(ownerUrl: string): Promise<void> {
+  const owner = new pg.Client({ connectionString: ownerUrl });
+  await owner.connect();
+  try {
+    await owner.query(
+      `create table ${FLOOR_TABLE} (workflow_id text, step text, at timestamptz not null default now(), primary key (workflow_id, step))`,
+    );
+    await owner.query(`grant select, insert on ${FLOOR_TABLE} to ${WORKER_ROLE}`);
+  } finally {
+    await owner.end();
+  }
+}
+
+/** The floor phase's rows written by these runs (3 a run: one per bookkeeping step). */
+async function floorRows(pool: pg.Pool, runs: Execution[]): Promise<number> {
+  const { rows } = await pool.query<{ n: string }>(`select count(*)::text as n from ${FLOOR_TABLE} where workflow_id = any($1::text[])`, [
+    runs.map((r) => r.workflowId),
+  ]);
+  return Number(rows[0].n);
 }
 
 /** A phase's schedules, deleted once it is measured: no phase meets the 1,000 schedules of each phase before it. */
@@ -604,6 +635,7 @@ function report(results: PhaseFigures[]): string {
       `${r.phase.padEnd(7)} last run closed ${s(r.drainMs).padStart(7)} after the slot (median ${s(r.medianMs)}), starts ${s(r.firstStartMs)} to ${s(r.lastStartMs)} (median ${s(r.medianStartMs)}), ` +
         `${((r.runs / r.drainMs) * 1000).toFixed(1)} runs/s, peak ${r.peakStartsPerSecond} starts/s`,
     );
+    if (r.floorRows !== undefined) lines.push(`        rows written ${r.floorRows} (3 per run)`);
     if (r.claims) {
       const c = r.claims;
       lines.push(
@@ -634,7 +666,7 @@ function report(results: PhaseFigures[]): string {
   const find = (p: Phase) => results.find((r) => r.phase === p);
   const bare = find('bare');
   const mock = find('mock');
-  lines.push(...pairLines(results));
+  lines.push(...pairLines(results), ...pairLines(results, 'floor'));
   if (mock) lines.push(`mock drain: ${s(mock.drainMs)} (goal <= 60 s)`);
   const openai = find('openai');
   if (openai) lines.push(`openai (${callMs} ms calls): slowest run closed ${s(openai.drainMs)} after its slot (goal <= 90 s)`);

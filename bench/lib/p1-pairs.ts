@@ -1,8 +1,10 @@
 import { readFileSync } from 'node:fs';
 
 /** bench/fan-out.ts's phases (its header says what each runs). */
-export const PHASES = ['bare', 'mock', 'openai', 'jitter', 'guarded', 'bare-journal'] as const;
+export const PHASES = ['bare', 'mock', 'openai', 'jitter', 'guarded', 'floor', 'bare-journal'] as const;
 export type Phase = (typeof PHASES)[number];
+/** The floor phase's table: one row a bookkeeping step, keyed by the workflow and the step (bench/lib/bare-worker.ts). */
+export const FLOOR_TABLE = 'bench_floor_rows';
 
 export interface PhaseFigures {
   phase: Phase;
@@ -18,6 +20,8 @@ export interface PhaseFigures {
   lastStartMs: number;
   peakStartsPerSecond: number;
   /** cronledger phases: claims (runs rows), completed claims, duplicates recorded, ledger rows. */
+  /** The floor phase: its bookkeeping steps' rows (3 a run). */
+  floorRows?: number;
   claims?: { rows: number; completed: number; duplicates: number; ledgerRows: number; reservations: number; openReservations: number };
   /** Share of one core each group used from the slot to the last close, and the whole machine's (of all cores). */
   cpu: Record<string, number>;
@@ -113,17 +117,19 @@ export const cpuText = (r: Pick<PhaseFigures, 'cpuMsPerRun'>): string =>
  * gives each kind every position once), each pair's ratio beside the CPU a run of each process group in both phases,
  * then the median of the pairs without a straggler (one pair moves by 10 to 20 % from run to run on a shared machine).
  * A pair with a straggler, or with a phase that fired late, is printed, flagged, and left out of the median.
+ * `kind` 'floor' pairs the floor phases with the bare ones the same way: the most mock/bare can reach.
  */
-export function pairLines(results: PhaseFigures[]): string[] {
+export function pairLines(results: PhaseFigures[], kind: 'mock' | 'floor' = 'mock'): string[] {
   const bares = results.filter((r) => r.phase === 'bare');
-  const mocks = results.filter((r) => r.phase === 'mock');
-  const count = Math.min(bares.length, mocks.length);
+  const others = results.filter((r) => r.phase === kind);
+  const count = Math.min(bares.length, others.length);
   if (count === 0) return [];
   const s = (ms: number): string => `${(ms / 1000).toFixed(1)} s`;
-  const lines = ['', `mock / bare throughput by pair (goal >= 0.9), with the CPU a run of the workers, Temporal and PostgreSQL:`];
+  const what = kind === 'mock' ? '(goal >= 0.9)' : '(the most mock / bare can reach)';
+  const lines = ['', `${kind} / bare throughput by pair ${what}, with the CPU a run of the workers, Temporal and PostgreSQL:`];
   const clean: number[] = [];
   for (let i = 0; i < count; i++) {
-    const [b, m] = [bares[i], mocks[i]];
+    const [b, m] = [bares[i], others[i]];
     const ratio = b.drainMs / m.drainMs;
     const late = [
       ...[b, m].filter((r) => r.stragglers.length > 0).map((r) => `stragglers in ${r.phase} ${r.stragglers.length}`),
@@ -133,9 +139,9 @@ export function pairLines(results: PhaseFigures[]): string[] {
     ];
     if (late.length === 0) clean.push(ratio);
     lines.push(
-      `  pair ${i + 1}: bare ${s(b.drainMs)}, mock ${s(m.drainMs)}: ${ratio.toFixed(2)}x` +
+      `  pair ${i + 1}: bare ${s(b.drainMs)}, ${kind} ${s(m.drainMs)}: ${ratio.toFixed(2)}x` +
         `${late.length > 0 ? ` SET APART, ${late.join(' and ')}` : ''}; ` +
-        `cpu a run, bare: ${cpuText(b)}; mock: ${cpuText(m)}`,
+        `cpu a run, bare: ${cpuText(b)}; ${kind}: ${cpuText(m)}`,
     );
   }
   const sorted = clean.sort((a, b) => a - b);
@@ -143,8 +149,8 @@ export function pairLines(results: PhaseFigures[]): string[] {
   const median = n === 0 ? NaN : n % 2 === 1 ? sorted[(n - 1) / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
   lines.push(
     n === 0
-      ? `mock / bare throughput: no pair without a straggler`
-      : `mock / bare throughput, median of ${n} pair${n > 1 ? 's' : ''} without a straggler: ${median.toFixed(2)}x` +
+      ? `${kind} / bare throughput: no pair without a straggler`
+      : `${kind} / bare throughput, median of ${n} pair${n > 1 ? 's' : ''} without a straggler: ${median.toFixed(2)}x` +
           (count > n ? ` (${count - n} set apart)` : ''),
   );
   return lines;

@@ -36,7 +36,7 @@ describe('a straggler in a P1 phase', () => {
 });
 
 describe("P1's pairs", () => {
-  const phase = (kind: 'bare' | 'mock', drainS: number, stragglers = 0, firstStartS = 0.5): PhaseFigures => ({
+  const phase = (kind: 'bare' | 'mock' | 'floor', drainS: number, stragglers = 0, firstStartS = 0.5): PhaseFigures => ({
     phase: kind,
     runs: 1000,
     drainMs: drainS * 1000,
@@ -76,5 +76,15 @@ describe("P1's pairs", () => {
     expect(lines[2]).toMatch(/^ {2}pair 1: bare 78\.0 s, mock 53\.8 s: 1\.45x SET APART, bare first started 26\.8 s after the slot;/);
     expect(lines[3]).toMatch(/^ {2}pair 2: bare 56\.7 s, mock 57\.1 s: 0\.99x; /);
     expect(lines.at(-1)).toBe('mock / bare throughput, median of 1 pair without a straggler: 0.99x (1 set apart)');
+  });
+
+  it('pairs the floor phases with the bare ones the same way, apart from the mock pairs', () => {
+    const results = [phase('bare', 50), phase('floor', 55), phase('mock', 60), phase('floor', 52), phase('bare', 52)];
+    const floor = pairLines(results, 'floor');
+    expect(floor[1]).toMatch(/^floor \/ bare throughput by pair \(the most mock \/ bare can reach\)/);
+    expect(floor[2]).toMatch(/^ {2}pair 1: bare 50\.0 s, floor 55\.0 s: 0\.91x; /);
+    expect(floor[3]).toMatch(/^ {2}pair 2: bare 52\.0 s, floor 52\.0 s: 1\.00x; /);
+    expect(floor.at(-1)).toBe('floor / bare throughput, median of 2 pairs without a straggler: 0.95x');
+    expect(pairLines(results).at(-1)).toBe('mock / bare throughput, median of 1 pair without a straggler: 0.83x');
   });
 });
