@@ -10,10 +10,14 @@
  *   recordUsage      node: the booking function that returns the whole ledger row (validation, then that statement)
  *   bookCall         node: what the worker's booking step calls: the same statement, reading back only the entry,
  *                    its cost and its price version, the conflict check made in the statement
+ *   raw_node         node: raw's insert through bookCall's pool, a named statement: raw with node's client cost
+ *                    added as bookCall has it, so bookCall / raw_node compares like with like
+ *   bookCall_no_bookkeeping  node: bookCall with the AFTER trigger disabled, as no_bookkeeping: the most bookCall can
+ *                    reach against raw with a ledger that writes no summary at all
  *
  * Each client books for its own user (a thousand users booking at 09:00, not one user's hot month row). The phases
- * alternate raw / book_usage / no_bookkeeping / recordUsage / bookCall for --rounds rounds and the ratios use the sums, so drift on the shared
- * machine hits all five alike. It runs durable (as the ledger does) and then with synchronous_commit off for its
+ * alternate in the order above for --rounds rounds and the ratios use the sums, so drift on the shared
+ * machine hits all of them alike. It runs durable (as the ledger does) and then with synchronous_commit off for its
  * own sessions (the path's own cost without the shared disk's fsync latency). Each phase prints what limited it: CPU seconds of PostgreSQL (every backend of the
  * cluster) and of node per second of wall time, and what the active backends were waiting on (pg_stat_activity
  * sampled every 20 ms; "CPU" = running, not waiting).
@@ -53,8 +57,8 @@ const RAW_SCRIPT = `insert into raw_ledger (${COLUMNS})
 const BOOK_SCRIPT = `select book_usage(gen_random_uuid()::text, 'user-' || :client_id, gen_random_uuid()::text, 'wf', 'task',
   'openai/gpt-4o-mini', 'gpt-4o-mini', 'chat', 'ok', 1, 1200, 200, 300, 0, 0, 0, null, null, 'bench', null, null, now());\n`;
 
-type Path = 'raw' | 'book_usage' | 'no_bookkeeping' | 'recordUsage' | 'bookCall';
-const PATHS: Path[] = ['raw', 'book_usage', 'no_bookkeeping', 'recordUsage', 'bookCall'];
+const PATHS = ['raw', 'book_usage', 'no_bookkeeping', 'recordUsage', 'bookCall', 'raw_node', 'bookCall_no_bookkeeping'] as const;
+type Path = (typeof PATHS)[number];
 /**
  * Durable: synchronous_commit on, as the ledger runs (a booking is acknowledged once its WAL is on disk). Then the
  * same with synchronous_commit off for the bench's own sessions only, which takes the shared disk's fsync latency out
@@ -179,36 +183,56 @@ function pgbench(db: ScratchDatabase, mode: Mode, script: string, clients: numbe
   };
 }
 
-function viaNode(pool: pg.Pool, clients: number, round: string, bookOnce: typeof bookCall): () => Promise<number> {
+/** `clients` loops calling `once` for SECONDS; the number of calls made. */
+function viaNode(clients: number, once: (client: number, i: number) => Promise<unknown>): () => Promise<number> {
   return async () => {
-    let booked = 0;
+    let done = 0;
     const until = performance.now() + SECONDS * 1000;
     await Promise.all(
       Array.from({ length: clients }, async (_, client) => {
         for (let i = 0; performance.now() < until; i++) {
-          await bookOnce(pool, {
-            runId: `${bookOnce.name}-${round}-${clients}-${client}-${i}`,
-            workflowId: 'wf',
-            step: 'chat',
-            attempt: 1,
-            userId: `user-${client + 1}`,
-            taskId: 'task',
-            model: 'openai/gpt-4o-mini',
-            kind: 'chat',
-            status: 'ok',
-            usage: fullUsage({ promptTokens: 1200, cachedPromptTokens: 200, completionTokens: 300, reasoningTokens: 0 }),
-            providerModel: 'gpt-4o-mini',
-            providerRequestId: null,
-            workerId: 'bench',
-            usageReceivedAt: new Date(),
-          });
-          booked++;
+          await once(client, i);
+          done++;
         }
       }),
     );
-    return booked;
+    return done;
   };
 }
+
+/** A booking through `bookOnce` (recordUsage or bookCall), its key unique to the phase, the client and the call. */
+function bookingsViaNode(pool: pg.Pool, clients: number, round: string, bookOnce: typeof bookCall, label: string): () => Promise<number> {
+  return viaNode(clients, (client, i) =>
+    bookOnce(pool, {
+      runId: `${label}-${round}-${clients}-${client}-${i}`,
+      workflowId: 'wf',
+      step: 'chat',
+      attempt: 1,
+      userId: `user-${client + 1}`,
+      taskId: 'task',
+      model: 'openai/gpt-4o-mini',
+      kind: 'chat',
+      status: 'ok',
+      usage: fullUsage({ promptTokens: 1200, cachedPromptTokens: 200, completionTokens: 300, reasoningTokens: 0 }),
+      providerModel: 'gpt-4o-mini',
+      providerRequestId: null,
+      workerId: 'bench',
+      usageReceivedAt: new Date(),
+    }),
+  );
+}
+
+/** RAW_SCRIPT's insert from node, its values as pgbench's (a key and a run of their own, the client's user). */
+const rawViaNode = (pool: pg.Pool, clients: number): (() => Promise<number>) =>
+  viaNode(clients, (client) =>
+    pool.query({
+      name: 'raw-insert',
+      text: `insert into raw_ledger (${COLUMNS})
+        values (gen_random_uuid()::text, 'usage', $1, gen_random_uuid()::text, 'wf', 'task', 'openai/gpt-4o-mini',
+                'gpt-4o-mini', 'chat', 'ok', 1, 1200, 200, 300, 0, 0.000345, 'v1', 'bench', now())`,
+      values: [`user-${client + 1}`],
+    }),
+  );
 
 const sum = (phases: Phase[], f: (p: Phase) => number): number => phases.reduce((s, p) => s + f(p), 0);
 
@@ -250,8 +274,14 @@ async function main(): Promise<void> {
           await owner.query('alter table usage_ledger disable trigger usage_ledger_booked');
           add('no_bookkeeping', clients, await measure(db, superuser, postmaster, pgbench(db, mode, BOOK_SCRIPT, clients)));
           await owner.query('alter table usage_ledger enable trigger usage_ledger_booked');
-          add('recordUsage', clients, await measure(db, superuser, postmaster, viaNode(pool, clients, `${m}-${round}`, recordUsage)));
-          add('bookCall', clients, await measure(db, superuser, postmaster, viaNode(pool, clients, `${m}-${round}`, bookCall)));
+          const booking = (bookOnce: typeof bookCall, label: Path) =>
+            measure(db, superuser, postmaster, bookingsViaNode(pool, clients, `${m}-${round}`, bookOnce, label));
+          add('recordUsage', clients, await booking(recordUsage, 'recordUsage'));
+          add('bookCall', clients, await booking(bookCall, 'bookCall'));
+          add('raw_node', clients, await measure(db, superuser, postmaster, rawViaNode(pool, clients)));
+          await owner.query('alter table usage_ledger disable trigger usage_ledger_booked');
+          add('bookCall_no_bookkeeping', clients, await booking(bookCall, 'bookCall_no_bookkeeping'));
+          await owner.query('alter table usage_ledger enable trigger usage_ledger_booked');
         }
       }
       if (pool !== db.pool) await pool.end();
@@ -263,12 +293,14 @@ async function main(): Promise<void> {
       for (const clients of CLIENTS) {
         lines.push(`  ${clients} client(s)`);
         for (const path of PATHS) {
-          lines.push(`    ${path.padEnd(14)} ${describe(results.get(`${path}@${clients}`) ?? [])}`);
+          lines.push(`    ${path.padEnd(23)} ${describe(results.get(`${path}@${clients}`) ?? [])}`);
         }
+        const ratio = (path: Path, of: Path = 'raw'): string => (rate(`${path}@${clients}`) / rate(`${of}@${clients}`)).toFixed(2);
         for (const path of PATHS.slice(1)) {
           const goal = path === 'bookCall' ? "   (goal >= 0.5: the worker's path)" : '';
-          lines.push(`    ratio ${`${path} / raw`.padEnd(22)} ${(rate(`${path}@${clients}`) / rate(`raw@${clients}`)).toFixed(2)}${goal}`);
+          lines.push(`    ratio ${`${path} / raw`.padEnd(30)} ${ratio(path)}${goal}`);
         }
+        lines.push(`    ratio ${'bookCall / raw_node'.padEnd(30)} ${ratio('bookCall', 'raw_node')}   (both from node)`);
       }
     }
     process.stdout.write(`${lines.join('\n')}\n`);
