@@ -259,6 +259,15 @@ async function main(): Promise<void> {
       alter table raw_ledger alter column id set default nextval('raw_ledger_id_seq');
       grant select, insert on raw_ledger to cronledger_worker; grant usage on sequence raw_ledger_id_seq to cronledger_worker`);
     const lines = [`$ ${command}`, `PostgreSQL 127.0.0.1:${db.port}, ${ROUNDS} rounds of ${SECONDS} s per phase, one user per client`];
+    /** fn with the ledger's AFTER trigger (book_ledger_entry: every summary row a booking writes) disabled. */
+    const withoutBookkeeping = async <T>(fn: () => Promise<T>): Promise<T> => {
+      await owner.query('alter table usage_ledger disable trigger usage_ledger_booked');
+      try {
+        return await fn();
+      } finally {
+        await owner.query('alter table usage_ledger enable trigger usage_ledger_booked');
+      }
+    };
     for (const [m, mode] of MODES.entries()) {
       const pool =
         m === 0 ? db.pool : createPool(`${db.urlAs('worker')}?options=${encodeURIComponent(mode.options)}`, Math.max(...CLIENTS));
@@ -271,17 +280,17 @@ async function main(): Promise<void> {
         for (const clients of CLIENTS) {
           add('raw', clients, await measure(db, superuser, postmaster, pgbench(db, mode, RAW_SCRIPT, clients)));
           add('book_usage', clients, await measure(db, superuser, postmaster, pgbench(db, mode, BOOK_SCRIPT, clients)));
-          await owner.query('alter table usage_ledger disable trigger usage_ledger_booked');
-          add('no_bookkeeping', clients, await measure(db, superuser, postmaster, pgbench(db, mode, BOOK_SCRIPT, clients)));
-          await owner.query('alter table usage_ledger enable trigger usage_ledger_booked');
+          add(
+            'no_bookkeeping',
+            clients,
+            await withoutBookkeeping(() => measure(db, superuser, postmaster, pgbench(db, mode, BOOK_SCRIPT, clients))),
+          );
           const booking = (bookOnce: typeof bookCall, label: Path) =>
             measure(db, superuser, postmaster, bookingsViaNode(pool, clients, `${m}-${round}`, bookOnce, label));
           add('recordUsage', clients, await booking(recordUsage, 'recordUsage'));
           add('bookCall', clients, await booking(bookCall, 'bookCall'));
           add('raw_node', clients, await measure(db, superuser, postmaster, rawViaNode(pool, clients)));
-          await owner.query('alter table usage_ledger disable trigger usage_ledger_booked');
-          add('bookCall_no_bookkeeping', clients, await booking(bookCall, 'bookCall_no_bookkeeping'));
-          await owner.query('alter table usage_ledger enable trigger usage_ledger_booked');
+          add('bookCall_no_bookkeeping', clients, await withoutBookkeeping(() => booking(bookCall, 'bookCall_no_bookkeeping')));
         }
       }
       if (pool !== db.pool) await pool.end();
