@@ -30,9 +30,10 @@
  * --temporal: the stack's Temporal, as `dev up --temporal` (dev: the dev server on SQLite; server: the Temporal server's
  * services on the stack's PostgreSQL).
  * --lead: seconds from start of a phase to its slot at least (its N schedules are created in between).
- * --warm-tasks: the bare runs of the unmeasured round before the first phase (30). The first measured phase still met a
- * server that had run fewer workflows than every later phase met, and cost it less (on the Temporal server 39 ms a run
- * against 41 to 44); `--warm-tasks 1000` gives it a full-size phase before it, so no pair gains from its position.
+ * --warm-tasks: the bare runs of the unmeasured round a server runs before its first phase (30). After 30, the first
+ * measured phase meets a server that has run fewer workflows than every later phase meets, and costs it less (on the
+ * Temporal server 39 ms a run against 41 to 44); `--warm-tasks 1000` runs a full-size phase first, so that no pair
+ * gains from its position.
  * --profile-workers DIR: each worker process writes CPU profiles (node --cpu-prof, one per thread: the main thread and the
  * workflow thread) to DIR/<phase>/ when it stops; profiling slows the workers, so such a run's figures are not P1's.
  * --dynamic-config KEY=JSON (repeatable, dev server only): added to or replacing `dev up`'s dynamic config
@@ -103,7 +104,7 @@ for (const setting of values['dynamic-config']) {
   DEV_SERVER_DYNAMIC_CONFIG[key] = JSON.parse(json.join('='));
 }
 const DRAIN_TIMEOUT_MS = 15 * 60_000;
-const WARM_UP_TASKS = 30;
+const WORKER_WARM_UP_RUNS = 30;
 const serverWarmUpTasks = numberOption('warm-tasks', values['warm-tasks']);
 
 /** The phases run by the bare worker (bench/lib/bare-worker.ts) and its workflow. */
@@ -346,7 +347,7 @@ async function onRollbackJournal(stack: Stack, taskCount: number): Promise<Phase
         });
     }
     const journal: Stack = { ...stack, client, temporalAddress: address, pids: { ...stack.pids, temporal: [server.pid!] } };
-    await runPhase(journal, 'bare-journal', WARM_UP_TASKS, { warmWorkers: false });
+    await runPhase(journal, 'bare-journal', serverWarmUpTasks, { warmWorkers: false });
     const figures = await runPhase(journal, 'bare-journal', taskCount);
     await client.connection.close();
     return figures;
@@ -394,23 +395,23 @@ async function createSchedules(
 }
 
 /**
- * Each phase's workers first run WARM_UP_TASKS runs of their own kind, unmeasured, so that the measured burst meets
+ * Each phase's workers first run WORKER_WARM_UP_RUNS of their own kind, unmeasured, so that the measured burst meets
  * them as a deployment's workers are at a slot: their code compiled by V8, cronledger's database sessions open and
  * their plans made (the worker keeps an idle connection 5 minutes, longer than the phase's lead). Schedules of their
  * own (a daily minute 12 hours away), triggered now, and deleted once their runs closed.
  */
 async function warmWorkers(stack: Stack, phase: Phase, id: string, taskQueue: string): Promise<void> {
   // `${id}w`: outside the measured tasks' prefix fan-<id>- (claimCounts)
-  const scheduleIds = await createSchedules(stack, phase, `${id}w`, taskQueue, new Date(Date.now() + 12 * 3_600_000), WARM_UP_TASKS);
+  const scheduleIds = await createSchedules(stack, phase, `${id}w`, taskQueue, new Date(Date.now() + 12 * 3_600_000), WORKER_WARM_UP_RUNS);
   await Promise.all(scheduleIds.map((scheduleId) => stack.client.schedule.getHandle(scheduleId).trigger(ScheduleOverlapPolicy.ALLOW_ALL)));
   const closed = `TaskQueue = '${taskQueue}' AND ExecutionStatus != 'Running'`;
   const deadline = Date.now() + 5 * 60_000;
-  while ((await retried(() => stack.client.workflow.count(closed))).count < WARM_UP_TASKS) {
-    if (Date.now() > deadline) throw new Error(`${phase}: the ${WARM_UP_TASKS} warm-up runs did not close within 5 minutes`);
+  while ((await retried(() => stack.client.workflow.count(closed))).count < WORKER_WARM_UP_RUNS) {
+    if (Date.now() > deadline) throw new Error(`${phase}: the ${WORKER_WARM_UP_RUNS} warm-up runs did not close within 5 minutes`);
     await sleep(500);
   }
   await deleteSchedules(stack, scheduleIds);
-  log(`${phase}: workers warmed by ${WARM_UP_TASKS} runs`);
+  log(`${phase}: workers warmed by ${WORKER_WARM_UP_RUNS} runs`);
 }
 
 interface Execution {
