@@ -20,9 +20,9 @@ export interface PhaseFigures {
   lastStartMs: number;
   peakStartsPerSecond: number;
   /** cronledger phases: claims (runs rows), completed claims, duplicates recorded, ledger rows. */
+  claims?: { rows: number; completed: number; duplicates: number; ledgerRows: number; reservations: number; openReservations: number };
   /** The floor phase: its bookkeeping steps' rows (3 a run). */
   floorRows?: number;
-  claims?: { rows: number; completed: number; duplicates: number; ledgerRows: number; reservations: number; openReservations: number };
   /** Share of one core each group used from the slot to the last close, and the whole machine's (of all cores). */
   cpu: Record<string, number>;
   /** CPU time per run (ms) of each process group from the slot to the last close: workers, Temporal, PostgreSQL. */
@@ -129,19 +129,19 @@ export function pairLines(results: PhaseFigures[], kind: 'mock' | 'floor' = 'moc
   const lines = ['', `${kind} / bare throughput by pair ${what}, with the CPU a run of the workers, Temporal and PostgreSQL:`];
   const clean: number[] = [];
   for (let i = 0; i < count; i++) {
-    const [b, m] = [bares[i], others[i]];
-    const ratio = b.drainMs / m.drainMs;
+    const [b, o] = [bares[i], others[i]];
+    const ratio = b.drainMs / o.drainMs;
     const late = [
-      ...[b, m].filter((r) => r.stragglers.length > 0).map((r) => `stragglers in ${r.phase} ${r.stragglers.length}`),
-      ...[b, m]
+      ...[b, o].filter((r) => r.stragglers.length > 0).map((r) => `stragglers in ${r.phase} ${r.stragglers.length}`),
+      ...[b, o]
         .filter((r) => r.firstStartMs > LATE_FIRST_START_MS)
         .map((r) => `${r.phase} first started ${s(r.firstStartMs)} after the slot`),
     ];
     if (late.length === 0) clean.push(ratio);
     lines.push(
-      `  pair ${i + 1}: bare ${s(b.drainMs)}, ${kind} ${s(m.drainMs)}: ${ratio.toFixed(2)}x` +
+      `  pair ${i + 1}: bare ${s(b.drainMs)}, ${kind} ${s(o.drainMs)}: ${ratio.toFixed(2)}x` +
         `${late.length > 0 ? ` SET APART, ${late.join(' and ')}` : ''}; ` +
-        `cpu a run, bare: ${cpuText(b)}; ${kind}: ${cpuText(m)}`,
+        `cpu a run, bare: ${cpuText(b)}; ${kind}: ${cpuText(o)}`,
     );
   }
   const sorted = clean.sort((a, b) => a - b);
